@@ -1,0 +1,329 @@
+"""When requests reach the engine.
+
+An asyncio core runs on its own thread; a thread-safe sync facade serves Excel
+threads and the CLI. A request is
+
+1. answered from the cache at once when it can be (in the caller's thread, no
+   queue, no event loop round trip);
+2. joined to an identical request already in flight (one future, one engine call);
+3. otherwise queued. Workers — exactly ``max_parallel`` of them, matched to the
+   engine's slots — take the queue longest prompt first, after a short window
+   that lets a burst of cells arrive and be sorted. The engine is never given
+   more than ``max_parallel`` requests and never left idle while work is queued.
+
+Each answer is validated against the task's output model (one bounded retry),
+stored in the cache the moment it arrives, then turned into the task's result.
+A failing request fails only its own future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .cache import Cache, cache_key
+from .engine import Engine, SamplingParams, build_engine
+from .errors import EngineOffline, XladdinError
+from .settings import Settings
+from .tasks.base import Provenance, Task
+
+
+@dataclass
+class BatcherStats:
+    submitted: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+    engine_requests: int = 0
+    completed: int = 0
+    failed: int = 0
+    waves: int = 0
+    last_error: str | None = None
+
+
+@dataclass(order=True)
+class _Job:
+    priority: tuple[int, int]
+    key: str = field(compare=False)
+    task: Task = field(compare=False)
+    messages: list[dict[str, str]] = field(compare=False)
+    future: asyncio.Future = field(compare=False)
+
+
+class Batcher:
+    def __init__(
+        self,
+        engine: Engine,
+        cache: Cache,
+        *,
+        params: SamplingParams | None = None,
+        window_ms: float = 20.0,
+        max_parallel: int | None = None,
+        output_retries: int = 1,
+        request_timeout: float | None = None,
+    ):
+        self.engine = engine
+        self.cache = cache
+        self.params = params or SamplingParams()
+        self.window = window_ms / 1000
+        self.max_parallel = max(1, min(max_parallel or engine.max_parallel, engine.max_parallel))
+        self.output_retries = output_retries
+        self.request_timeout = request_timeout
+        self.stats = BatcherStats()
+        self._lock = threading.Lock()
+        self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._queue: list[_Job] = []
+        self._inflight: dict[str, asyncio.Future] = {}
+        self._wake: asyncio.Event | None = None
+        self._seq = itertools.count()
+        self._workers: list[asyncio.Task] = []
+        self._in_engine = 0
+        self._collecting = False
+        self.peak_in_engine = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
+        cache = Cache(settings.cache_dir, enabled=not settings.no_cache)
+        engine = engine or build_engine(settings)
+        params = SamplingParams(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
+        timeout = settings.timeout * (settings.retries + 1) + 5
+        return cls(engine, cache, params=params, window_ms=settings.batch_window_ms,
+                   max_parallel=settings.max_parallel, request_timeout=timeout)  # fmt: skip
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start the loop thread and the engine (loads a model; idempotent, thread-safe)."""
+        with self._lock:
+            if self._started:
+                return
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="xladdin-batcher", daemon=True)
+            thread.start()
+            try:
+                asyncio.run_coroutine_threadsafe(self._astart(), loop).result()
+            except BaseException:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(5)
+                raise
+            self._loop, self._thread, self._started = loop, thread, True
+
+    async def _astart(self) -> None:
+        url = getattr(self.engine, "base_url", None)
+        try:
+            await self.engine.start()
+        except EngineOffline:
+            remembered = self.cache.get_meta(f"model@{url}") if url else None
+            if not remembered:
+                raise
+            self.engine.model_id = remembered  # serve the cache; misses report the engine offline
+        else:
+            if url:
+                self.cache.set_meta(f"model@{url}", self.engine.model_id)
+        self._wake = asyncio.Event()
+        self._workers = [asyncio.create_task(self._worker()) for _ in range(self.max_parallel)]
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._started:
+                self.cache.close()
+                return
+            loop = self._loop
+            assert loop is not None
+
+            async def _stop() -> None:
+                for w in self._workers:
+                    w.cancel()
+                await self.engine.aclose()
+
+            asyncio.run_coroutine_threadsafe(_stop(), loop).result(30)
+            loop.call_soon_threadsafe(loop.stop)
+            if self._thread is not None:
+                self._thread.join(10)
+            self._started = False
+            self.cache.close()
+
+    def __enter__(self) -> Batcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- keys and results
+    def key(self, task: Task, inp: BaseModel) -> str:
+        return cache_key(task=task.name, task_version=task.version, task_config=task.key_config(),
+                         model=self.engine.model_id, params=self.params.model_dump(), inp=inp)  # fmt: skip
+
+    def _result(self, task: Task, inp: BaseModel, out: BaseModel, cached: bool) -> Any:
+        prov = Provenance(model=self.engine.model_id, task_version=task.version, cached=cached)
+        return task.finish(inp, out, prov)
+
+    def _from_cache(self, task: Task, inp: BaseModel, key: str) -> Any | None:
+        stored = self.cache.get(key)
+        if stored is None:
+            return None
+        try:
+            out = task.output_model.model_validate(stored)
+        except ValidationError:
+            return None  # written by an older schema: ask again
+        with self._lock:
+            self.stats.submitted += 1
+            self.stats.cache_hits += 1
+            self.stats.completed += 1
+        return self._result(task, inp, out, cached=True)
+
+    # ---------------------------------------------------------------- sync facade
+    def lookup(self, task: Task, inp: BaseModel) -> Any | None:
+        """The cached result for ``inp``, or ``None``. Never asks the engine."""
+        self.start()
+        return self._from_cache(task, inp, self.key(task, inp))
+
+    def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
+        """A future of the task's result. Cache hits come back already done."""
+        self.start()
+        key = self.key(task, inp)
+        hit = self._from_cache(task, inp, key)
+        if hit is not None:
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(hit)
+            return done
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(self._ask(task, inp, key), self._loop)
+
+    def run(self, task: Task, inp: BaseModel) -> Any:
+        """Blocking single request; raises ``XladdinError``."""
+        try:
+            return self.submit(task, inp).result(self.request_timeout)
+        except concurrent.futures.TimeoutError:
+            raise XladdinError(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
+
+    def map(
+        self,
+        task: Task,
+        rows: Iterable[Mapping[str, Any] | BaseModel],
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]:
+        """Results in input order; a bad row or failed request is its ``XladdinError``, not an exception."""
+        self.start()
+        results: list[Any] = []
+        pending: dict[concurrent.futures.Future, int] = {}
+        for i, row in enumerate(rows):
+            try:
+                fut = self.submit(task, task.parse(row))
+            except XladdinError as e:
+                results.append(e)
+                if on_result:
+                    on_result(i, e)
+                continue
+            results.append(None)
+            pending[fut] = i
+        for fut in concurrent.futures.as_completed(pending):
+            i = pending[fut]
+            try:
+                results[i] = fut.result()
+            except XladdinError as e:
+                results[i] = e
+            except Exception as e:  # a bug in one row never loses the others
+                results[i] = XladdinError(f"internal error: {e.__class__.__name__}: {e}")
+            if on_result:
+                on_result(i, results[i])
+        return results
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            data = asdict(self.stats)
+        data.update(queued=len(self._queue), in_flight=len(self._inflight), max_parallel=self.max_parallel,
+                    peak_in_engine=self.peak_in_engine, model=self.engine.model_id)  # fmt: skip
+        return data
+
+    # ---------------------------------------------------------------- async core
+    async def asubmit(self, task: Task, inp: BaseModel) -> Any:
+        key = self.key(task, inp)
+        hit = self._from_cache(task, inp, key)
+        if hit is not None:
+            return hit
+        return await self._ask(task, inp, key)
+
+    async def _ask(self, task: Task, inp: BaseModel, key: str) -> Any:
+        with self._lock:
+            self.stats.submitted += 1
+        fut = self._inflight.get(key)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._inflight[key] = fut
+            messages = task.messages(inp)
+            length = sum(len(m["content"]) for m in messages)
+            heapq.heappush(self._queue, _Job((-length, next(self._seq)), key, task, messages, fut))
+            assert self._wake is not None
+            self._wake.set()
+        else:
+            with self._lock:
+                self.stats.deduplicated += 1
+        try:
+            out = await asyncio.shield(fut)
+        except XladdinError as e:
+            with self._lock:
+                self.stats.failed += 1
+                self.stats.last_error = str(e)
+            raise
+        with self._lock:
+            self.stats.completed += 1
+        return self._result(task, inp, out, cached=False)
+
+    async def _next_job(self) -> _Job:
+        assert self._wake is not None
+        while not self._queue:
+            self._wake.clear()
+            await self._wake.wait()
+            if self._in_engine == 0:  # idle engine: let the burst arrive, then sort it
+                if not self._collecting:
+                    self._collecting = True
+                    with self._lock:
+                        self.stats.waves += 1
+                if self.window:
+                    await asyncio.sleep(self.window)
+                self._collecting = False
+        return heapq.heappop(self._queue)
+
+    async def _worker(self) -> None:
+        while True:
+            job = await self._next_job()
+            self._in_engine += 1
+            self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
+            try:
+                out = await self._call_engine(job)
+            except XladdinError as e:
+                job.future.set_exception(e)
+            except Exception as e:
+                job.future.set_exception(XladdinError(f"internal error: {e.__class__.__name__}: {e}"))
+            else:
+                self.cache.set(job.key, out.model_dump(mode="json"))
+                job.future.set_result(out)
+            finally:
+                self._in_engine -= 1
+                self._inflight.pop(job.key, None)
+
+    async def _call_engine(self, job: _Job) -> BaseModel:
+        from .errors import OutputError
+
+        last: OutputError | None = None
+        for _ in range(1 + self.output_retries):
+            with self._lock:
+                self.stats.engine_requests += 1
+            text = await self.engine.complete(job.messages, job.task.schema, self.params)
+            try:
+                return job.task.validate_output(text)
+            except (ValidationError, ValueError) as e:
+                detail = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
+                last = OutputError(f"model answer does not match the schema: {detail}")
+        assert last is not None
+        raise last

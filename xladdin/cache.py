@@ -1,0 +1,118 @@
+"""Disk cache of validated model answers.
+
+Key = sha256 of the canonical JSON of (task name, task version, task config,
+model id, sampling params, validated input). Values are the model's validated
+output, so a result is rebuilt from it by the task's deterministic rules.
+diskcache is safe across threads and processes, so several Excel sessions and
+a nightly run can share one directory. An unusable directory degrades to no
+cache with a warning; nothing else fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+log = logging.getLogger(__name__)
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def cache_key(
+    *, task: str, task_version: str, task_config: dict[str, Any], model: str, params: dict[str, Any],
+    inp: BaseModel | dict[str, Any],
+) -> str:  # fmt: skip
+    data = inp.model_dump(mode="json") if isinstance(inp, BaseModel) else inp
+    payload = {"task": task, "version": task_version, "config": task_config, "model": model,
+               "params": params, "input": data}  # fmt: skip
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+class Cache:
+    """Thread-safe facade over ``diskcache.Cache``; counts hits and misses of this process."""
+
+    def __init__(self, directory: Path | None, *, enabled: bool = True):
+        self.directory = directory
+        self.hits = 0
+        self.misses = 0
+        self.warning: str | None = None
+        self._lock = threading.Lock()
+        self._dc = None
+        if enabled and directory is not None:
+            try:
+                import diskcache
+
+                Path(directory).mkdir(parents=True, exist_ok=True)
+                self._dc = diskcache.Cache(str(directory), size_limit=2**34, eviction_policy="least-recently-stored")
+                self._dc.set("__xladdin_probe__", 1)
+            except Exception as e:  # unwritable, read-only, corrupt: run without a cache
+                self.warning = f"cache disabled: cannot use {directory} ({e.__class__.__name__}: {e})"
+                log.warning(self.warning)
+                self._dc = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._dc is not None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        value = None
+        if self._dc is not None:
+            try:
+                value = self._dc.get(key)
+            except Exception as e:
+                log.warning("cache read failed: %s", e)
+        with self._lock:
+            if value is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return value
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        if self._dc is None:
+            return
+        try:
+            self._dc.set(key, value)
+        except Exception as e:
+            log.warning("cache write failed: %s", e)
+
+    def get_meta(self, name: str) -> Any:
+        return None if self._dc is None else self._dc.get("__meta__:" + name)
+
+    def set_meta(self, name: str, value: Any) -> None:
+        if self._dc is not None:
+            self._dc.set("__meta__:" + name, value)
+
+    def stats(self) -> dict[str, Any]:
+        entries = 0
+        size = 0
+        if self._dc is not None:
+            entries = sum(1 for k in self._dc.iterkeys() if not str(k).startswith("__"))
+            size = self._dc.volume()
+        lookups = self.hits + self.misses
+        return {
+            "directory": str(self.directory),
+            "enabled": self.enabled,
+            "entries": entries,
+            "bytes": size,
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": round(self.hits / lookups, 4) if lookups else None,
+        }
+
+    def clear(self) -> int:
+        if self._dc is None:
+            return 0
+        return self._dc.clear()
+
+    def close(self) -> None:
+        if self._dc is not None:
+            self._dc.close()

@@ -1,0 +1,44 @@
+"""The one protocol every engine implements: ``async complete(messages, schema, params) -> text``."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class SamplingParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = 0.0
+    seed: int = 42
+    max_tokens: int = 384
+
+
+class Engine(ABC):
+    """A way to reach a model. Capabilities are class flags."""
+
+    kind: ClassVar[str]
+    supports_json_schema: ClassVar[bool] = True
+
+    model_id: str = ""
+    max_parallel: int = 1
+    starter: bool = False  # True when serving the offline starter model, not a configured Qwen
+
+    async def start(self) -> None:
+        """Load or connect; after this ``model_id`` is set."""
+
+    @abstractmethod
+    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
+        """Return the assistant text for ``messages``, constrained to the JSON ``schema``."""
+
+    async def aclose(self) -> None:
+        """Release the engine."""
+
+    def describe(self) -> str:
+        return self.model_id
+
+
+def response_format(schema: dict[str, Any], name: str = "result") -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}

@@ -1,0 +1,102 @@
+"""In-process CPU engine: xllamacpp (llama.cpp server core) with ``n_parallel``
+slots and continuous batching. Requests run in a thread pool sized to the slots;
+llama.cpp releases the GIL while it decodes."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar
+
+from ..errors import EngineError, OutputError
+from ..models import ModelFile, resolve_model
+from ..settings import Settings
+from .base import Engine, SamplingParams, response_format
+
+DEFAULT_SLOTS = 4
+
+
+class EmbeddedEngine(Engine):
+    kind: ClassVar[str] = "embedded"
+
+    def __init__(self, settings: Settings, model: ModelFile | None = None, *, http: bool = False):
+        self.settings = settings
+        self.max_parallel = settings.max_parallel or DEFAULT_SLOTS
+        self._model = model
+        self._http = http
+        self._server: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+        self.address: str | None = None
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        await asyncio.to_thread(self.load)
+
+    def load(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> None:
+        """Load the model (blocking). The llama.cpp HTTP front also listens on ``host:port``."""
+        import xllamacpp as xlc
+
+        if self._model is None:
+            self._model = resolve_model(self.settings.model, self.settings.models_dir)
+        self.model_id = self._model.model_id
+        self.starter = self._model.starter
+        p = xlc.CommonParams()
+        p.model.path = str(self._model.path)
+        p.n_parallel = self.max_parallel
+        p.n_ctx = self.settings.n_ctx * self.max_parallel
+        p.cpuparams.n_threads = self.settings.n_threads
+        p.cpuparams_batch.n_threads = self.settings.n_threads
+        p.sampling.seed = self.settings.seed
+        p.port = port
+        p.hostnames = [host]
+        p.model_alias = {self.model_id}
+        if api_key:
+            p.api_keys = [api_key]
+        p.verbosity = 3 if self.settings.engine_verbose else -1
+        try:
+            self._server = xlc.Server(p)
+        except Exception as e:
+            raise EngineError(f"embedded engine cannot load {self._model.path}: {e}") from None
+        self.address = self._server.listening_address
+        self._pool = ThreadPoolExecutor(self.max_parallel, thread_name_prefix="xladdin-engine")
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One blocking chat completion through the in-process server."""
+        result = self._server.handle_chat_completions(body)
+        if not isinstance(result, dict) or "choices" not in result:
+            err = result.get("error", result) if isinstance(result, dict) else result
+            message = err.get("message", err) if isinstance(err, dict) else err
+            raise EngineError(f"embedded engine: {message}")
+        return result
+
+    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
+        if self._server is None:
+            await self.start()
+        body = {
+            "messages": messages,
+            "temperature": params.temperature,
+            "seed": params.seed,
+            "max_tokens": params.max_tokens,
+            "response_format": response_format(schema),
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._pool, self.chat, body)
+        choice = result["choices"][0]
+        if choice.get("finish_reason") == "length":
+            raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
+        return choice["message"]["content"]
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._server = None  # the server stops when the object is freed
+
+    def describe(self) -> str:
+        where = f" at {self._model.path}" if self._model else ""
+        return f"embedded {self.model_id}{where}"

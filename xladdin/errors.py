@@ -1,0 +1,52 @@
+"""Exceptions raised by xladdin. Every one is an ``XladdinError``.
+
+    XladdinError
+    ├── ConfigError              a setting is missing or wrong
+    │   └── ModelUnavailable     no model file, and it cannot be fetched
+    ├── InputError               one input field is bad (names the field)
+    ├── EngineError              the engine failed to answer
+    │   ├── EngineOffline        cannot reach the engine (names the URL)
+    │   └── EngineTimeout        the engine did not answer in time
+    └── OutputError              the model's answer is not valid for the schema
+
+Cells and report rows show ``str(error)`` behind ``#QWEN!``; the messages are
+written to be shown to a user as they are.
+"""
+
+from __future__ import annotations
+
+
+class XladdinError(Exception):
+    """Base of every error xladdin raises."""
+
+
+class ConfigError(XladdinError):
+    pass
+
+
+class ModelUnavailable(ConfigError):
+    pass
+
+
+class InputError(XladdinError):
+    """A bad input value. ``field`` names the input field."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field} {message}")
+
+
+class EngineError(XladdinError):
+    pass
+
+
+class EngineOffline(EngineError):
+    pass
+
+
+class EngineTimeout(EngineError):
+    pass
+
+
+class OutputError(XladdinError):
+    pass

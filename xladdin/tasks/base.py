@@ -1,0 +1,77 @@
+"""What every task owns: input model, output model (the JSON schema sent for
+constrained decoding), prompt, version, and deterministic post-processing.
+Tasks never do I/O."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import InputError
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+Res = TypeVar("Res", bound=BaseModel)
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    model: str = Field(title="模型 model")
+    task_version: str = Field(title="任务版本 task version")
+    cached: bool = Field(title="缓存命中 cached")
+
+
+def validate_input(model: type[In], data: Mapping[str, Any] | In) -> In:
+    """Validate ``data`` into ``model``; a failure is an ``InputError`` naming the field."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or model.__name__
+        raise InputError(field, err["msg"].lower()) from None
+
+
+class Task(ABC, Generic[In, Out, Res]):
+    """One kind of question. Subclasses set the class attributes and three methods."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    input_model: ClassVar[type[BaseModel]]
+    output_model: ClassVar[type[BaseModel]]
+    result_model: ClassVar[type[BaseModel]]
+
+    def parse(self, data: Mapping[str, Any] | In) -> In:
+        return validate_input(self.input_model, data)  # type: ignore[return-value]
+
+    @abstractmethod
+    def messages(self, inp: In) -> list[dict[str, str]]:
+        """System prompt first (shared by every row, so the engine's prefix cache
+        serves it), the row second."""
+
+    @abstractmethod
+    def finish(self, inp: In, out: Out, provenance: Provenance) -> Res:
+        """Deterministic post-processing of a validated model answer."""
+
+    def key_config(self) -> dict[str, Any]:
+        """Task settings that change what the model is asked (part of the cache key)."""
+        return {}
+
+    @cached_property
+    def schema(self) -> dict[str, Any]:
+        return self.output_model.model_json_schema()
+
+    def validate_output(self, text: str) -> Out:
+        return self.output_model.model_validate_json(text)  # type: ignore[return-value]
+
+    @staticmethod
+    def row_json(inp: BaseModel, exclude: set[str] | None = None) -> str:
+        data = inp.model_dump(mode="json", exclude_none=True, exclude=exclude)
+        return json.dumps(data, ensure_ascii=False, sort_keys=False)

@@ -1,0 +1,115 @@
+"""Parsing of spreadsheet values into clean input fields.
+
+Excel and CSV hand us numbers as floats, strings with ``%`` or thousands
+separators, full-width digits, placeholders such as ``N/A`` or ``--``, and
+stock codes that lost their leading zeros. Every parser here either returns a
+clean value (``None`` for a missing one) or raises ``InputError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from typing import Any
+
+from ..errors import InputError
+
+MISSING_TOKENS = frozenset({"", "n/a", "na", "nan", "none", "null", "-", "--", "---", "—", "——", "#n/a", "无", "暂无"})
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+# Exchange by the leading digits of a six-digit A-share (or B-share) code.
+EXCHANGE_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("60", "SH"), ("68", "SH"), ("90", "SH"),
+    ("00", "SZ"), ("30", "SZ"), ("20", "SZ"),
+    ("43", "BJ"), ("83", "BJ"), ("87", "BJ"), ("88", "BJ"), ("92", "BJ"),
+)  # fmt: skip
+_ST_NAME = re.compile(r"^(\*|S\*?)?ST")
+_SUFFIXES = {"SH": "SH", "SS": "SH", "SZ": "SZ", "BJ": "BJ"}
+
+
+def text_or_none(value: Any) -> str | None:
+    """Normalise a cell to stripped NFKC text; ``None`` when blank or a placeholder."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    text = unicodedata.normalize("NFKC", str(value)).strip()
+    return None if text.lower() in MISSING_TOKENS else text
+
+
+def parse_number(value: Any, field: str) -> float | None:
+    """A finite number, or ``None`` when missing. ``"32.78%"`` → 32.78, ``"1,234.5"`` → 1234.5."""
+    if isinstance(value, bool):
+        raise InputError(field, f"is not a number: {value!r}")
+    if isinstance(value, int | float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            raise InputError(field, f"is not a finite number: {value!r}")
+        return float(value)
+    text = text_or_none(value)
+    if text is None:
+        return None
+    cleaned = text.replace(",", "").replace(" ", "").removesuffix("%")
+    if not _NUMBER.match(cleaned):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise InputError(field, f"is not a number: {shown!r}")
+    number = float(cleaned)
+    if math.isinf(number):
+        raise InputError(field, f"is not a finite number: {text!r}")
+    return number
+
+
+def parse_flag(value: Any, field: str) -> bool | None:
+    """Yes/no cells: TRUE/FALSE, 1/0, 是/否, Y/N, ST/blank."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value)):
+        if value in (0, 1):
+            return bool(value)
+        raise InputError(field, f"is not a yes/no value: {value!r}")
+    text = text_or_none(value)
+    if text is None:
+        return None
+    low = text.lower()
+    if low in {"true", "1", "yes", "y", "是", "st", "*st", "1.0"}:
+        return True
+    if low in {"false", "0", "no", "n", "否", "0.0"}:
+        return False
+    raise InputError(field, f"is not a yes/no value: {text!r}")
+
+
+def normalize_code(value: Any, field: str = "code") -> str:
+    """``600519`` → ``600519.SH``; ``1`` (Excel dropped the zeros) → ``000001.SZ``; ``SH600519`` too."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = text_or_none(value)
+    if text is None:
+        raise InputError(field, "is missing")
+    raw = text.upper().replace(" ", "")
+    exchange = None
+    m = re.fullmatch(r"(SH|SZ|BJ|SS)?(\d{1,6})(?:\.(SH|SZ|BJ|SS))?", raw)
+    if not m or (m.group(1) and m.group(3)):
+        raise InputError(field, f"is not an A-share code: {text!r} (expected e.g. 600519 or 600519.SH)")
+    digits = m.group(2).zfill(6)
+    given = m.group(1) or m.group(3)
+    for prefix, ex in EXCHANGE_PREFIXES:
+        if digits.startswith(prefix):
+            exchange = ex
+            break
+    if given:
+        given = _SUFFIXES[given]
+        if exchange is not None and given != exchange:
+            raise InputError(field, f"{text!r}: {digits} trades on {exchange}, not {given}")
+        exchange = given
+    if exchange is None:
+        raise InputError(field, f"{text!r}: cannot tell the exchange of {digits}; write it as {digits}.SH/.SZ/.BJ")
+    return f"{digits}.{exchange}"
+
+
+def is_st_name(name: str | None) -> bool:
+    """ST, *ST and S*ST names (full-width letters too)."""
+    if not name:
+        return False
+    return _ST_NAME.match(unicodedata.normalize("NFKC", name).upper().replace(" ", "")) is not None

@@ -1,0 +1,109 @@
+"""Helpers for tests and benchmarks: a tiny random-weight Qwen3 GGUF model.
+
+The model has two layers of width 64 and a byte-level vocabulary (256 byte
+tokens, a few merges, the ChatML special tokens), so it loads in well under a
+second and decodes hundreds of tokens per second on one core. Its text is
+noise, but constrained decoding makes its output schema-valid, which is all the
+pipeline needs to be exercised end to end through a real engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+_MERGES = [("Ġ", "Ġ"), ('"', ":"), ("{", '"'), ('"', ","), ("Ċ", "Ġ")]
+
+
+def _byte_tokens() -> list[str]:
+    """GPT-2 byte-to-unicode table: one printable character per byte value."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    table: dict[int, str] = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return [table[b] for b in range(256)]
+
+
+def write_tiny_qwen_gguf(path: str | Path, *, seed: int = 0, n_ctx: int = 4096) -> Path:
+    """Write a tiny random-weight Qwen3-architecture GGUF file to ``path``."""
+    import gguf  # dev dependency: only tests and benchmarks need it
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+
+    tokens = _byte_tokens() + [a + b for a, b in _MERGES] + _SPECIAL
+    types = [gguf.TokenType.NORMAL] * (len(tokens) - len(_SPECIAL)) + [gguf.TokenType.CONTROL] * len(
+        _SPECIAL
+    )
+    n_vocab = len(tokens)
+    n_embd, n_head, n_head_kv, head_dim, n_ff, n_layer = 64, 4, 2, 16, 128, 2
+
+    w = gguf.GGUFWriter(str(path), "qwen3")
+    w.add_name("xladdin-tiny-qwen3")
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([f"{a} {b}" for a, b in _MERGES])
+    w.add_bos_token_id(tokens.index("<|endoftext|>"))
+    w.add_eos_token_id(tokens.index("<|im_end|>"))
+    w.add_pad_token_id(tokens.index("<|endoftext|>"))
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML_TEMPLATE)
+
+    def t(name: str, *shape: int, scale: float = 0.02) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def ones(name: str, n: int) -> None:
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    t("token_embd.weight", n_vocab, n_embd, scale=1.0)
+    ones("output_norm.weight", n_embd)
+    t("output.weight", n_vocab, n_embd, scale=0.5)
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        ones(p + "attn_norm.weight", n_embd)
+        t(p + "attn_q.weight", n_head * head_dim, n_embd)
+        t(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
+        t(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
+        t(p + "attn_output.weight", n_embd, n_head * head_dim)
+        ones(p + "attn_q_norm.weight", head_dim)
+        ones(p + "attn_k_norm.weight", head_dim)
+        ones(p + "ffn_norm.weight", n_embd)
+        t(p + "ffn_gate.weight", n_ff, n_embd)
+        t(p + "ffn_up.weight", n_ff, n_embd)
+        t(p + "ffn_down.weight", n_embd, n_ff)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
