@@ -69,8 +69,10 @@ class Batcher:
         max_parallel: int | None = None,
         output_retries: int = 1,
         request_timeout: float | None = None,
+        own_engine: bool = False,
     ):
         self.engine = engine
+        self.own_engine = own_engine
         self.cache = cache
         self.params = params or SamplingParams()
         self.window = window_ms / 1000
@@ -94,11 +96,12 @@ class Batcher:
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
         cache = Cache(settings.cache_dir, enabled=not settings.no_cache)
+        own = engine is None
         engine = engine or build_engine(settings)
         params = SamplingParams(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
         timeout = settings.timeout * (settings.retries + 1) + 5
         return cls(engine, cache, params=params, window_ms=settings.batch_window_ms,
-                   max_parallel=settings.max_parallel, request_timeout=timeout)  # fmt: skip
+                   max_parallel=settings.max_parallel, request_timeout=timeout, own_engine=own)  # fmt: skip
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -143,7 +146,8 @@ class Batcher:
             async def _stop() -> None:
                 for w in self._workers:
                     w.cancel()
-                await self.engine.aclose()
+                if self.own_engine:
+                    await self.engine.aclose()
 
             asyncio.run_coroutine_threadsafe(_stop(), loop).result(30)
             loop.call_soon_threadsafe(loop.stop)
@@ -254,9 +258,15 @@ class Batcher:
         return await self._ask(task, inp, key)
 
     async def _ask(self, task: Task, inp: BaseModel, key: str) -> Any:
+        fut = self._inflight.get(key)
+        if fut is None:
+            # Answers are cached and leave ``_inflight`` on this loop thread, so a
+            # request that missed the cache in its caller thread checks once more.
+            hit = self._from_cache(task, inp, key)
+            if hit is not None:
+                return hit
         with self._lock:
             self.stats.submitted += 1
-        fut = self._inflight.get(key)
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
             self._inflight[key] = fut

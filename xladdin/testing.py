@@ -107,3 +107,60 @@ def write_tiny_qwen_gguf(path: str | Path, *, seed: int = 0, n_ctx: int = 4096) 
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+class ScriptedEngine:
+    """An injectable engine for unit tests of batching and caching logic.
+
+    ``respond(messages)`` returns the answer text (or raises); every call is
+    recorded with the number of calls in flight at that moment. Integration
+    tests use the real embedded engine instead.
+    """
+
+    kind = "scripted"
+    supports_json_schema = True
+    starter = False
+
+    def __init__(self, respond, *, delay: float = 0.0, max_parallel: int = 4, model_id: str = "scripted-model"):
+        self.respond = respond
+        self.delay = delay
+        self.max_parallel = max_parallel
+        self.model_id = model_id
+        self.calls: list[list[dict[str, str]]] = []
+        self.in_flight = 0
+        self.peak = 0
+        self.closed = False
+
+    async def start(self) -> None:
+        pass
+
+    async def complete(self, messages, schema, params) -> str:
+        import asyncio
+
+        self.calls.append(messages)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return self.respond(messages)
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    def describe(self) -> str:
+        return f"scripted {self.model_id}"
+
+
+def screen_answer(reason: str = "业绩稳健", **figures) -> str:
+    """A valid ``ScreenExtraction`` JSON text; figures as ``name=(value, unit)``."""
+    import json
+
+    names = ("revenue", "net_profit", "revenue_growth", "net_profit_growth", "gross_margin", "net_margin", "roe", "eps")
+    data: dict = {"reason": reason, "contradiction": bool(figures.pop("contradiction", False))}
+    for name in names:
+        fig = figures.get(name)
+        data[name] = None if fig is None else {"value": str(fig[0]), "unit": fig[1]}
+    return json.dumps(data, ensure_ascii=False)

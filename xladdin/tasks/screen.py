@@ -132,7 +132,7 @@ class ScreenResult(BaseModel):
     def cells(self) -> list[Any]:
         """Flat row of cell values in column order (flags joined, provenance last)."""
         row: list[Any] = []
-        for name in self.model_fields:
+        for name in type(self).model_fields:
             value = getattr(self, name)
             if name == "provenance":
                 row += [value.model, value.task_version, value.cached]

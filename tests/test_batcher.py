@@ -1,0 +1,137 @@
+import json
+import threading
+
+import pytest
+
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.errors import EngineError, InputError, OutputError
+from xladdin.tasks import ScreenResult, ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+TASK = ScreenTask()
+
+
+def row(i, text="营收100亿元", **kw):
+    return {"code": 600000 + i, "name": f"公司{i}", "roe": 10 + i % 10, "pe_ttm": 20, "report_text": text, **kw}
+
+
+def name_of(messages):
+    return json.loads(messages[1]["content"])["name"]
+
+
+@pytest.fixture
+def make(tmp_path):
+    made = []
+
+    def _make(respond=lambda m: screen_answer(), **kw):
+        opts = {k: kw.pop(k) for k in ("window_ms", "max_parallel") if k in kw}
+        engine = ScriptedEngine(respond, **kw)
+        b = Batcher(engine, Cache(tmp_path / f"cache{len(made)}"), **opts)
+        made.append(b)
+        return b, engine
+
+    yield _make
+    for b in made:
+        b.close()
+
+
+def test_results_in_order_and_second_pass_all_cached(make):
+    b, engine = make()
+    rows = [row(i) for i in range(12)]
+    first = b.map(TASK, rows)
+    assert [r.code for r in first] == [f"{600000 + i}.SH" for i in range(12)]
+    assert all(isinstance(r, ScreenResult) and not r.provenance.cached for r in first)
+    assert len(engine.calls) == 12
+    second = b.map(TASK, rows)
+    assert all(r.provenance.cached for r in second) and len(engine.calls) == 12
+    assert [r.model_dump(exclude={"provenance"}) for r in second] == [r.model_dump(exclude={"provenance"}) for r in first]
+    assert b.snapshot()["cache_hits"] == 12
+
+
+def test_identical_requests_share_one_engine_call(make):
+    b, engine = make(delay=0.05)
+    futures = [b.submit(TASK, TASK.parse(row(1))) for _ in range(10)]
+    results = [f.result(5) for f in futures]
+    assert len(engine.calls) == 1
+    assert len({r.model_dump_json() for r in results}) == 1
+    assert b.snapshot()["deduplicated"] == 9
+
+
+def test_concurrency_is_bounded_and_used(make):
+    b, engine = make(delay=0.02, max_parallel=3)
+    b.map(TASK, [row(i) for i in range(30)])
+    assert engine.peak == 3
+    assert b.snapshot()["peak_in_engine"] == 3
+
+
+def test_burst_is_sent_longest_prompt_first(make):
+    b, engine = make(window_ms=100, max_parallel=1)
+    rows = [row(i, text="长" * n) for i, n in enumerate([5, 50, 20, 80, 1])]
+    b.map(TASK, rows)
+    sent = [len(json.loads(m[1]["content"])["report_text"]) for m in engine.calls]
+    assert sent == [80, 50, 20, 5, 1]
+
+
+def test_one_failure_fails_only_its_row_and_is_not_cached(make):
+    def respond(messages):
+        if name_of(messages) == "公司3":
+            raise EngineError("engine offline (http://x)")
+        return screen_answer()
+
+    b, engine = make(respond)
+    results = b.map(TASK, [row(i) for i in range(6)])
+    assert isinstance(results[3], EngineError)
+    assert all(isinstance(r, ScreenResult) for i, r in enumerate(results) if i != 3)
+    calls = len(engine.calls)
+    again = b.map(TASK, [row(i) for i in range(6)])
+    assert len(engine.calls) == calls + 1  # only the failed row is asked again
+    assert isinstance(again[3], EngineError) and b.snapshot()["last_error"] == "engine offline (http://x)"
+
+
+def test_bad_input_is_a_value_in_place(make):
+    b, engine = make()
+    results = b.map(TASK, [row(0), {"code": "abc", "name": "x"}, row(2)])
+    assert isinstance(results[1], InputError) and str(results[1]).startswith("code ")
+    assert isinstance(results[0], ScreenResult) and isinstance(results[2], ScreenResult)
+
+
+def test_invalid_answer_is_retried_once_then_an_error(make):
+    answers = iter(['{"reason": "x"', screen_answer()])
+    b, engine = make(lambda m: next(answers))
+    assert isinstance(b.run(TASK, TASK.parse(row(0))), ScreenResult)
+    assert len(engine.calls) == 2
+
+    b2, engine2 = make(lambda m: '{"reason": 5}')
+    with pytest.raises(OutputError, match="does not match the schema"):
+        b2.run(TASK, TASK.parse(row(0)))
+    assert len(engine2.calls) == 2
+    assert b2.lookup(TASK, TASK.parse(row(0))) is None  # never cached
+
+
+def test_lookup_never_asks_the_engine(make):
+    b, engine = make()
+    inp = TASK.parse(row(0))
+    assert b.lookup(TASK, inp) is None and engine.calls == []
+    b.run(TASK, inp)
+    assert b.lookup(TASK, inp).provenance.cached is True
+
+
+def test_sync_facade_is_thread_safe(make):
+    b, engine = make(delay=0.01)
+    results = {}
+
+    def cell(i):
+        results[i] = b.run(TASK, TASK.parse(row(i % 7)))
+
+    threads = [threading.Thread(target=cell, args=(i,)) for i in range(40)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(results) == 40 and len(engine.calls) == 7
+
+
+def test_close_leaves_a_shared_engine_open(make):
+    b, engine = make()
+    b.run(TASK, TASK.parse(row(0)))
+    b.close()
+    assert engine.closed is False

@@ -1,0 +1,96 @@
+import pytest
+
+from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
+
+
+def level(**kw):
+    kw.setdefault("is_st", False)
+    return assess(**kw).risk_level
+
+
+@pytest.mark.parametrize(
+    "roe, pe, expected",
+    [
+        (4.99, 10, RiskLevel.HIGH),
+        (5.0, 10, RiskLevel.MEDIUM),  # 5% ≤ ROE < 15% → 中
+        (14.99, 10, RiskLevel.MEDIUM),
+        (15.0, 10, RiskLevel.LOW),  # ROE ≥ 15% and PE ≤ 50 → 低
+        (15.0, 50.0, RiskLevel.LOW),  # PE = 50 is not > 50
+        (15.0, 50.01, RiskLevel.MEDIUM),
+        (30, 0, RiskLevel.MEDIUM),  # PE ≤ 0 is a loss, ranked as PE 100 > 50
+        (30, -5, RiskLevel.MEDIUM),
+        (-3, -5, RiskLevel.HIGH),
+        (4, 80, RiskLevel.HIGH),  # high beats medium
+    ],
+)
+def test_risk_level_edges(roe, pe, expected):
+    assert level(roe=roe, pe_ttm=pe) == expected
+
+
+def test_st_is_always_high_and_flagged():
+    v = assess(roe=40, pe_ttm=10, is_st=True)
+    assert v.risk_level == RiskLevel.HIGH
+    assert Flag.ST in v.flags
+    assert "ST" in v.basis
+
+
+def test_two_year_loss_is_high_one_year_is_not():
+    assert level(roe=20, pe_ttm=20, net_profit=-1, net_profit_prev=-2) == RiskLevel.HIGH
+    assert level(roe=20, pe_ttm=20, net_profit=-1, net_profit_prev=2) == RiskLevel.LOW
+    assert Flag.LOSS in assess(roe=20, pe_ttm=20, is_st=False, net_profit=-1, net_profit_prev=2).flags
+
+
+@pytest.mark.parametrize(
+    "roe, pe, score",
+    [
+        (15, 0.0001, 100),
+        (15, 50, 90),  # 100 - 10 - 0
+        (10, 20, 71),  # 100 - 4 - 25
+        (5, 50, 40),  # 100 - 10 - 50
+        (0, 100, 5),  # 100 - 20 - 75
+        (-10, 100, 0),  # clamp at 0
+        (40, 10, 100),  # clamp at 100
+        (14.5, 25, 93),  # 100 - 5 - 2.5 = 92.5 → rounds half up to 93 (as Excel's ROUND)
+        (14.7, 15, 96),  # 100 - 3 - 1.5 = 95.5 → 96
+    ],
+)
+def test_score_formula(roe, pe, score):
+    assert assess(roe=roe, pe_ttm=pe, is_st=False).score == score
+
+
+def test_loss_takes_full_pe_penalty():
+    v = assess(roe=15, pe_ttm=-8, is_st=False)
+    assert v.score == 80  # as PE-TTM = 100: 100 - 20 - 0
+    assert Flag.LOSS in v.flags
+    assert assess(roe=15, pe_ttm=0, is_st=False).score == 80
+
+
+def test_missing_values_flag_and_say_which_rule():
+    v = assess(roe=None, pe_ttm=20, is_st=False)
+    assert Flag.MISSING in v.flags
+    assert v.score is None
+    assert v.risk_level == RiskLevel.MEDIUM  # 低 cannot be confirmed without ROE
+    assert any("ROE" in n for n in v.notes)
+    v = assess(roe=20, pe_ttm=None, is_st=False)
+    assert Flag.MISSING in v.flags and any("PE" in n for n in v.notes) and v.score is None
+    # missing values never hide a rule that can fire
+    assert assess(roe=None, pe_ttm=None, is_st=True).risk_level == RiskLevel.HIGH
+    assert assess(roe=2, pe_ttm=None, is_st=False).risk_level == RiskLevel.HIGH
+    assert assess(roe=None, pe_ttm=60, is_st=False).risk_level == RiskLevel.MEDIUM
+
+
+def test_rules_are_data():
+    strict = Rules(roe_low_risk_from=20, pe_limit=30)
+    assert assess(roe=18, pe_ttm=20, is_st=False, rules=strict).risk_level == RiskLevel.MEDIUM
+    assert assess(roe=18, pe_ttm=20, is_st=False).risk_level == RiskLevel.LOW
+    with pytest.raises(ValueError, match="roe_high_risk_below"):
+        Rules(roe_high_risk_below=20, roe_low_risk_from=10)
+    with pytest.raises(ValueError, match="Extra inputs"):
+        Rules(pe_limt=30)
+    assert DEFAULT_RULES.pe_limit == 50
+
+
+def test_relative_gap():
+    assert relative_gap(105, 100) == pytest.approx(0.05)
+    assert relative_gap(0, 0) == 0
+    assert relative_gap(1, 0) == float("inf")

@@ -1,0 +1,43 @@
+"""xladdin: a local Qwen model that works like an Excel function."""
+
+__version__ = "0.1.0"
+
+from .batcher import Batcher  # noqa: E402
+from .cache import Cache, cache_key  # noqa: E402
+from .errors import (  # noqa: E402
+    ConfigError,
+    EngineError,
+    EngineOffline,
+    EngineTimeout,
+    InputError,
+    ModelUnavailable,
+    OutputError,
+    XladdinError,
+)
+from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
+from .settings import Settings  # noqa: E402
+from .tasks import ScreenResult, ScreenTask, StockSample  # noqa: E402
+
+__all__ = [
+    "DEFAULT_RULES",
+    "Batcher",
+    "Cache",
+    "ConfigError",
+    "EngineError",
+    "EngineOffline",
+    "EngineTimeout",
+    "Flag",
+    "InputError",
+    "ModelUnavailable",
+    "OutputError",
+    "RiskLevel",
+    "Rules",
+    "ScreenResult",
+    "ScreenTask",
+    "Settings",
+    "StockSample",
+    "XladdinError",
+    "__version__",
+    "assess",
+    "cache_key",
+]

@@ -1,0 +1,1 @@
+"""Command line: ``xladdin screen`` and ``xladdin cache``."""

@@ -1,0 +1,42 @@
+"""``xladdin`` entry point: parse arguments, call the library, turn its error
+into one line and an exit code (0 ok, 1 some rows failed, 2 error)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import XladdinError
+from . import cache_cmd, screen_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xladdin", description="A local Qwen model as a spreadsheet function.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    screen_cmd.add_parser(sub)
+    cache_cmd.add_parser(sub)
+    return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except XladdinError as e:
+        print(f"xladdin: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("xladdin: interrupted — finished rows are cached; run the same command again to continue",
+              file=sys.stderr)  # fmt: skip
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""``xladdin screen POOL -o REPORT``"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import ConfigError
+from ..rules import DEFAULT_RULES, Rules
+from ..run import screen_file
+from .common import add_settings_options, settings_from
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("screen", help="screen a stock pool (CSV/XLSX) into an annotated report")
+    p.add_argument("input", help="pool file, .csv or .xlsx (代码/名称/行业/市盈率TTM/ROE/每股收益/财报摘要 …)")
+    p.add_argument("-o", "--output", help="report .xlsx (default), .csv or .json [default: INPUT_report.xlsx]")
+    p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_settings_options(p)
+    p.set_defaults(func=run)
+
+
+def load_rules(path: str | None) -> Rules:
+    if not path:
+        return DEFAULT_RULES
+    try:
+        return Rules.model_validate(tomllib.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"rules file {path}: {e}") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(f"rules file {path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
+    summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress)
+    if summary.note:
+        print(f"note: {summary.note}", file=sys.stderr)
+    print(
+        f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, "
+        f"{summary.seconds:.1f}s ({summary.rows_per_second:.2f} rows/s) → {summary.output}"
+    )
+    return 1 if summary.errors else 0

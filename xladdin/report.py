@@ -1,0 +1,144 @@
+"""Annotated reports: the input rows in input order with the verdict beside
+each, as .xlsx (coloured, frozen header, Summary with a chart, Run sheet),
+.csv (plus a ``.run.json`` beside it) or .json.
+
+Every text cell is neutralised against formula injection: a text starting
+with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading apostrophe.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from .errors import InputError, XladdinError
+from .pool import Pool
+
+ERROR_HEADER = "错误 error"
+RISK_FILLS = {"高": "FFC7CE", "中": "FFEB9C", "低": "C6EFCE"}
+_DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralize(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_DANGEROUS):
+        return "'" + value
+    return value
+
+
+def error_text(err: BaseException) -> str:
+    return f"#QWEN! {err}"
+
+
+def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:
+    """Header and rows of the report: input columns, result columns, error column."""
+    heads = result_model.headers()  # type: ignore[attr-defined]
+    header = list(pool.columns) + heads + [ERROR_HEADER]
+    rows = []
+    for raw, res in zip(pool.rows, results, strict=True):
+        row = list(raw) + [None] * (len(pool.columns) - len(raw))
+        if isinstance(res, XladdinError):
+            row += [None] * len(heads) + [error_text(res)]
+        else:
+            row += res.cells() + [None]
+        rows.append([neutralize(v) for v in row])
+    return [neutralize(h) for h in header], rows
+
+
+def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
+                 run: dict[str, Any]) -> Path:  # fmt: skip
+    path = Path(path)
+    header, rows = table(pool, results, result_model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    suffix = path.suffix.lower()
+    if suffix == ".xlsx":
+        _write_xlsx(path, header, rows, results, pool, run)
+    elif suffix == ".csv":
+        with path.open("w", encoding="utf-8-sig", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(rows)
+        path.with_suffix(".run.json").write_text(json.dumps(run, ensure_ascii=False, indent=2), encoding="utf-8")
+    elif suffix == ".json":
+        records = [dict(zip(header, r, strict=True)) for r in rows]
+        path.write_text(json.dumps({"run": run, "rows": records}, ensure_ascii=False, indent=1, default=str),
+                        encoding="utf-8")  # fmt: skip
+    else:
+        raise InputError("output", f"{path.name}: expected .xlsx, .csv or .json")
+    return path
+
+
+def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[str, Counter]]:
+    by_risk: Counter = Counter()
+    by_industry: dict[str, Counter] = {}
+    idx = pool.mapping.get("industry")
+    for raw, res in zip(pool.rows, results, strict=True):
+        level = "错误" if isinstance(res, XladdinError) else str(res.risk_level.value)
+        by_risk[level] += 1
+        industry = (raw[idx] if idx is not None and idx < len(raw) else None) or "(未填)"
+        by_industry.setdefault(str(industry), Counter())[level] += 1
+    return by_risk, by_industry
+
+
+def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
+                run: dict[str, Any]) -> None:  # fmt: skip
+    from openpyxl import Workbook
+    from openpyxl.chart import BarChart, Reference
+    from openpyxl.styles import Font, PatternFill
+    from openpyxl.utils import get_column_letter
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Results"
+    ws.append(header)
+    for row in rows:
+        ws.append(row)
+    for cell in ws[1]:
+        cell.font = Font(bold=True)
+    ws.freeze_panes = ws.cell(row=2, column=min(3, len(header)))
+    ws.auto_filter.ref = ws.dimensions
+    risk_col = header.index(neutralize("风险等级 risk")) + 1 if "风险等级 risk" in header else None
+    if risk_col:
+        for r in range(2, len(rows) + 2):
+            cell = ws.cell(row=r, column=risk_col)
+            if cell.value in RISK_FILLS:
+                cell.fill = PatternFill("solid", start_color=RISK_FILLS[cell.value])
+    for i, h in enumerate(header, 1):
+        ws.column_dimensions[get_column_letter(i)].width = min(40, max(8, len(str(h)) + 2))
+
+    sm = wb.create_sheet("Summary")
+    note = run.get("note")
+    sm.append([note or f"model: {run.get('model')}"])
+    sm["A1"].font = Font(bold=True, color="C00000" if note else "000000")
+    sm.append([])
+    sm.append(["风险等级 risk", "数量 count"])
+    by_risk, by_industry = summary_counts(pool, results)
+    levels = [lv for lv in ("高", "中", "低", "错误") if by_risk[lv] or lv != "错误"]
+    for level in levels:
+        sm.append([level, by_risk[level]])
+    chart = BarChart()
+    chart.title = "风险分布 risk levels"
+    chart.add_data(Reference(sm, min_col=2, min_row=3, max_row=3 + len(levels)), titles_from_data=True)
+    chart.set_categories(Reference(sm, min_col=1, min_row=4, max_row=3 + len(levels)))
+    sm.add_chart(chart, "E3")
+    sm.append([])
+    start = sm.max_row + 1
+    sm.append(["行业 industry", *levels, "合计 total"])
+    for industry, counts in sorted(by_industry.items(), key=lambda kv: -sum(kv[1].values())):
+        sm.append([neutralize(industry), *[counts[lv] for lv in levels], sum(counts.values())])
+    for cell in (*sm[3], *sm[start]):
+        cell.font = Font(bold=True)
+    sm.column_dimensions["A"].width = 24
+
+    rs = wb.create_sheet("Run")
+    for key, value in run.items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        rs.append([key, neutralize(shown)])
+    rs.column_dimensions["A"].width = 18
+    rs.column_dimensions["B"].width = 100
+    wb.save(path)

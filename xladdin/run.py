@@ -1,0 +1,93 @@
+"""Headless screening: a pool file in, an annotated report out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .batcher import Batcher
+from .errors import XladdinError
+from .models import STARTER_NOTE
+from .pool import read_pool
+from .report import write_report
+from .rules import DEFAULT_RULES, Rules
+from .settings import Settings
+from .tasks.screen import ScreenResult, ScreenTask
+
+
+@dataclass
+class RunSummary:
+    rows: int
+    done: int
+    errors: int
+    cache_hits: int
+    seconds: float
+    output: Path
+    note: str | None
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+
+def screen_file(
+    input_path: str | Path,
+    output_path: str | Path,
+    settings: Settings,
+    *,
+    rules: Rules = DEFAULT_RULES,
+    progress: bool = True,
+    batcher: Batcher | None = None,
+) -> RunSummary:
+    pool = read_pool(input_path)
+    records = pool.records()
+    own = batcher is None
+    batcher = batcher or Batcher.from_settings(settings)
+    task = ScreenTask(rules=rules)
+    started = dt.datetime.now().astimezone()
+    t0 = time.perf_counter()
+    try:
+        batcher.start()
+        hits = errors = 0
+        from tqdm import tqdm
+
+        with tqdm(total=len(records), unit="row", desc="screen", disable=not progress, dynamic_ncols=True) as bar:
+
+            def on_result(_: int, res: Any) -> None:
+                nonlocal hits, errors
+                if isinstance(res, XladdinError):
+                    errors += 1
+                elif res.provenance.cached:
+                    hits += 1
+                bar.update(1)
+                bar.set_postfix(cached=hits, errors=errors, refresh=False)
+
+            results = batcher.map(task, records, on_result)
+        seconds = time.perf_counter() - t0
+        engine = batcher.engine
+        note = STARTER_NOTE if engine.starter else None
+        run: dict[str, Any] = {
+            "note": note,
+            "model": engine.model_id,
+            "engine": engine.describe(),
+            "task": task.name,
+            "task_version": task.version,
+            "rules": rules.model_dump(),
+            "input": str(input_path),
+            "rows": len(records),
+            "errors": errors,
+            "cache_hits": hits,
+            "seconds": round(seconds, 3),
+            "started": started.isoformat(timespec="seconds"),
+            "xladdin": __version__,
+            "cache": str(batcher.cache.directory) if batcher.cache.enabled else batcher.cache.warning or "off",
+        }
+        out = write_report(output_path, pool, results, ScreenResult, run)
+    finally:
+        if own:
+            batcher.close()
+    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note)
