@@ -45,7 +45,9 @@ def test_results_in_order_and_second_pass_all_cached(make):
     assert len(engine.calls) == 12
     second = b.map(TASK, rows)
     assert all(r.provenance.cached for r in second) and len(engine.calls) == 12
-    assert [r.model_dump(exclude={"provenance"}) for r in second] == [r.model_dump(exclude={"provenance"}) for r in first]
+    assert [r.model_dump(exclude={"provenance"}) for r in second] == [
+        r.model_dump(exclude={"provenance"}) for r in first
+    ]
     assert b.snapshot()["cache_hits"] == 12
 
 

@@ -5,8 +5,13 @@ import pytest
 from xladdin.cache import Cache, cache_key
 from xladdin.tasks import ScreenTask
 
-BASE = dict(task="screen", task_version="screen-1", task_config={"max_text_chars": 1200}, model="m@1",
-            params={"temperature": 0.0, "seed": 42, "max_tokens": 512})
+BASE = dict(
+    task="screen",
+    task_version="screen-1",
+    task_config={"max_text_chars": 1200},
+    model="m@1",
+    params={"temperature": 0.0, "seed": 42, "max_tokens": 512},
+)
 
 
 def inp(**kw):

@@ -3,17 +3,26 @@ import json
 import pytest
 
 from xladdin.errors import InputError
-from xladdin.rules import Flag, RiskLevel, Rules
+from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
 from xladdin.tasks.screen import SYSTEM_PROMPT, trim_text
 from xladdin.testing import screen_answer
 
 PROV = Provenance(model="m", task_version="screen-1", cached=False)
-ROW = {"code": "600519", "name": "贵州茅台", "industry": "白酒", "pe_ttm": "25.6", "roe": "34.19%", "eps": 59.49,
-       "revenue": 1505.6, "net_profit": 747.34, "report_text": "营业总收入1505.60亿元；归母净利润747.34亿元。"}
+ROW = {
+    "code": "600519",
+    "name": "贵州茅台",
+    "industry": "白酒",
+    "pe_ttm": "25.6",
+    "roe": "34.19%",
+    "eps": 59.49,
+    "revenue": 1505.6,
+    "net_profit": 747.34,
+    "report_text": "营业总收入1505.60亿元；归母净利润747.34亿元。",
+}
 
 
-def finish(row=ROW, answer=None, rules=Rules()):
+def finish(row=ROW, answer=None, rules=DEFAULT_RULES):
     task = ScreenTask(rules=rules)
     inp = task.parse(row)
     out = task.validate_output(answer or screen_answer())
@@ -50,8 +59,15 @@ def test_rules_decide_level_and_score_not_the_model():
 
 
 def test_units_are_normalised():
-    res = finish(answer=screen_answer(revenue=("15056000", "万元"), net_profit=("74734000000", "元"),
-                                      revenue_growth=("18.04", "%"), eps=("59.49", "元/股"), roe=("34.19", "%")))
+    res = finish(
+        answer=screen_answer(
+            revenue=("15056000", "万元"),
+            net_profit=("74734000000", "元"),
+            revenue_growth=("18.04", "%"),
+            eps=("59.49", "元/股"),
+            roe=("34.19", "%"),
+        )
+    )
     assert res.revenue == pytest.approx(1505.6)
     assert res.net_profit == pytest.approx(747.34)
     assert res.revenue_growth == 18.04 and res.eps_text == 59.49 and res.roe_text == 34.19

@@ -23,7 +23,6 @@ import concurrent.futures
 import heapq
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any

@@ -71,7 +71,9 @@ def resolve_model(spec: str | None, models_dir: Path, *, progress: bool = True) 
     if path.is_file():
         return _model_file(path)
     if not is_hub_id(spec):
-        raise ModelUnavailable(f"model file not found: {spec} — pass --model PATH.gguf or a hub id owner/repo/file.gguf")
+        raise ModelUnavailable(
+            f"model file not found: {spec} — pass --model PATH.gguf or a hub id owner/repo/file.gguf"
+        )
     owner, repo, *rest = spec.split("/")
     local = Path(models_dir) / f"{owner}__{repo}" / "/".join(rest)
     if not local.is_file():

@@ -27,9 +27,7 @@ _MERGES = [("Ġ", "Ġ"), ('"', ":"), ("{", '"'), ('"', ","), ("Ċ", "Ġ")]
 def _byte_tokens() -> list[str]:
     """GPT-2 byte-to-unicode table: one printable character per byte value."""
     printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     )
     table: dict[int, str] = {b: chr(b) for b in printable}
     extra = 0
@@ -49,9 +47,7 @@ def write_tiny_qwen_gguf(path: str | Path, *, seed: int = 0, n_ctx: int = 4096) 
     rng = np.random.default_rng(seed)
 
     tokens = _byte_tokens() + [a + b for a, b in _MERGES] + _SPECIAL
-    types = [gguf.TokenType.NORMAL] * (len(tokens) - len(_SPECIAL)) + [gguf.TokenType.CONTROL] * len(
-        _SPECIAL
-    )
+    types = [gguf.TokenType.NORMAL] * (len(tokens) - len(_SPECIAL)) + [gguf.TokenType.CONTROL] * len(_SPECIAL)
     n_vocab = len(tokens)
     n_embd, n_head, n_head_kv, head_dim, n_ff, n_layer = 64, 4, 2, 16, 128, 2
 
