@@ -53,6 +53,7 @@ class _Job:
     priority: tuple[int, int]
     key: str = field(compare=False)
     task: Task = field(compare=False)
+    inp: BaseModel = field(compare=False)
     messages: list[dict[str, str]] = field(compare=False)
     future: asyncio.Future = field(compare=False)
 
@@ -175,8 +176,8 @@ class Batcher:
         if stored is None:
             return None
         try:
-            out = task.output_model.model_validate(stored)
-        except ValidationError:
+            out = task.validate_output(stored, inp)
+        except (ValidationError, ValueError):
             return None  # written by an older schema: ask again
         with self._lock:
             self.stats.submitted += 1
@@ -271,7 +272,7 @@ class Batcher:
             self._inflight[key] = fut
             messages = task.messages(inp)
             length = sum(len(m["content"]) for m in messages)
-            heapq.heappush(self._queue, _Job((-length, next(self._seq)), key, task, messages, fut))
+            heapq.heappush(self._queue, _Job((-length, next(self._seq)), key, task, inp, messages, fut))
             assert self._wake is not None
             self._wake.set()
         else:
@@ -328,9 +329,9 @@ class Batcher:
         for _ in range(1 + self.output_retries):
             with self._lock:
                 self.stats.engine_requests += 1
-            text = await self.engine.complete(job.messages, job.task.schema, self.params)
+            text = await self.engine.complete(job.messages, job.task.schema_for(job.inp), self.params)
             try:
-                return job.task.validate_output(text)
+                return job.task.validate_output(text, job.inp)
             except (ValidationError, ValueError) as e:
                 detail = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
                 last = OutputError(f"model answer does not match the schema: {detail}")

@@ -1,6 +1,23 @@
 """Tasks: what is asked of the model. One module per task."""
 
+from .ask import AskResult, AskTask
 from .base import Provenance, Task, validate_input
+from .classify import ClassifyResult, ClassifyTask
+from .extract import ExtractResult, ExtractTask
 from .screen import ScreenExtraction, ScreenResult, ScreenTask, StockSample
 
-__all__ = ["Provenance", "ScreenExtraction", "ScreenResult", "ScreenTask", "StockSample", "Task", "validate_input"]
+__all__ = [
+    "AskResult",
+    "AskTask",
+    "ClassifyResult",
+    "ClassifyTask",
+    "ExtractResult",
+    "ExtractTask",
+    "Provenance",
+    "ScreenExtraction",
+    "ScreenResult",
+    "ScreenTask",
+    "StockSample",
+    "Task",
+    "validate_input",
+]

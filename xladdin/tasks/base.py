@@ -68,8 +68,15 @@ class Task(ABC, Generic[In, Out, Res]):
     def schema(self) -> dict[str, Any]:
         return self.output_model.model_json_schema()
 
-    def validate_output(self, text: str) -> Out:
-        return self.output_model.model_validate_json(text)  # type: ignore[return-value]
+    def schema_for(self, inp: In) -> dict[str, Any]:
+        """The JSON schema sent for ``inp`` (a task whose answers depend on the input overrides this)."""
+        return self.schema
+
+    def validate_output(self, data: str | dict[str, Any], inp: In | None = None) -> Out:
+        """The model's answer (JSON text, or a cached dict) as the output model; raises ValueError."""
+        if isinstance(data, str):
+            return self.output_model.model_validate_json(data)  # type: ignore[return-value]
+        return self.output_model.model_validate(data)  # type: ignore[return-value]
 
     @staticmethod
     def row_json(inp: BaseModel, exclude: set[str] | None = None) -> str:
