@@ -81,9 +81,21 @@ def write_tiny_qwen_gguf(path: str | Path, *, seed: int = 0, n_ctx: int = 4096) 
     def ones(name: str, n: int) -> None:
         w.add_tensor(name, np.ones(n, dtype=np.float32))
 
-    t("token_embd.weight", n_vocab, n_embd, scale=1.0)
+    # Dimension 0 of every embedding is a large constant that survives the two
+    # small layers; output rows with weight on it get a logit bonus. Favouring
+    # the JSON punctuation and `null`/`false` keeps the constrained answers short
+    # (strings close early, nullable figures are null), so tests run fast.
+    embd = rng.standard_normal((n_vocab, n_embd)).astype(np.float32)
+    embd[:, 0] = 8.0
+    w.add_tensor("token_embd.weight", embd)
     ones("output_norm.weight", n_embd)
-    t("output.weight", n_vocab, n_embd, scale=0.5)
+    out = (rng.standard_normal((n_vocab, n_embd)) * 0.5).astype(np.float32)
+    out[:, 0] = 0.0
+    byte = {ch: i for i, ch in enumerate(_byte_tokens())}
+    for ch, bonus in {'"': 3.0, "}": 2.0, ",": 2.0, "n": 1.5, "u": 1.5, "l": 1.5, "f": 1.0, "a": 1.0,
+                      "s": 1.0, "e": 1.0, "1": 1.0}.items():  # fmt: skip
+        out[byte[ch], 0] = bonus
+    w.add_tensor("output.weight", out)
     for i in range(n_layer):
         p = f"blk.{i}."
         ones(p + "attn_norm.weight", n_embd)

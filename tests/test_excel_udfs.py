@@ -1,0 +1,145 @@
+"""The UDFs as plain calls (xlwings decorators are no-ops off Windows), with the
+values Excel's converters pass, through the real embedded engine."""
+
+import concurrent.futures
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import tiny_settings
+from xladdin.batcher import Batcher
+from xladdin.excel import cells, udfs
+from xladdin.excel.macros import refresh_values
+from xladdin.excel.pending import CellRuntime
+from xladdin.rules import Rules
+
+pytestmark = pytest.mark.slow
+WIDTH = len(cells.SPILL_FIELDS)
+HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
+
+
+def row(i, roe=20.0, pe=30.0):
+    return [600000.0 + i, f"公司{i}", "行业", pe, roe, 1.5, f"2023年营业收入{100 + i}亿元，同比增长{i}%。"]
+
+
+class FakeCaller:
+    """What xlwings passes as ``caller``: only its identity matters to the runtime."""
+
+    def __init__(self, address):
+        self.address = address
+        self.sheet = type("S", (), {"name": "Pool", "book": type("B", (), {"name": "t.xlsx"})()})()
+
+
+@pytest.fixture
+def rt(tiny_engine, tmp_path):
+    batcher = Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine)
+    runtime = CellRuntime(batcher=batcher)
+    udfs.set_runtime(runtime)
+    yield runtime
+    udfs.set_runtime(None)
+
+
+def test_one_row_spills_a_verdict_then_hits_the_cache(rt):
+    out = udfs.QWEN_SCREEN([row(1, roe=15, pe=30)])
+    assert len(out) == 1 and len(out[0]) == WIDTH
+    values = dict(zip(cells.SPILL_FIELDS, out[0], strict=True))
+    assert values["code"] == "600001.SH" and values["risk_level"] == "低" and values["score"] == 94
+    requests = rt.batcher.snapshot()["engine_requests"]
+    again = udfs.QWEN_SCREEN(np.array([row(1, roe=15, pe=30)], dtype=object))
+    assert again == out and rt.batcher.snapshot()["engine_requests"] == requests
+
+
+def test_table_with_header_is_one_call(rt):
+    table = [HEADER] + [row(i) for i in range(5)] + [[None] * 7] + [row(9, roe="N/A x")]
+    out = udfs.QWEN_SCREEN(table, True)
+    assert out[0] == cells.spill_header() and len(out) == 8
+    assert [r[0] for r in out[1:6]] == [f"60000{i}.SH" for i in range(5)]
+    assert out[6] == [""] * WIDTH  # a blank row stays blank
+    assert out[7][0] == "#QWEN! roe is not a number: 'N/A x'" and out[7][1:] == [""] * (WIDTH - 1)
+
+
+def test_bad_input_and_bad_rules_are_error_values(rt):
+    assert udfs.QWEN_SCREEN([["abc", "x"]])[0][0].startswith("#QWEN! code is not an A-share code")
+    out = udfs.QWEN_SCREEN([row(1)], False, [["pe_limt", 30]])
+    assert out[0][0].startswith("#QWEN! rules unknown key 'pe_limt'") and len(out[0]) == WIDTH
+    assert udfs.QWEN_SCREEN([list(range(12))])[0][0].startswith("#QWEN! range has 12 columns")
+
+
+def test_rules_range_changes_level_and_score(rt):
+    strict = cells.rules_rows(Rules(roe_low_risk_from=25, pe_limit=20))
+    default = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)])[0], strict=True))
+    custom = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)], False, [["key", "value", ""], *strict])[0],
+                      strict=True))  # fmt: skip
+    assert (default["risk_level"], custom["risk_level"]) == ("低", "中")
+
+
+def test_pending_cells_get_a_placeholder_and_are_recalculated(rt):
+    recalculated = []
+    rt.rewrite = recalculated.append
+    callers = [FakeCaller(f"$K${i}") for i in range(2, 12)]
+    first = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
+    assert all(f[0][0] == cells.PENDING and len(f[0]) == WIDTH for f in first)
+    deadline = threading.Event()
+    for _ in range(300):
+        if len(recalculated) == len(callers):
+            break
+        deadline.wait(0.1)
+    assert sorted(c.address for c in recalculated) == sorted(c.address for c in callers)
+    # Excel calls the cells again: all cache hits, no placeholder
+    again = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
+    assert all(a[0][0] == f"{600100 + i}.SH" for i, a in enumerate(again))
+    assert rt.pending_cells == 0
+
+
+def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
+    rows = [row(1000 + i, roe=i % 30, pe=5 + i) for i in range(200)]
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel's threads call one cell each
+        results = list(pool.map(lambda r: udfs.QWEN_SCREEN([r]), rows))
+    snap = rt.batcher.snapshot()
+    assert all(r[0][0].endswith(".SH") for r in results)
+    assert snap["engine_requests"] == 200
+    # one queue fed at the engine's full parallelism: never more than its slots at once,
+    # and far fewer collection waves than one per 32-thread round
+    assert snap["peak_in_engine"] == rt.batcher.max_parallel
+    assert snap["waves"] <= 200 // 32
+    before = snap["engine_requests"]
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        again = list(pool.map(lambda r: udfs.QWEN_SCREEN([r]), rows))
+    assert again == results and rt.batcher.snapshot()["engine_requests"] == before
+
+
+def test_ask_extract_classify_status(rt):
+    answer = udfs.QWEN("用一句话概括", [["营业收入100亿元"], [None]])
+    assert isinstance(answer, str) and answer and not answer.startswith("#QWEN!")
+    value = udfs.QWEN_EXTRACT("归母净利润12.5亿元", "净利润")
+    assert isinstance(value, float) or value.startswith("#QWEN! 文本中没有")
+    label = udfs.QWEN_CLASSIFY("营收大增", ["利好", "利空", "中性"])
+    assert label in ("利好", "利空", "中性")
+    assert udfs.QWEN_CLASSIFY("x", "利好,利好") == "#QWEN! labels need 2 to 50 distinct labels, got 1"
+    assert udfs.QWEN_EXTRACT("x", "净利润", "美元").startswith("#QWEN! unit '美元' is not one of")
+    assert udfs.QWEN("") == "#QWEN! prompt is empty"
+    status = dict(udfs.QWEN_STATUS())
+    assert status["model"].startswith("tiny-qwen3@") and status["cache entries"] >= 3
+
+
+def test_refresh_macro_fills_the_cache_for_the_formulas(rt):
+    table = [HEADER] + [row(500 + i) for i in range(6)]
+    progress = []
+    counts = refresh_values(table, None, progress.append, runtime=rt)
+    assert counts == {"rows": 6, "done": 6, "cached": 0, "errors": 0} and progress[-1].startswith("xladdin: 6/6")
+    requests = rt.batcher.snapshot()["engine_requests"]
+    out = [udfs.QWEN_SCREEN([row(500 + i)], False, None, FakeCaller("$K$2")) for i in range(6)]
+    assert all(o[0][0] == f"{600500 + i}.SH" for i, o in enumerate(out))  # no placeholder: cache hits
+    assert rt.batcher.snapshot()["engine_requests"] == requests
+
+
+def test_engine_offline_is_a_cell_value(tmp_path):
+    settings = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9/v1", served_model="m", timeout=2, retries=0)
+    udfs.set_runtime(CellRuntime(settings))
+    try:
+        out = udfs.QWEN_SCREEN([row(1)])
+        assert out[0][0] == "#QWEN! engine offline (http://127.0.0.1:9/v1)" and len(out[0]) == WIDTH
+        assert dict(udfs.QWEN_STATUS())["last error"] == "engine offline (http://127.0.0.1:9/v1)"
+    finally:
+        udfs.set_runtime(None)

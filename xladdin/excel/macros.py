@@ -1,0 +1,65 @@
+"""The Refresh macro: screen the whole Pool table as one batch, then recalculate.
+
+Call it from a button or the xlwings ribbon: ``RunPython "import
+xladdin.excel.macros as m; m.refresh()"``, or "Run main" with
+``workbook_templates/stock_screen.py`` beside the workbook. It fills the cache
+through the same batcher and task as the CLI, so afterwards every
+``QWEN_SCREEN`` formula is an instant cache hit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import XladdinError
+from ..pool import pool_from_table
+from ..tasks import ScreenTask
+from . import cells, com
+
+POOL_SHEET = "Pool"
+RULES_SHEET = "Rules"
+RULES_RANGE = "A2:B20"
+
+
+def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable[[str], None] | None = None,
+                   runtime: Any = None) -> dict[str, int]:  # fmt: skip
+    """Screen a table (header row first) through the shared batcher; returns counts."""
+    from .udfs import runtime as shared_runtime
+
+    rt = runtime or shared_runtime()
+    pool = pool_from_table(table[0], table[1:], Path(POOL_SHEET))
+    records = [rec for row, rec in zip(pool.rows, pool.records(), strict=True) if any(v not in (None, "") for v in row)]
+    task = ScreenTask(rules=cells.rules_from_range(rules))
+    counts = {"rows": len(records), "done": 0, "cached": 0, "errors": 0}
+
+    def on_result(_: int, res: Any) -> None:
+        counts["done"] += 1
+        if isinstance(res, XladdinError):
+            counts["errors"] += 1
+        elif res.provenance.cached:
+            counts["cached"] += 1
+        if progress and (counts["done"] % 5 == 0 or counts["done"] == counts["rows"]):
+            progress(f"xladdin: {counts['done']}/{counts['rows']} rows ({counts['cached']} cached, "
+                     f"{counts['errors']} errors)")  # fmt: skip
+
+    rt.batcher.map(task, records, on_result)
+    return counts
+
+
+def refresh(book: Any = None) -> dict[str, int]:
+    """xlwings entry point: read Pool (and Rules) from the calling workbook, screen, recalculate."""
+    import xlwings as xw
+
+    book = book or xw.Book.caller()
+    table = book.sheets[POOL_SHEET].range("A1").expand().value
+    names = [s.name for s in book.sheets]
+    rules = book.sheets[RULES_SHEET].range(RULES_RANGE).value if RULES_SHEET in names else None
+    app = book.app
+    try:
+        counts = refresh_values(table, rules, progress=lambda text: com.status_bar(app, text))
+        app.calculate()
+    finally:
+        com.status_bar(app, False)
+    return counts

@@ -1,0 +1,131 @@
+"""Excel worksheet functions (xlwings UDFs). Thin: convert arguments, call a
+task through the process-wide runtime, return cell values. Every failure is a
+cell value starting ``#QWEN!``; nothing raises into Excel.
+
+In xlwings.conf (or the add-in settings) set ``UDF Modules`` to
+``xladdin.excel.udfs`` and click Import Functions. ``caller`` is filled in by
+xlwings and does not appear in Excel.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import xlwings as xw
+
+from ..errors import XladdinError
+from ..tasks import AskTask, ClassifyTask, ExtractTask, ScreenTask
+from . import cells, com
+from .pending import CellRuntime
+
+_runtime: CellRuntime | None = None
+
+
+def runtime() -> CellRuntime:
+    """The process-wide runtime every UDF shares (created on first use)."""
+    global _runtime
+    if _runtime is None:
+        _runtime = CellRuntime(rewrite=com.rewrite if com.available() else None)
+    return _runtime
+
+
+def set_runtime(rt: CellRuntime | None) -> None:
+    global _runtime
+    if _runtime is not None and _runtime is not rt:
+        _runtime.close()
+    _runtime = rt
+
+
+def _cell_errors(width: int = 1):
+    """Turn any exception into a ``#QWEN!`` value of the function's usual shape."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                runtime().last_error = str(e)
+                value = cells.error_value(e if isinstance(e, XladdinError) else XladdinError(str(e)))
+                return [cells.filler_row(value, width)] if width > 1 else value
+
+        return inner
+
+    return wrap
+
+
+def _single(rows: list[list[Any]]) -> Any:
+    return rows[0][0]
+
+
+@xw.func
+@xw.arg("values", ndim=2)
+@xw.arg("rules", ndim=2)
+@_cell_errors(width=len(cells.SPILL_FIELDS))
+def QWEN_SCREEN(values, header=False, rules=None, caller=None):
+    """Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a table with its header row
+    (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a Rules sheet range."""
+    records, _ = cells.screen_records(values, bool(header))
+    task = ScreenTask(rules=cells.rules_from_range(rules))
+    rows = runtime().rows(task, records, cells.result_row, len(cells.SPILL_FIELDS), caller)
+    return [cells.spill_header(), *rows] if header else rows
+
+
+@xw.func
+@xw.arg("context", ndim=2)
+@_cell_errors()
+def QWEN(prompt, context=None, caller=None):
+    """Ask the local model; context: cells whose text is given with the question."""
+    flat = [v for row in cells.to_rows(context) for v in row] if context is not None else []
+    record = {"prompt": prompt, "context": flat}
+    return _single(runtime().rows(AskTask(), [record], lambda r: [r.answer], 1, caller))
+
+
+@xw.func
+@_cell_errors()
+def QWEN_EXTRACT(text, item, unit="亿元", caller=None):
+    """A figure from report text as a number in unit (default 亿元; 元 万元 百万元 % 元/股 …)."""
+    record = {"text": text, "item": item, "unit": unit}
+
+    def to_row(r):
+        if r.value is None:
+            return [f"#QWEN! {r.note}"]
+        return [r.value]
+
+    return _single(runtime().rows(ExtractTask(), [record], to_row, 1, caller))
+
+
+@xw.func
+@xw.arg("labels", ndim=1)
+@_cell_errors()
+def QWEN_CLASSIFY(text, labels, caller=None):
+    """One of labels (a range or a comma-separated text) for text."""
+    record = {"text": text, "labels": labels}
+    return _single(runtime().rows(ClassifyTask(), [record], lambda r: [r.label], 1, caller))
+
+
+@xw.func
+@_cell_errors(width=2)
+def QWEN_STATUS():
+    """Engine, model, queue, cache entries and hit rate, last error — as a two-column table."""
+    rt = runtime()
+    try:
+        b = rt.batcher
+    except XladdinError as e:
+        return [["engine", cells.error_value(e)], ["last error", str(e)]]
+    snap = b.snapshot()
+    cache = b.cache.stats()
+    return [
+        ["engine", b.engine.describe()],
+        ["model", snap["model"]],
+        ["starter model", "yes — configure a Qwen model for real work" if b.engine.starter else "no"],
+        ["queue", snap["queued"]],
+        ["in flight", snap["in_flight"]],
+        ["pending cells", rt.pending_cells],
+        ["requests", snap["submitted"]],
+        ["cache entries", cache["entries"]],
+        ["cache hit rate", cache["hit_rate"] if cache["hit_rate"] is not None else ""],
+        ["cache", cache["directory"] if cache["enabled"] else (b.cache.warning or "off")],
+        ["last error", rt.last_error or snap["last_error"] or ""],
+    ]
