@@ -6,8 +6,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from conftest import tiny_settings
+
 from xladdin.batcher import Batcher
 from xladdin.excel import cells, udfs
 from xladdin.excel.macros import refresh_values

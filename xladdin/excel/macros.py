@@ -20,7 +20,26 @@ from . import cells, com
 
 POOL_SHEET = "Pool"
 RULES_SHEET = "Rules"
-RULES_RANGE = "A2:B20"
+RULES_REF = "Rules!$A$2:$B$10"
+POOL_COLUMNS = (
+    "代码",
+    "名称",
+    "行业",
+    "市盈率TTM",
+    "ROE(%)",
+    "每股收益",
+    "财报摘要",
+    "净利润(亿元)",
+    "上年净利润(亿元)",
+    "营业收入(亿元)",
+)  # fmt: skip  (cells.POSITIONAL order)
+LAST_INPUT_COL = "J"
+VERDICT_COL = "L"
+
+
+def verdict_formula(row: int) -> str:
+    """The per-row formula of the Pool sheet (cell references only)."""
+    return f"=QWEN_SCREEN(A{row}:{LAST_INPUT_COL}{row},FALSE,{RULES_REF})"
 
 
 def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable[[str], None] | None = None,
@@ -55,10 +74,14 @@ def refresh(book: Any = None) -> dict[str, int]:
     book = book or xw.Book.caller()
     table = book.sheets[POOL_SHEET].range("A1").expand().value
     names = [s.name for s in book.sheets]
-    rules = book.sheets[RULES_SHEET].range(RULES_RANGE).value if RULES_SHEET in names else None
+    rules = book.sheets[RULES_SHEET].range(RULES_REF.split("!")[1]).value if RULES_SHEET in names else None
     app = book.app
     try:
         counts = refresh_values(table, rules, progress=lambda text: com.status_bar(app, text))
+        # (re)write the verdict formulas as dynamic-array formulas so each row spills
+        sheet = book.sheets[POOL_SHEET]
+        for r in range(2, len(table) + 1):
+            sheet.range(f"{VERDICT_COL}{r}").formula2 = verdict_formula(r)
         app.calculate()
     finally:
         com.status_bar(app, False)
