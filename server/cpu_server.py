@@ -1,0 +1,51 @@
+"""The embedded CPU engine on an OpenAI-compatible HTTP port (llama.cpp's server),
+for a LAN without a GPU: ``python -m server.cpu_server --model PATH.gguf``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+import threading
+
+from xladdin.engine.embedded import EmbeddedEngine
+from xladdin.errors import XladdinError
+from xladdin.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m server.cpu_server")
+    p.add_argument("--model", help="GGUF path or hub id (default: the starter model)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--api-key")
+    p.add_argument("--parallel", type=int, default=4)
+    p.add_argument("--n-ctx", type=int, default=4096, help="context tokens per slot")
+    args = p.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        with socket.socket() as probe:  # llama.cpp only says "failed to init": name the cause first
+            probe.bind((args.host, args.port))
+    except OSError as e:
+        print(f"cpu server: error: cannot bind {args.host}:{args.port}: {e.strerror} (port in use?)", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return 2
+    try:
+        settings = Settings.load({"model": args.model, "max_parallel": args.parallel, "n_ctx": args.n_ctx})
+        engine = EmbeddedEngine(settings)
+        engine.load(host=args.host, port=args.port, api_key=args.api_key)
+    except XladdinError as e:
+        print(f"cpu server: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(f"cpu server: serving {engine.model_id} at {engine.address}/v1", flush=True)
+    stop.wait()
+    engine.close()
+    print("cpu server: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

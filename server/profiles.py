@@ -1,0 +1,123 @@
+"""vLLM launch profiles: data in ``server/profiles/*.toml``, one per GPU class.
+
+Each profile documents why its numbers are what they are (its ``[why]`` table).
+``vllm_command`` turns a profile into the exact ``vllm serve`` argument list,
+using only flags that exist in vLLM 0.33 (no ``--rope-theta``, no
+``--tokenizer-pool-size``, no ``--guided-decoding-backend``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from xladdin.errors import ConfigError
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+# Flags our commands may use: all present in `vllm serve --help` of vLLM 0.33.
+VLLM_FLAGS = frozenset({
+    "--served-model-name", "--host", "--port", "--dtype", "--quantization", "--max-model-len",
+    "--gpu-memory-utilization", "--max-num-seqs", "--structured-outputs-config", "--default-chat-template-kwargs",
+    "--api-key", "--seed", "--generation-config",
+})  # fmt: skip
+REMOVED_FLAGS = frozenset({"--rope-theta", "--tokenizer-pool-size", "--guided-decoding-backend", "--rope-scaling",
+                           "--disable-log-requests", "--use-v2-block-manager", "--worker-use-ray"})  # fmt: skip
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    model: str
+    served_model_name: str = "qwen"
+    dtype: str = "auto"
+    quantization: str | None = None
+    min_gpu_memory_gib: float = Field(gt=0)
+    max_model_len: int = Field(gt=0)
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    max_num_seqs: int = Field(gt=0)
+    structured_outputs_backend: str = "xgrammar"
+    disable_thinking: bool = True
+    why: dict[str, str] = Field(default_factory=dict)
+
+
+def load_profiles(directory: Path = PROFILE_DIR) -> dict[str, Profile]:
+    profiles = {}
+    for path in sorted(directory.glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        profiles[path.stem] = Profile(name=path.stem, **data)
+    return profiles
+
+
+def get_profile(name: str) -> Profile:
+    profiles = load_profiles()
+    if name not in profiles:
+        raise ConfigError(f"unknown profile {name!r}; known: {', '.join(profiles)} or auto")
+    return profiles[name]
+
+
+def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+                 seed: int = 42) -> list[str]:  # fmt: skip
+    cmd = ["vllm", "serve", profile.model,
+           "--served-model-name", profile.served_model_name,
+           "--host", host, "--port", str(port),
+           "--dtype", profile.dtype]  # fmt: skip
+    if profile.quantization:
+        cmd += ["--quantization", profile.quantization]
+    cmd += [
+        "--max-model-len", str(profile.max_model_len),
+        "--gpu-memory-utilization", f"{profile.gpu_memory_utilization:g}",
+        "--max-num-seqs", str(profile.max_num_seqs),
+        "--structured-outputs-config", json.dumps({"backend": profile.structured_outputs_backend}),
+        "--generation-config", "vllm",
+        "--seed", str(seed),
+    ]  # fmt: skip
+    if profile.disable_thinking:
+        cmd += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": False})]
+    if api_key:
+        cmd += ["--api-key", api_key]
+    check_flags(cmd)
+    return cmd
+
+
+def check_flags(cmd: list[str]) -> None:
+    flags = {a.split("=")[0] for a in cmd if a.startswith("--")}
+    removed = flags & REMOVED_FLAGS
+    if removed:
+        raise ConfigError(f"flags removed from vLLM: {', '.join(sorted(removed))}")
+    unknown = flags - VLLM_FLAGS
+    if unknown:
+        raise ConfigError(f"flags not known to vLLM 0.33: {', '.join(sorted(unknown))}")
+
+
+def gpu_memory_gib() -> float | None:
+    """Total memory of GPU 0 from nvidia-smi, or None without one."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+        return float(out.strip().splitlines()[0]) / 1024
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def auto_profile(memory_gib: float | None) -> tuple[Profile, str]:
+    """The largest profile whose memory need fits, and why."""
+    if memory_gib is None:
+        raise ConfigError("--profile auto: no NVIDIA GPU found (nvidia-smi); on a CPU-only machine use --engine cpu")
+    fitting = [p for p in load_profiles().values() if p.min_gpu_memory_gib <= memory_gib]
+    if not fitting:
+        raise ConfigError(f"--profile auto: {memory_gib:.0f} GiB GPU is below every profile (smallest needs "
+                          f"{min(p.min_gpu_memory_gib for p in load_profiles().values()):g} GiB)")  # fmt: skip
+    best = max(fitting, key=lambda p: (p.min_gpu_memory_gib, p.max_num_seqs))
+    return (
+        best,
+        f"GPU has {memory_gib:.0f} GiB; {best.name} needs ≥ {best.min_gpu_memory_gib:g} GiB ({best.description})",
+    )

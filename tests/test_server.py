@@ -1,0 +1,168 @@
+"""server/: profiles → vLLM commands (pure; vLLM itself needs a GPU and cannot run here),
+and the real launcher lifecycle with the CPU engine serving the tiny model."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import TINY_MAX_TOKENS, tiny_settings
+
+from server import launcher, profiles
+from server.cli import main as server_main
+from server.verify import read_manifest, sha256_file, verify
+from xladdin.batcher import Batcher
+from xladdin.errors import ConfigError, EngineError
+from xladdin.tasks import ScreenResult, ScreenTask
+
+ALL = profiles.load_profiles()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_four_profiles_each_explained():
+    assert {"qwen3.5-9b-24gb", "qwen3-8b-awq-16gb", "qwen3-30b-a3b-awq-24gb", "qwen3.5-9b-80gb"} <= set(ALL)
+    for p in ALL.values():
+        for key in ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "disable_thinking"):
+            assert p.why.get(key), (p.name, key)
+    assert ALL["qwen3-8b-awq-16gb"].quantization and ALL["qwen3-30b-a3b-awq-24gb"].quantization
+    assert ALL["qwen3.5-9b-80gb"].max_num_seqs > ALL["qwen3.5-9b-24gb"].max_num_seqs
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_command_is_valid_for_vllm(name):
+    cmd = profiles.vllm_command(ALL[name])
+    assert cmd[:3] == ["vllm", "serve", ALL[name].model]
+    args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert args["--host"] == "127.0.0.1"
+    assert json.loads(args["--default-chat-template-kwargs"]) == {"enable_thinking": False}
+    assert json.loads(args["--structured-outputs-config"]) == {"backend": "xgrammar"}
+    assert not any(a.startswith("--guided") for a in cmd) and "--api-key" not in args
+    assert set(args) <= profiles.VLLM_FLAGS
+
+
+@pytest.mark.skipif(shutil.which("vllm") is None, reason="vLLM not installed (GPU machines only)")
+def test_command_flags_exist_in_installed_vllm():
+    help_text = subprocess.run(["vllm", "serve", "--help=all"], capture_output=True, text=True, timeout=300).stdout
+    for flag in profiles.VLLM_FLAGS:
+        assert flag in help_text, flag
+
+
+@pytest.mark.parametrize("flag", sorted(profiles.REMOVED_FLAGS))
+def test_removed_flags_are_rejected(flag):
+    with pytest.raises(ConfigError, match="removed from vLLM"):
+        profiles.check_flags(["vllm", "serve", "m", flag, "1"])
+    with pytest.raises(ConfigError, match="not known"):
+        profiles.check_flags(["vllm", "serve", "m", "--made-up-flag", "1"])
+
+
+def test_auto_profile_by_gpu_memory():
+    assert profiles.auto_profile(24.0)[0].name == "qwen3.5-9b-24gb"
+    assert profiles.auto_profile(16.0)[0].name == "qwen3-8b-awq-16gb"
+    best, why = profiles.auto_profile(80.0)
+    assert best.name == "qwen3.5-9b-80gb" and "80 GiB" in why
+    with pytest.raises(ConfigError, match="no NVIDIA GPU"):
+        profiles.auto_profile(None)
+    with pytest.raises(ConfigError, match="below every profile"):
+        profiles.auto_profile(8.0)
+
+
+def test_dry_run_and_safe_defaults(capsys, monkeypatch):
+    assert server_main(["serve", "--profile", "qwen3.5-9b-24gb", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("command: vllm serve Qwen/Qwen3.5-9B") and "--host 127.0.0.1" in out
+    assert server_main(["serve", "--host", "0.0.0.0", "--dry-run"]) == 2
+    assert "set --api-key" in capsys.readouterr().err
+    assert server_main(["serve", "--host", "0.0.0.0", "--api-key", "k", "--dry-run"]) == 0
+    assert "--api-key k" in capsys.readouterr().out
+    assert server_main(["serve", "--profile", "nope", "--dry-run"]) == 2
+
+
+def test_diagnosis_reads_the_output():
+    assert launcher.diagnose(["torch.OutOfMemoryError: CUDA out of memory."]).startswith("out of GPU memory")
+    assert launcher.diagnose(["ERROR: [Errno 98] Address already in use"]).startswith("port in use")
+    assert launcher.diagnose(["Model architectures ['FooForCausalLM'] are not supported for now."]).startswith(
+        "unknown model architecture"
+    )
+    assert launcher.diagnose(["something else"]) == "the server exited"
+
+
+@pytest.mark.slow
+def test_cpu_server_lifecycle_with_and_without_key(tiny_model_path, tmp_path):
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key="s3cret", parallel=2)
+    url = f"http://127.0.0.1:{port}"
+    with launcher.ServerProcess(cmd, url, api_key="s3cret") as server:
+        server.wait_ready(120)
+        rows = [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25, "report_text": "营收1505亿元"}]
+        keyed = tiny_settings(tmp_path / "a", engine_url=f"{url}/v1", api_key="s3cret")
+        with Batcher.from_settings(keyed) as b:
+            (res,) = b.map(ScreenTask(), rows)
+        assert isinstance(res, ScreenResult) and res.risk_level.value == "低"
+        keyless = tiny_settings(tmp_path / "b", engine_url=f"{url}/v1", served_model="x", retries=0)
+        with Batcher.from_settings(keyless) as b:
+            (err,) = b.map(ScreenTask(), rows)
+        assert isinstance(err, EngineError) and "API key rejected" in str(err)
+        pid = server.proc.pid
+    assert server.proc.returncode == 0 and "cpu server: stopped" in "\n".join(server.lines)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # no orphan
+
+
+@pytest.mark.slow
+def test_cli_screen_over_the_cpu_server(tiny_model_path, tmp_path):
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key=None, parallel=2)
+    with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}") as server:
+        server.wait_ready(120)
+        env = dict(
+            os.environ, XLADDIN_ENGINE_URL=f"http://127.0.0.1:{port}/v1", XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS)
+        )
+        sample = os.path.join(os.path.dirname(__file__), "..", "workbook_templates", "sample_pool.csv")
+        r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", sample, "-o", str(tmp_path / "r.json"),
+                            "--no-progress"], env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert "0 errors" in r.stdout
+        run = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["run"]
+        assert run["engine"].endswith(f"127.0.0.1:{port}/v1") and run["note"] is None
+
+
+@pytest.mark.slow
+def test_port_in_use_is_named(tiny_model_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key=None, parallel=1)
+        with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}") as server, pytest.raises(EngineError) as e:
+            server.wait_ready(60)
+    assert str(e.value).startswith("port in use") and "Address already in use" in str(e.value)
+
+
+@pytest.mark.slow
+def test_verify_hashes_smoke_and_agreement(tiny_model_path, tmp_path, capsys):
+    manifest = tmp_path / "SHA256SUMS"
+    manifest.write_text(f"{sha256_file(tiny_model_path)}  {tiny_model_path.name}\n")
+    assert read_manifest(manifest) == {tiny_model_path.name: sha256_file(tiny_model_path)}
+    settings = tiny_settings(tmp_path, model=str(tiny_model_path))
+    report = verify(settings, against=settings, model_path=tiny_model_path, manifest=manifest, rows=3)
+    table = report.table()
+    assert report.ok, table
+    assert "agree risk level" in table and "3/3 = 100%" in table and "smoke" in table
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    data = bytearray(tiny_model_path.read_bytes())
+    data[-100] ^= 0xFF  # corrupt one byte of the weights
+    (bad / tiny_model_path.name).write_bytes(bytes(data))
+    code = server_main(["verify", "--model", str(bad / tiny_model_path.name), "--manifest", str(manifest),
+                        "--rows", "2"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1 and "FAIL" in out and f"sha256 {tiny_model_path.name}" in out
