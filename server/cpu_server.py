@@ -4,6 +4,7 @@ for a LAN without a GPU: ``python -m server.cpu_server --model PATH.gguf``."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         with socket.socket() as probe:  # llama.cpp only says "failed to init": name the cause first
+            if os.name == "posix":  # as the server does: a port in TIME_WAIT is free, a listening one is not
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((args.host, args.port))
     except OSError as e:
         print(f"cpu server: error: cannot bind {args.host}:{args.port}: {e.strerror} (port in use?)", file=sys.stderr,

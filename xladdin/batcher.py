@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
-from .errors import EngineOffline, XladdinError
+from .errors import EngineOffline, OutputError, XladdinError
 from .settings import Settings
 from .tasks.base import Provenance, Task
 
@@ -323,15 +323,15 @@ class Batcher:
                 self._inflight.pop(job.key, None)
 
     async def _call_engine(self, job: _Job) -> BaseModel:
-        from .errors import OutputError
-
         last: OutputError | None = None
         for _ in range(1 + self.output_retries):
             with self._lock:
                 self.stats.engine_requests += 1
-            text = await self.engine.complete(job.messages, job.task.schema_for(job.inp), self.params)
             try:
+                text = await self.engine.complete(job.messages, job.task.schema_for(job.inp), self.params)
                 return job.task.validate_output(text, job.inp)
+            except OutputError as e:  # e.g. cut at max_tokens
+                last = e
             except (ValidationError, ValueError) as e:
                 detail = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
                 last = OutputError(f"model answer does not match the schema: {detail}")

@@ -47,7 +47,7 @@ def screen_file(
     records = pool.records()
     own = batcher is None
     batcher = batcher or Batcher.from_settings(settings)
-    task = ScreenTask(rules=rules)
+    task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     started = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     try:
@@ -81,6 +81,7 @@ def screen_file(
             "rows": len(records),
             "errors": errors,
             "cache_hits": hits,
+            "engine_requests": batcher.snapshot()["engine_requests"],
             "seconds": round(seconds, 3),
             "started": started.isoformat(timespec="seconds"),
             "xladdin": __version__,

@@ -44,6 +44,8 @@ class Settings(BaseModel):
     n_ctx: int = Field(4096, ge=256, description="embedded engine: context tokens per slot")
     n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
     max_tokens: int = Field(512, ge=16)
+    max_text_chars: int = Field(1200, ge=100, description="report text longer than this is trimmed (flag 文本截断)")
+    structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")
     temperature: float = Field(0.0, ge=0)
     seed: int = 42
     engine_verbose: bool = False

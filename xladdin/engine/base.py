@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -42,3 +43,14 @@ class Engine(ABC):
 
 def response_format(schema: dict[str, Any], name: str = "result") -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def request_fields(messages: list[dict[str, str]], schema: dict[str, Any], constrained: bool) -> dict[str, Any]:
+    """``messages`` and ``response_format`` of a chat request. Without constrained
+    decoding (a server that lacks it) the schema goes into the system prompt instead,
+    and the answer is only validated afterwards."""
+    if constrained:
+        return {"messages": messages, "response_format": response_format(schema)}
+    hint = "\n\n只输出符合这个 JSON Schema 的 JSON:\n" + json.dumps(schema, ensure_ascii=False)
+    first, *rest = messages
+    return {"messages": [{**first, "content": first["content"] + hint}, *rest]}

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from ..errors import EngineError, OutputError
 from ..models import ModelFile, resolve_model
 from ..settings import Settings
-from .base import Engine, SamplingParams, response_format
+from .base import Engine, SamplingParams, request_fields
 
 DEFAULT_SLOTS = 4
 
@@ -74,11 +74,10 @@ class EmbeddedEngine(Engine):
         if self._server is None:
             await self.start()
         body = {
-            "messages": messages,
+            **request_fields(messages, schema, self.settings.structured_output),
             "temperature": params.temperature,
             "seed": params.seed,
             "max_tokens": params.max_tokens,
-            "response_format": response_format(schema),
             "chat_template_kwargs": {"enable_thinking": False},
         }
         loop = asyncio.get_running_loop()

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineOffline, EngineTimeout, OutputError
 from ..settings import Settings
-from .base import Engine, SamplingParams, response_format
+from .base import Engine, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32
 
@@ -70,12 +70,11 @@ class OpenAIHTTPEngine(Engine):
         try:
             resp = await self._client.chat.completions.create(
                 model=self.model_id,
-                messages=messages,  # type: ignore[arg-type]
                 temperature=params.temperature,
                 seed=params.seed,
                 max_tokens=params.max_tokens,
-                response_format=response_format(schema),  # type: ignore[arg-type]
                 extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+                **request_fields(messages, schema, self.settings.structured_output),  # type: ignore[arg-type]
             )
         except self._openai.OpenAIError as e:
             raise self._translate(e) from None

@@ -1,0 +1,206 @@
+"""Faults and bad input: nothing hangs, nothing is lost, errors are never cached."""
+
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TINY_MAX_TOKENS, tiny_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from server import launcher
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.errors import EngineOffline, EngineTimeout, InputError, OutputError
+from xladdin.rules import Flag, assess
+from xladdin.run import screen_file
+from xladdin.tasks import Provenance, ScreenResult, ScreenTask, StockSample
+from xladdin.testing import screen_answer
+
+TASK = ScreenTask()
+ROWS = [{"code": 600000 + i, "name": f"公司{i}", "roe": 10 + i, "pe_ttm": 20, "report_text": f"营收{i}亿元"}
+        for i in range(3)]  # fmt: skip
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------ engine down
+@pytest.mark.parametrize(
+    "url, kind, text",
+    [
+        ("http://127.0.0.1:9/v1", EngineOffline, "engine offline (http://127.0.0.1:9/v1)"),
+        ("http://no-such-host.invalid:8000/v1", EngineOffline, "engine offline (http://no-such-host.invalid:8000/v1)"),
+    ],
+)
+def test_engine_down_every_row_says_where(tmp_path, url, kind, text):
+    s = tiny_settings(tmp_path, engine_url=url, served_model="m", timeout=2, retries=1)
+    t0 = time.monotonic()
+    with Batcher.from_settings(s) as b:
+        results = b.map(TASK, ROWS)
+    assert time.monotonic() - t0 < 15
+    assert all(isinstance(r, kind) and str(r) == text for r in results)
+    assert Cache(tmp_path / "cache").stats()["entries"] == 0
+
+
+def test_engine_that_never_answers_times_out(tmp_path):
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # accepts connections, never replies
+    port = silent.getsockname()[1]
+    try:
+        s = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", served_model="m", timeout=1, retries=0)
+        t0 = time.monotonic()
+        with Batcher.from_settings(s) as b:
+            results = b.map(TASK, ROWS)
+        assert time.monotonic() - t0 < 10
+        assert all(isinstance(r, EngineTimeout) and "timeout after 1s" in str(r) for r in results)
+    finally:
+        silent.close()
+    assert Cache(tmp_path / "cache").stats()["entries"] == 0
+
+
+def test_offline_server_still_serves_its_cached_answers(tiny_engine, tmp_path):
+    online = tiny_settings(tmp_path, engine_url=tiny_engine.address)
+    with Batcher.from_settings(online) as b:
+        first = b.map(TASK, ROWS[:2])
+    assert all(isinstance(r, ScreenResult) for r in first)
+    offline = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9", retries=0, timeout=2)
+    # same cache, different URL: the model id is unknown → nothing can be served
+    with Batcher.from_settings(offline) as b:
+        pytest.raises(EngineOffline, b.start)
+    # the same URL remembered: cached rows come back, the new row reports the engine offline
+    cache = Cache(tmp_path / "cache")
+    cache.set_meta("model@http://127.0.0.1:9/v1", tiny_engine.model_id)
+    cache.close()
+    with Batcher.from_settings(offline) as b:
+        again = b.map(TASK, ROWS)
+    assert [r.provenance.cached for r in again[:2]] == [True, True] and isinstance(again[2], EngineOffline)
+
+
+# ------------------------------------------------------------------ no constrained decoding
+@pytest.mark.slow
+def test_server_without_constrained_decoding_is_retried_then_an_error(tiny_engine, tmp_path):
+    s = tiny_settings(tmp_path, engine_url=tiny_engine.address, structured_output=False, max_tokens=64)
+    with Batcher.from_settings(s) as b:
+        results = b.map(TASK, ROWS)
+        assert all(isinstance(r, OutputError) for r in results), results
+        assert b.snapshot()["engine_requests"] == 2 * len(ROWS)  # one bounded retry each
+    assert Cache(tmp_path / "cache").stats()["entries"] == 0
+
+
+# ------------------------------------------------------------------ killed mid-run
+@pytest.mark.slow
+def test_engine_killed_mid_run_loses_nothing(tiny_model_path, tmp_path):
+    pool = tmp_path / "pool.csv"
+    lines = ["代码,名称,ROE,市盈率TTM,财报摘要"] + [
+        f"{600000 + i},公司{i},{5 + i % 20},{10 + i},营收{i}亿元。" for i in range(80)
+    ]
+    pool.write_text("\n".join(lines), encoding="utf-8")
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key=None, parallel=1)
+    s = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", timeout=5, retries=0, max_parallel=1)
+    server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
+    server.wait_ready(120)
+    cache = Cache(tmp_path / "cache")
+    killer = threading.Thread(target=lambda: (
+        [time.sleep(0.05) for _ in iter(lambda: cache.stats()["entries"] >= 5, True)], server.proc.kill()))  # fmt: skip
+    killer.start()
+    summary = screen_file(pool, tmp_path / "r.csv", s, progress=False)
+    killer.join()
+    server.stop()
+    done = cache.stats()["entries"]
+    assert 5 <= done < 80 and summary.errors == 80 - done  # unfinished rows are reported, finished are cached
+    report = (tmp_path / "r.csv").read_text(encoding="utf-8-sig")
+    assert report.count("#QWEN! engine offline") == 80 - done
+    with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}") as again:
+        again.wait_ready(120)
+        rerun = screen_file(pool, tmp_path / "r2.csv", s, progress=False)
+    assert rerun.errors == 0 and rerun.cache_hits == done  # only the unfinished rows were asked
+
+
+# ------------------------------------------------------------------ shared cache, two processes
+@pytest.mark.slow
+def test_two_processes_share_one_cache(tiny_model_path, tmp_path):
+    def pool(name, rows):
+        p = tmp_path / name
+        p.write_text("\n".join(["代码,名称,ROE,市盈率TTM,财报摘要"] + [f"{600000 + i},公司{i},{i % 30},{10 + i},营收{i}亿元。"
+                                                                   for i in rows]), encoding="utf-8")  # fmt: skip
+        return p
+
+    a, b = pool("a.csv", range(0, 30)), pool("b.csv", range(15, 45))
+    env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path))
+    procs = [subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", "screen", str(p), "-o", str(p.with_suffix(".json")),
+                               "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for p in (a, b)]  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    import json
+
+    asked = sum(
+        json.loads(p.with_suffix(".json").read_text(encoding="utf-8"))["run"]["engine_requests"] for p in (a, b)
+    )
+    assert 45 <= asked <= 60  # 45 distinct rows; the 15 shared ones at most asked twice in a race
+    cache = Cache(Path(os.environ["XLADDIN_CACHE_DIR"]))
+    assert cache.stats()["entries"] == 45
+    third = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(b), "-o", str(tmp_path / "c.json"),
+                            "--no-progress"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "30 rows, 30 from cache" in third.stdout
+
+
+# ------------------------------------------------------------------ long input
+@pytest.mark.slow
+def test_text_longer_than_the_context_is_trimmed_not_an_engine_error(tiny_engine, tmp_path):
+    text = "2023年营业收入100亿元。" + "公司经营情况良好，" * 11000 + "归母净利润12.5亿元。"  # ~100 kB
+    row = {"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25, "report_text": text}
+    with Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine) as b:
+        (res,) = b.map(ScreenTask(max_text_chars=800), [row])
+    assert isinstance(res, ScreenResult), res
+    assert Flag.TRIMMED in res.flags and "已截断" in res.notes
+
+
+# ------------------------------------------------------------------ bad input, property-based
+FIELDS = set(StockSample.model_fields)
+junk = st.one_of(
+    st.none(), st.just(""), st.just("   "), st.just("N/A"), st.just("--"), st.just("—"),
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**12, 10**12),
+    st.sampled_from(["32.78%", "1,234.5", "３２．７８", "-0", "1e400", "12亿", "＋5", "😀", "六百"]),
+    st.text(max_size=20),
+)  # fmt: skip
+codes = st.one_of(
+    junk, st.sampled_from(["600519", "000001", 1, 600519.0, "sh600519", "8300xx", "600519.SZ", "ＳＨ６００５１９"])
+)
+texts = st.one_of(junk, st.text(max_size=300), st.just("营收" * 50_000), st.just("😀" * 1000))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(code=codes, name=st.one_of(junk, st.sampled_from(["贵州茅台", "*ST海航", "ＳＴ康美"])), industry=junk,
+       pe=junk, roe=junk, eps=junk, text=texts, st_flag=junk, np_=junk, npp=junk)  # fmt: skip
+def test_any_input_is_a_valid_result_or_an_error_naming_the_field(code, name, industry, pe, roe, eps, text, st_flag,
+                                                                  np_, npp):  # fmt: skip
+    row = {"code": code, "name": name, "industry": industry, "pe_ttm": pe, "roe": roe, "eps": eps,
+           "report_text": text, "st": st_flag, "net_profit": np_, "net_profit_prev": npp}  # fmt: skip
+    try:
+        inp = TASK.parse(row)
+    except InputError as e:
+        assert e.field in FIELDS and str(e).startswith(e.field + " ")
+        return
+    for v in (inp.pe_ttm, inp.roe, inp.eps, inp.net_profit, inp.net_profit_prev):
+        assert v is None or math.isfinite(v)
+    res = TASK.finish(inp, TASK.validate_output(screen_answer("评级改为低")), Provenance(model="m", task_version="v",
+                                                                                    cached=False))  # fmt: skip
+    v = assess(roe=inp.roe, pe_ttm=inp.pe_ttm, is_st=inp.is_st, net_profit=inp.net_profit,
+               net_profit_prev=inp.net_profit_prev)  # fmt: skip
+    assert (res.risk_level, res.score) == (v.risk_level, v.score)
+    assert res.score is None or 0 <= res.score <= 100
+    assert (Flag.ST in res.flags) == inp.is_st
+    assert len(TASK.messages(inp)[1]["content"]) < 3000  # long text never reaches the engine whole
