@@ -133,15 +133,15 @@ def test_engine_killed_mid_run_loses_nothing(tiny_model_path, tmp_path):
 def test_two_processes_share_one_cache(tiny_model_path, tmp_path):
     def pool(name, rows):
         p = tmp_path / name
-        p.write_text("\n".join(["代码,名称,ROE,市盈率TTM,财报摘要"] + [f"{600000 + i},公司{i},{i % 30},{10 + i},营收{i}亿元。"
-                                                                   for i in rows]), encoding="utf-8")  # fmt: skip
+        lines = [f"{600000 + i},公司{i},{i % 30},{10 + i},营收{i}亿元。" for i in rows]
+        p.write_text("\n".join(["代码,名称,ROE,市盈率TTM,财报摘要", *lines]), encoding="utf-8")
         return p
 
     a, b = pool("a.csv", range(0, 30)), pool("b.csv", range(15, 45))
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path))
-    procs = [subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", "screen", str(p), "-o", str(p.with_suffix(".json")),
-                               "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for p in (a, b)]  # fmt: skip
+    cli = [sys.executable, "-m", "xladdin.cli.main", "screen"]
+    procs = [subprocess.Popen([*cli, str(p), "-o", str(p.with_suffix(".json")), "--no-progress"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (a, b)]  # fmt: skip
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     import json
