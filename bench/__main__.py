@@ -63,7 +63,8 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         "",
         "## 1. Batched vs per-cell",
         "",
-        "| rows | (a) one at a time | (b) batcher | (c) bare client, full concurrency | b/a speed-up | b/c efficiency |",
+        "| rows | (a) one at a time | (b) batcher | (c) bare client, full concurrency | b/a speed-up "
+        "| b/c efficiency |",
         "|---|---|---|---|---|---|",
     ]
     for n, v in b["sizes"].items():

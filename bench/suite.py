@@ -62,7 +62,8 @@ def batched_vs_per_cell(env: Env, sizes: tuple[int, ...]) -> dict[str, Any]:
             b.start()
             data = rows(n, 11 + 3 * i)
             t, results = timed(b.map, TASK, data)
-            assert all(not isinstance(r, Exception) for r in results), [r for r in results if isinstance(r, Exception)][:1]
+            failures = [r for r in results if isinstance(r, Exception)]
+            assert not failures, failures[:1]
         c, _ = timed(asyncio.run, bare(prepared(n, 12 + 3 * i)))
         out["sizes"][n] = {"per_cell_s": round(a, 3), "batcher_s": round(t, 3), "bare_client_s": round(c, 3),
                            "speedup_b_over_a": round(a / t, 2), "efficiency_b_over_c": round(c / t, 3)}  # fmt: skip

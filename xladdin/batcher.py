@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import heapq
 import itertools
 import threading
@@ -34,6 +35,11 @@ from .engine import Engine, SamplingParams, build_engine
 from .errors import EngineOffline, OutputError, XladdinError
 from .settings import Settings
 from .tasks.base import Provenance, Task
+
+
+@functools.lru_cache(maxsize=64)
+def _provenance(model: str, task_version: str, cached: bool) -> Provenance:
+    return Provenance(model=model, task_version=task_version, cached=cached)
 
 
 @dataclass
@@ -165,11 +171,14 @@ class Batcher:
     # ---------------------------------------------------------------- keys and results
     def key(self, task: Task, inp: BaseModel) -> str:
         return cache_key(task=task.name, task_version=task.version, task_config=task.key_config(),
-                         model=self.engine.model_id, params=self.params.model_dump(), inp=inp)  # fmt: skip
+                         model=self.engine.model_id, params=self._params_dump, inp=inp)  # fmt: skip
+
+    @functools.cached_property
+    def _params_dump(self) -> dict[str, Any]:
+        return self.params.model_dump()
 
     def _result(self, task: Task, inp: BaseModel, out: BaseModel, cached: bool) -> Any:
-        prov = Provenance(model=self.engine.model_id, task_version=task.version, cached=cached)
-        return task.finish(inp, out, prov)
+        return task.finish(inp, out, _provenance(self.engine.model_id, task.version, cached))
 
     def _from_cache(self, task: Task, inp: BaseModel, key: str) -> Any | None:
         stored = self.cache.get(key)
@@ -191,17 +200,25 @@ class Batcher:
         self.start()
         return self._from_cache(task, inp, self.key(task, inp))
 
-    def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
-        """A future of the task's result. Cache hits come back already done."""
-        self.start()
+    def resolve(self, task: Task, inp: BaseModel) -> Any:
+        """The result itself when cached (the fast path of a recalculating sheet), else a future of it."""
+        if not self._started:
+            self.start()
         key = self.key(task, inp)
         hit = self._from_cache(task, inp, key)
         if hit is not None:
-            done: concurrent.futures.Future = concurrent.futures.Future()
-            done.set_result(hit)
-            return done
+            return hit
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(self._ask(task, inp, key), self._loop)
+
+    def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
+        """A future of the task's result. Cache hits come back already done."""
+        res = self.resolve(task, inp)
+        if isinstance(res, concurrent.futures.Future):
+            return res
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(res)
+        return done
 
     def run(self, task: Task, inp: BaseModel) -> Any:
         """Blocking single request; raises ``XladdinError``."""
@@ -223,7 +240,8 @@ class Batcher:
         for i, row in enumerate(rows):
             try:
                 fut = self.submit(task, task.parse(row))
-            except XladdinError as e:
+            except Exception as e:  # a bad row (or a bug on one row) is that row's value
+                e = e if isinstance(e, XladdinError) else XladdinError(f"internal error: {e.__class__.__name__}: {e}")
                 results.append(e)
                 if on_result:
                     on_result(i, e)

@@ -46,17 +46,19 @@ class Cache:
         self.warning: str | None = None
         self._lock = threading.Lock()
         self._dc = None
+        self._meta = None  # small side store (model id per server URL), so entries are len(_dc)
         if enabled and directory is not None:
             try:
                 import diskcache
 
                 Path(directory).mkdir(parents=True, exist_ok=True)
                 self._dc = diskcache.Cache(str(directory), size_limit=2**34, eviction_policy="least-recently-stored")
-                self._dc.set("__xladdin_probe__", 1)
+                self._meta = diskcache.Cache(str(Path(directory) / "meta"))
+                self._meta.set("probe", 1)  # fails here, not later, when the directory is read-only
             except Exception as e:  # unwritable, read-only, corrupt: run without a cache
                 self.warning = f"cache disabled: cannot use {directory} ({e.__class__.__name__}: {e})"
                 log.warning(self.warning)
-                self._dc = None
+                self._dc = self._meta = None
 
     @property
     def enabled(self) -> bool:
@@ -85,17 +87,17 @@ class Cache:
             log.warning("cache write failed: %s", e)
 
     def get_meta(self, name: str) -> Any:
-        return None if self._dc is None else self._dc.get("__meta__:" + name)
+        return None if self._meta is None else self._meta.get(name)
 
     def set_meta(self, name: str, value: Any) -> None:
-        if self._dc is not None:
-            self._dc.set("__meta__:" + name, value)
+        if self._meta is not None:
+            self._meta.set(name, value)
 
     def stats(self) -> dict[str, Any]:
         entries = 0
         size = 0
         if self._dc is not None:
-            entries = sum(1 for k in self._dc.iterkeys() if not str(k).startswith("__"))
+            entries = len(self._dc)
             size = self._dc.volume()
         lookups = self.hits + self.misses
         return {
@@ -114,5 +116,6 @@ class Cache:
         return self._dc.clear()
 
     def close(self) -> None:
-        if self._dc is not None:
-            self._dc.close()
+        for store in (self._dc, self._meta):
+            if store is not None:
+                store.close()

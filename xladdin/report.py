@@ -102,7 +102,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
         cell.font = Font(bold=True)
     ws.freeze_panes = ws.cell(row=2, column=min(3, len(header)))
     ws.auto_filter.ref = ws.dimensions
-    risk_col = header.index(neutralize("风险等级 risk")) + 1 if "风险等级 risk" in header else None
+    risk_col = header.index("风险等级 risk") + 1 if "风险等级 risk" in header else None
     if risk_col:
         for r in range(2, len(rows) + 2):
             cell = ws.cell(row=r, column=risk_col)

@@ -43,6 +43,12 @@ class Settings(BaseModel):
     batch_window_ms: float = Field(20.0, ge=0, le=5000)
     n_ctx: int = Field(4096, ge=256, description="embedded engine: context tokens per slot")
     n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
+    prompt_cache_mib: int = Field(
+        0,
+        ge=0,
+        description="embedded engine: RAM for llama.cpp's cross-request prompt cache (0: off; the "
+        "per-slot prefix cache that serves the shared system prompt stays on)",
+    )
     max_tokens: int = Field(512, ge=16)
     max_text_chars: int = Field(1200, ge=100, description="report text longer than this is trimmed (flag 文本截断)")
     structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")

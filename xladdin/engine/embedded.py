@@ -48,6 +48,9 @@ class EmbeddedEngine(Engine):
         p.cpuparams.n_threads = self.settings.n_threads
         p.cpuparams_batch.n_threads = self.settings.n_threads
         p.sampling.seed = self.settings.seed
+        # llama.cpp keeps up to 8 GiB of past prompts' KV state in RAM by default: in a long
+        # Excel session of distinct rows that is steady growth (bench/: memory), so it is capped.
+        p.cache_ram_mib = self.settings.prompt_cache_mib
         p.port = port
         p.hostnames = [host]
         p.model_alias = {self.model_id}

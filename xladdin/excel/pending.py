@@ -25,6 +25,7 @@ answers instead, up to the request timeout.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -64,11 +65,16 @@ class CellRuntime:
     def batcher(self) -> Batcher:
         with self._lock:
             if self._batcher is None:
-                settings = self._settings or Settings.load()
+                self._settings = settings = self._settings or Settings.load()
                 batcher = Batcher.from_settings(settings)
                 batcher.start()  # a failure is raised to the cell and tried again next call
                 self._batcher = batcher
             return self._batcher
+
+    @functools.cached_property
+    def max_text_chars(self) -> int:
+        self.batcher  # noqa: B018  (settings are loaded with the batcher)
+        return (self._settings or Settings()).max_text_chars
 
     @property
     def pending_cells(self) -> int:
@@ -92,14 +98,14 @@ class CellRuntime:
                 out[i] = filler_row("", width)
                 continue
             try:
-                fut = batcher.submit(task, task.parse(rec))
+                res = batcher.resolve(task, task.parse(rec))
             except XladdinError as e:
                 out[i] = error_row(e, width)
                 continue
-            if fut.done():
-                out[i] = self._row(fut, to_row, width)
+            if isinstance(res, concurrent.futures.Future):
+                waiting[i] = res
             else:
-                waiting[i] = fut
+                out[i] = self._convert(lambda r=res: r, to_row, width)
         if waiting and caller is not None and self.rewrite is not None:
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
@@ -108,14 +114,15 @@ class CellRuntime:
             done, _ = concurrent.futures.wait(waiting.values(), timeout=batcher.request_timeout)
             for i, fut in waiting.items():
                 if fut in done:
-                    out[i] = self._row(fut, to_row, width)
+                    out[i] = self._convert(fut.result, to_row, width)
                 else:
                     out[i] = error_row(XladdinError(f"no answer within {batcher.request_timeout:g}s"), width)
         return out  # type: ignore[return-value]
 
-    def _row(self, fut: concurrent.futures.Future, to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
+    def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
+        """``to_row`` of the produced result; any failure becomes the row's error value."""
         try:
-            return to_row(fut.result())
+            return to_row(produce())
         except XladdinError as e:
             self.last_error = str(e)
             return error_row(e, width)

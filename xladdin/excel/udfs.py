@@ -67,8 +67,9 @@ def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     """Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a table with its header row
     (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a Rules sheet range."""
     records, _ = cells.screen_records(values, bool(header))
-    task = ScreenTask(rules=cells.rules_from_range(rules))
-    rows = runtime().rows(task, records, cells.result_row, len(cells.SPILL_FIELDS), caller)
+    rt = runtime()
+    task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
+    rows = rt.rows(task, records, cells.result_row, len(cells.SPILL_FIELDS), caller)
     return [cells.spill_header(), *rows] if header else rows
 
 
