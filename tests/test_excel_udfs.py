@@ -143,3 +143,20 @@ def test_engine_offline_is_a_cell_value(tmp_path):
         assert dict(udfs.QWEN_STATUS())["last error"] == "engine offline (http://127.0.0.1:9/v1)"
     finally:
         udfs.set_runtime(None)
+
+
+class FakeBook:
+    """The part of an xlwings Book that ``com.book_rules`` reads."""
+
+    def __init__(self, name, rules_values):
+        self.name = name
+        rules = type("Sheet", (), {"name": "Rules", "range": lambda self, a: type("R", (), {"value": rules_values})()})
+        self.sheets = type("Sheets", (), {"__iter__": lambda s: iter([rules()]), "__getitem__": lambda s, k: rules()})()
+
+
+def test_rules_sheet_of_the_calling_book_is_read_without_an_argument(rt):
+    caller = FakeCaller("$L$2")
+    caller.sheet.book = FakeBook("strict.xlsx", [["roe_low_risk_from", 25], ["pe_limit", 20], [None, None]])
+    out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)], False, None, caller)[0], strict=True))
+    assert out["risk_level"] == "中"  # ROE 20 < 25 under the book's rules; 低 under the defaults
+    assert dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)])[0], strict=True))["risk_level"] == "低"

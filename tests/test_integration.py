@@ -139,3 +139,12 @@ def test_killed_run_resumes_without_losing_rows(tiny_model_path, tmp_path):
     hits = int(rerun.stdout.split(" rows, ")[1].split(" from cache")[0])
     assert hits >= done  # every answer stored before the kill is served from the cache
     assert Cache(cache_dir).stats()["entries"] == 60
+
+
+def test_cache_commands(tiny_model_path, tmp_path):
+    run_cli("screen", str(SAMPLE), "-o", str(tmp_path / "r.csv"), "--model", str(tiny_model_path), "--no-progress")
+    stats = run_cli("cache", "stats")
+    assert stats.returncode == 0 and f'"entries": {len(sample_records())}' in stats.stdout
+    cleared = run_cli("cache", "clear")
+    assert cleared.returncode == 0 and cleared.stdout.startswith(f"removed {len(sample_records())} entries")
+    assert '"entries": 0' in run_cli("cache", "stats").stdout

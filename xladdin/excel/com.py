@@ -47,3 +47,34 @@ def status_bar(app: Any, text: str | bool) -> None:
         app.status_bar = text
     except Exception as e:  # a busy Excel must not fail the refresh
         log.debug("status bar: %s", e)
+
+
+RULES_SHEET = "Rules"
+RULES_ADDRESS = "A2:B20"
+_rules_memo: dict[str, tuple[float, Any]] = {}
+
+
+def book_rules(caller: Any, ttl: float = 2.0) -> Any:
+    """Values of the calling workbook's Rules sheet (key/value rows), or None without one.
+
+    Read on the COM thread the UDF runs on; remembered for ``ttl`` seconds so a
+    recalculation of 500 rows reads the sheet once."""
+    import time
+
+    try:
+        book = caller.sheet.book
+        name = book.name
+    except Exception:
+        return None
+    now = time.monotonic()
+    hit = _rules_memo.get(name)
+    if hit is not None and now - hit[0] < ttl:
+        return hit[1]
+    try:
+        sheets = [s.name for s in book.sheets]
+        values = book.sheets[RULES_SHEET].range(RULES_ADDRESS).value if RULES_SHEET in sheets else None
+    except Exception as e:  # a busy or closing workbook: default rules this time
+        log.debug("rules sheet: %s", e)
+        values = None
+    _rules_memo[name] = (now, values)
+    return values

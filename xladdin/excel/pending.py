@@ -67,7 +67,11 @@ class CellRuntime:
             if self._batcher is None:
                 self._settings = settings = self._settings or Settings.load()
                 batcher = Batcher.from_settings(settings)
-                batcher.start()  # a failure is raised to the cell and tried again next call
+                try:
+                    batcher.start()  # a failure is raised to the cell and tried again next call
+                except BaseException:
+                    batcher.close()
+                    raise
                 self._batcher = batcher
             return self._batcher
 

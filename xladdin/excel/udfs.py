@@ -47,7 +47,7 @@ def _cell_errors(width: int = 1):
                 return fn(*args, **kwargs)
             except Exception as e:
                 runtime().last_error = str(e)
-                value = cells.error_value(e if isinstance(e, XladdinError) else XladdinError(str(e)))
+                value = cells.error_value(e)
                 return [cells.filler_row(value, width)] if width > 1 else value
 
         return inner
@@ -65,9 +65,12 @@ def _single(rows: list[list[Any]]) -> Any:
 @_cell_errors(width=len(cells.SPILL_FIELDS))
 def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     """Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a table with its header row
-    (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a Rules sheet range."""
+    (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a key/value range; without it
+    the workbook's Rules sheet is read when there is one."""
     records, _ = cells.screen_records(values, bool(header))
     rt = runtime()
+    if rules is None and caller is not None:
+        rules = com.book_rules(caller)  # the workbook's Rules sheet, when it has one
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     rows = rt.rows(task, records, cells.result_row, len(cells.SPILL_FIELDS), caller)
     return [cells.spill_header(), *rows] if header else rows
