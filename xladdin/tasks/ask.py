@@ -6,9 +6,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import InputError
 from .base import Provenance, Task
-from .fields import text_or_none
+from .fields import required_text, text_or_none
 
 MAX_ANSWER = 500
 
@@ -22,10 +21,7 @@ class AskInput(BaseModel):
     @field_validator("prompt", mode="before")
     @classmethod
     def _prompt(cls, v: Any) -> str:
-        text = text_or_none(v)
-        if text is None:
-            raise InputError("prompt", "is empty")
-        return text
+        return required_text(v, "prompt")
 
     @field_validator("context", mode="before")
     @classmethod

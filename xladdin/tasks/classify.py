@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
 from .base import Provenance, Task
-from .fields import text_or_none
+from .fields import required_text, text_or_none
 
 MAX_LABELS = 50
 
@@ -25,10 +25,7 @@ class ClassifyInput(BaseModel):
     @field_validator("text", mode="before")
     @classmethod
     def _text(cls, v: Any) -> str:
-        text = text_or_none(v)
-        if text is None:
-            raise InputError("text", "is empty")
-        return text
+        return required_text(v, "text")
 
     @field_validator("labels", mode="before")
     @classmethod

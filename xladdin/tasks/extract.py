@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
 from .base import Provenance, Task
-from .fields import text_or_none
+from .fields import required_text, text_or_none
 from .screen import MONEY_UNITS, Figure
 
 OTHER_UNITS = ("%", "元/股")
@@ -26,10 +26,7 @@ class ExtractInput(BaseModel):
     @field_validator("text", "item", mode="before")
     @classmethod
     def _required(cls, v: Any, info) -> str:  # noqa: ANN001
-        text = text_or_none(v)
-        if text is None:
-            raise InputError(info.field_name, "is empty")
-        return text
+        return required_text(v, info.field_name)
 
     @field_validator("unit", mode="before")
     @classmethod

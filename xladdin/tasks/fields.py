@@ -38,6 +38,14 @@ def text_or_none(value: Any) -> str | None:
     return None if text.lower() in MISSING_TOKENS else text
 
 
+def required_text(value: Any, field: str, missing: str = "is empty") -> str:
+    """Like ``text_or_none``, but a blank is an ``InputError`` naming the field."""
+    text = text_or_none(value)
+    if text is None:
+        raise InputError(field, missing)
+    return text
+
+
 def parse_number(value: Any, field: str) -> float | None:
     """A finite number, or ``None`` when missing. ``"32.78%"`` → 32.78, ``"1,234.5"`` → 1234.5."""
     if isinstance(value, bool):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .base import Provenance, Task
-from .fields import is_st_name, normalize_code, parse_flag, parse_number, text_or_none
+from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 
 MAX_REASON = 30
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
@@ -48,12 +48,7 @@ class StockSample(BaseModel):
     @field_validator("name", mode="before")
     @classmethod
     def _name(cls, v: Any) -> str:
-        text = text_or_none(v)
-        if text is None:
-            from ..errors import InputError
-
-            raise InputError("name", "is missing")
-        return text
+        return required_text(v, "name", "is missing")
 
     @field_validator("industry", mode="before")
     @classmethod
