@@ -166,3 +166,30 @@ def test_verify_hashes_smoke_and_agreement(tiny_model_path, tmp_path, capsys):
                         "--rows", "2"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 1 and "FAIL" in out and f"sha256 {tiny_model_path.name}" in out
+
+
+@pytest.mark.slow
+def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(tiny_model_path):
+    import signal
+    import time
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
+                             "--port", str(port), "--parallel", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if line.startswith("ready:") or not line:
+            break
+    assert lines[-1].strip() == f"ready: export XLADDIN_ENGINE_URL=http://127.0.0.1:{port}/v1", lines
+    assert lines[0].startswith("command: ") and "server.cpu_server" in lines[0]
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopped (exit code 0)" in out
+    with socket.socket() as s:  # the port is free again: the child server is gone
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
