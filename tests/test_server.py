@@ -174,9 +174,9 @@ def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(tiny_model_path):
     import time
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
-                             "--port", str(port), "--parallel", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    cmd = [sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
+           "--port", str(port), "--parallel", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
