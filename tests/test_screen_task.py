@@ -5,7 +5,7 @@ import pytest
 from xladdin.errors import InputError
 from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
-from xladdin.tasks.screen import SYSTEM_PROMPT, trim_text
+from xladdin.tasks.screen import SYSTEM_PROMPT, split_figure, trim_text
 from xladdin.testing import screen_answer
 
 PROV = Provenance(model="m", task_version="screen-1", cached=False)
@@ -34,8 +34,14 @@ def test_schema_is_bounded_and_round_trips():
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == set(ScreenExtraction.model_fields)  # every key must be emitted
     assert schema["properties"]["reason"]["maxLength"] == 30
-    fig = schema["$defs"]["Figure"]["properties"]
-    assert fig["value"]["pattern"] and fig["unit"]["enum"]
+    fig = schema["properties"]["revenue"]["anyOf"][0]
+    assert fig["type"] == "string" and fig["pattern"].startswith("^-?[0-9]{1,12}")
+    assert split_figure("1505.60亿元") == (1505.6, "亿元") and split_figure("-3.5%") == (-3.5, "%")
+    assert split_figure("59.49元/股") == (59.49, "元/股") and split_figure("12百万元") == (12.0, "百万元")
+    with pytest.raises(ValueError):
+        ScreenExtraction.model_validate_json(screen_answer(revenue=("1,505", "亿元")))
+    with pytest.raises(ValueError):
+        ScreenExtraction.model_validate_json(screen_answer(revenue=("1505", "美元")))
     text = screen_answer("增长稳健", revenue=("1505.60", "亿元"), roe=("34.19", "%"))
     out = ScreenExtraction.model_validate_json(text)
     assert ScreenExtraction.model_validate_json(out.model_dump_json()) == out

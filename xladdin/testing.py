@@ -170,5 +170,5 @@ def screen_answer(reason: str = "业绩稳健", **figures) -> str:
     data: dict = {"reason": reason, "contradiction": bool(figures.pop("contradiction", False))}
     for name in names:
         fig = figures.get(name)
-        data[name] = None if fig is None else {"value": str(fig[0]), "unit": fig[1]}
+        data[name] = None if fig is None else f"{fig[0]}{fig[1]}"
     return json.dumps(data, ensure_ascii=False)
