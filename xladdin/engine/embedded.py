@@ -5,6 +5,7 @@ llama.cpp releases the GIL while it decodes."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -19,28 +20,37 @@ DEFAULT_SLOTS = 4
 class EmbeddedEngine(Engine):
     kind: ClassVar[str] = "embedded"
 
-    def __init__(self, settings: Settings, model: ModelFile | None = None, *, http: bool = False):
+    def __init__(self, settings: Settings, model: ModelFile | None = None):
         self.settings = settings
         self.max_parallel = settings.max_parallel or DEFAULT_SLOTS
         self._model = model
-        self._http = http
         self._server: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self.address: str | None = None
+        self._loading = threading.Lock()
 
     async def start(self) -> None:
-        if self._server is not None:
-            return
-        await asyncio.to_thread(self.load)
+        """Identify the model (its id keys the cache); the weights load on the first request,
+        so a run or a recalculation answered from the cache never waits for them."""
+        if self._model is None:
+            await asyncio.to_thread(self.identify)
+
+    def identify(self) -> None:
+        if self._model is None:
+            self._model = resolve_model(self.settings.model, self.settings.models_dir)
+        self.model_id = self._model.model_id
+        self.starter = self._model.starter
+
+    def _load_once(self) -> None:
+        with self._loading:
+            if self._server is None:
+                self.load()
 
     def load(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> None:
         """Load the model (blocking). The llama.cpp HTTP front also listens on ``host:port``."""
         import xllamacpp as xlc
 
-        if self._model is None:
-            self._model = resolve_model(self.settings.model, self.settings.models_dir)
-        self.model_id = self._model.model_id
-        self.starter = self._model.starter
+        self.identify()
         p = xlc.CommonParams()
         p.model.path = str(self._model.path)
         p.n_parallel = self.max_parallel
@@ -75,7 +85,7 @@ class EmbeddedEngine(Engine):
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if self._server is None:
-            await self.start()
+            await asyncio.to_thread(self._load_once)
         body = {
             **request_fields(messages, schema, self.settings.structured_output),
             "temperature": params.temperature,
