@@ -148,3 +148,19 @@ def test_cache_commands(tiny_model_path, tmp_path):
     cleared = run_cli("cache", "clear")
     assert cleared.returncode == 0 and cleared.stdout.startswith(f"removed {len(sample_records())} entries")
     assert '"entries": 0' in run_cli("cache", "stats").stdout
+
+
+def test_a_run_answered_from_the_cache_never_loads_the_weights(tiny_model, tmp_path):
+    from xladdin.engine.embedded import EmbeddedEngine
+
+    settings = tiny_settings(tmp_path)
+    first = EmbeddedEngine(settings, tiny_model)
+    with Batcher.from_settings(settings, engine=first) as b:
+        assert all(isinstance(r, ScreenResult) for r in b.map(TASK, sample_records(2)))
+    assert first.address is not None  # loaded for the misses
+    first.close()
+    second = EmbeddedEngine(settings, tiny_model)
+    with Batcher.from_settings(settings, engine=second) as b:
+        results = b.map(TASK, sample_records(2))
+    assert all(r.provenance.cached for r in results)
+    assert second.address is None and second.model_id == first.model_id  # identified, never loaded

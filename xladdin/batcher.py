@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
-from .errors import EngineOffline, OutputError, XladdinError
+from .errors import EngineError, EngineOffline, OutputError, XladdinError
 from .settings import Settings
 from .tasks.base import Provenance, Task
 
@@ -138,6 +138,8 @@ class Batcher:
         else:
             if url:
                 self.cache.set_meta(f"model@{url}", self.engine.model_id)
+        if not self.engine.model_id:  # the model id is part of every cache key
+            raise EngineError(f"{self.engine.describe()}: the engine did not name its model")
         self._wake = asyncio.Event()
         self._workers = [asyncio.create_task(self._worker()) for _ in range(self.max_parallel)]
 

@@ -32,7 +32,7 @@ class EmbeddedEngine(Engine):
     async def start(self) -> None:
         """Identify the model (its id keys the cache); the weights load on the first request,
         so a run or a recalculation answered from the cache never waits for them."""
-        if self._model is None:
+        if not self.model_id:
             await asyncio.to_thread(self.identify)
 
     def identify(self) -> None:
