@@ -82,21 +82,25 @@ def cached_recalc(env: Env, cells: int) -> dict[str, Any]:
     try:
         excel_rows = [[r["code"], r["name"], r["industry"], r["pe_ttm"], r["roe"], r["eps"], r["report_text"]]
                       for r in data]  # fmt: skip
-        udfs.QWEN_SCREEN([excel_rows[0]])  # warm imports
-        times = []
-        t0 = time.perf_counter()
-        for row in excel_rows:
-            s = time.perf_counter()
-            out = udfs.QWEN_SCREEN([row])
-            times.append(time.perf_counter() - s)
-            assert not str(out[0][0]).startswith("#QWEN"), out[0][0]
-        total = time.perf_counter() - t0
+        udfs.QWEN_SCREEN([[600000, "预热", "", 10, 10, 1, ""]])  # warm imports (a row not in the sheet)
+        passes = {}
+        # first pass: a workbook just opened (answers from the disk cache); second: Excel recalculates it
+        for name in ("opened", "recalculated"):
+            times = []
+            t0 = time.perf_counter()
+            for row in excel_rows:
+                s = time.perf_counter()
+                out = udfs.QWEN_SCREEN([row])
+                times.append(time.perf_counter() - s)
+                assert not str(out[0][0]).startswith("#QWEN"), out[0][0]
+            total = time.perf_counter() - t0
+            us = [t * 1e6 for t in times]
+            passes[name] = {"total_s": round(total, 3), "p50_us": round(percentile(us, 50), 1),
+                            "p99_us": round(percentile(us, 99), 1)}  # fmt: skip
         assert batcher.snapshot()["engine_requests"] == 0
     finally:
         udfs.set_runtime(None)
-    us = [t * 1e6 for t in times]
-    return {"cells": cells, "total_s": round(total, 3), "p50_us": round(percentile(us, 50), 1),
-            "p99_us": round(percentile(us, 99), 1), "goal_total_s": 1.0}  # fmt: skip
+    return {"cells": cells, **passes, "goal_total_s": 1.0}
 
 
 def memory(env: Env, requests: int) -> dict[str, Any]:

@@ -160,3 +160,37 @@ def test_rules_sheet_of_the_calling_book_is_read_without_an_argument(rt):
     out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)], False, None, caller)[0], strict=True))
     assert out["risk_level"] == "中"  # ROE 20 < 25 under the book's rules; 低 under the defaults
     assert dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)])[0], strict=True))["risk_level"] == "低"
+
+
+def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path):
+    settings = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9/v1", served_model="m", timeout=2, retries=0)
+    recalculated = []
+    rt = CellRuntime(settings, rewrite=recalculated.append)
+    udfs.set_runtime(rt)
+    try:
+        caller = FakeCaller("$L$2")
+        assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
+        for _ in range(100):
+            if recalculated:
+                break
+            threading.Event().wait(0.05)
+        assert recalculated == [caller]
+        requests = rt.batcher.snapshot()["engine_requests"]
+        again = udfs.QWEN_SCREEN([row(1)], False, None, caller)  # Excel recalculates the cell
+        assert again[0][0] == "#QWEN! engine offline (http://127.0.0.1:9/v1)"
+        assert rt.batcher.snapshot()["engine_requests"] == requests and recalculated == [caller]  # no loop
+        rt.error_ttl = 0  # later, a recalculation asks again
+        assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
+    finally:
+        udfs.set_runtime(None)
+
+
+def test_recalculating_an_open_workbook_is_served_from_memory(rt):
+    r = row(7)
+    first = udfs.QWEN_SCREEN([r])  # asks the engine
+    assert udfs.QWEN_SCREEN([r]) == first  # a disk-cache hit, remembered
+    hits = rt.batcher.snapshot()["cache_hits"]
+    assert udfs.QWEN_SCREEN([r]) == first
+    assert rt.batcher.snapshot()["cache_hits"] == hits  # neither the disk nor the engine
+    stricter = udfs.QWEN_SCREEN([r], False, [["roe_low_risk_from", 30]])  # other rules: not the remembered row
+    assert rt.batcher.snapshot()["cache_hits"] == hits + 1 and stricter[0][2] == "中" and first[0][2] == "低"

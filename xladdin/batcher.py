@@ -86,7 +86,8 @@ class Batcher:
         self.output_retries = output_retries
         self.request_timeout = request_timeout
         self.stats = BatcherStats()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # stats
+        self._life = threading.Lock()  # start / close
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -111,8 +112,8 @@ class Batcher:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Start the loop thread and the engine (loads a model; idempotent, thread-safe)."""
-        with self._lock:
+        """Start the loop thread and the engine (names its model; idempotent, thread-safe)."""
+        with self._life:
             if self._started:
                 return
             loop = asyncio.new_event_loop()
@@ -144,25 +145,27 @@ class Batcher:
         self._workers = [asyncio.create_task(self._worker()) for _ in range(self.max_parallel)]
 
     def close(self) -> None:
-        with self._lock:
-            if not self._started:
-                self.cache.close()
-                return
-            loop = self._loop
-            assert loop is not None
+        with self._life:
+            started, self._started = self._started, False
+            loop, thread = self._loop, self._thread
+        if started:
+            assert loop is not None and thread is not None
 
             async def _stop() -> None:
                 for w in self._workers:
                     w.cancel()
+                for fut in self._inflight.values():  # callers waiting on unanswered requests get an error
+                    if not fut.done():
+                        fut.set_exception(XladdinError("closed before the answer arrived"))
+                await asyncio.sleep(0)
                 if self.own_engine:
                     await self.engine.aclose()
 
+            # no lock held here: the loop thread may still be finishing requests that count stats
             asyncio.run_coroutine_threadsafe(_stop(), loop).result(30)
             loop.call_soon_threadsafe(loop.stop)
-            if self._thread is not None:
-                self._thread.join(10)
-            self._started = False
-            self.cache.close()
+            thread.join(10)
+        self.cache.close()
 
     def __enter__(self) -> Batcher:
         return self

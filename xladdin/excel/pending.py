@@ -11,10 +11,12 @@ not park threads:
    engine queue, or shares a request already in flight) and the cell returns a
    placeholder of the same shape as its result (``#QWEN… pending``).
 3. When every request of that cell is answered (each answer goes to the
-   cache the moment it arrives), the cell is recalculated through
+   cache the moment it arrives) or has failed, the cell is recalculated through
    ``rewrite(caller)`` — on Windows ``xladdin.excel.com``, which rewrites the
    cell's formula on xlwings' COM loop with its retry on a busy Excel. The UDF
-   runs again, now a pure cache hit.
+   runs again, now a pure cache hit. A failed request is remembered for
+   ``ERROR_TTL`` seconds, so the recalculated cell shows its ``#QWEN!`` error
+   instead of asking a down engine again in a loop.
 
 So 500 filled-down rows become one queue that the batcher feeds to the
 engine at its full parallelism, however few threads Excel has. Outside Excel
@@ -24,10 +26,12 @@ answers instead, up to the request timeout.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -38,7 +42,18 @@ from ..tasks.base import Task
 from .cells import PENDING, error_row, filler_row
 
 log = logging.getLogger(__name__)
+MEMO_ROWS = 50_000
+ERROR_TTL = 30.0  # seconds a failed request is shown as its error before a recalculation asks again
 Rewrite = Callable[[Any], None]
+
+
+def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
+    try:
+        key = (identity, tuple(record.items()) if isinstance(record, dict) else record)
+        hash(key)
+    except TypeError:  # a value Excel never passes (a list): no memo for it
+        return None
+    return key
 
 
 def caller_key(caller: Any) -> Hashable:
@@ -58,6 +73,11 @@ class CellRuntime:
         self.rewrite = rewrite
         self._lock = threading.Lock()
         self._pending: dict[Hashable, int] = {}
+        self._failed: dict[str, tuple[float, BaseException]] = {}  # request key → (when, error)
+        # (task identity, cell values) → cell row, for answers already read from the cache: a
+        # recalculation of an open workbook skips parsing, hashing and the disk entirely
+        self._memo: collections.OrderedDict[Hashable, list[Any]] = collections.OrderedDict()
+        self.error_ttl = ERROR_TTL
         self.rewrites = 0
         self.last_error: str | None = None
 
@@ -96,37 +116,57 @@ class CellRuntime:
         """One row of cell values per record (``None`` → a blank row)."""
         batcher = self.batcher
         out: list[list[Any] | None] = [None] * len(records)
-        waiting: dict[int, concurrent.futures.Future] = {}
+        waiting: dict[int, tuple[str, concurrent.futures.Future]] = {}
+        identity = task.identity()
         for i, rec in enumerate(records):
             if rec is None:
                 out[i] = filler_row("", width)
                 continue
+            memo_key = _memo_key(identity, rec)
+            if memo_key is not None and (row := self._memo.get(memo_key)) is not None:
+                out[i] = row
+                continue
             try:
-                res = batcher.resolve(task, task.parse(rec))
+                inp = task.parse(rec)
+                failed = self._failed.get(batcher.key(task, inp)) if self._failed else None
+                if failed is not None and time.monotonic() - failed[0] < self.error_ttl:
+                    # recalculated because its request failed: show the error, do not ask again
+                    # at once (a down engine would otherwise be asked in a loop)
+                    out[i] = error_row(failed[1], width)
+                    continue
+                res = batcher.resolve(task, inp)
             except XladdinError as e:
                 out[i] = error_row(e, width)
                 continue
             if isinstance(res, concurrent.futures.Future):
-                waiting[i] = res
+                waiting[i] = (batcher.key(task, inp), res)
             else:
-                out[i] = self._convert(lambda r=res: r, to_row, width)
+                out[i] = self._convert(lambda r=res: r, to_row, width, memo_key)
         if waiting and caller is not None and self.rewrite is not None:
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
             self._watch(caller, list(waiting.values()))
         elif waiting:
-            done, _ = concurrent.futures.wait(waiting.values(), timeout=batcher.request_timeout)
-            for i, fut in waiting.items():
+            futures = {i: fut for i, (_, fut) in waiting.items()}
+            done, _ = concurrent.futures.wait(futures.values(), timeout=batcher.request_timeout)
+            for i, fut in futures.items():
                 if fut in done:
                     out[i] = self._convert(fut.result, to_row, width)
                 else:
                     out[i] = error_row(XladdinError(f"no answer within {batcher.request_timeout:g}s"), width)
         return out  # type: ignore[return-value]
 
-    def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
-        """``to_row`` of the produced result; any failure becomes the row's error value."""
+    def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int,
+                 memo_key: Hashable | None = None) -> list[Any]:  # fmt: skip
+        """``to_row`` of the produced result (remembered under ``memo_key``); a failure is the row's error."""
         try:
-            return to_row(produce())
+            row = to_row(produce())
+            if memo_key is not None:
+                with self._lock:
+                    self._memo[memo_key] = row
+                    if len(self._memo) > MEMO_ROWS:
+                        self._memo.popitem(last=False)
+            return row
         except XladdinError as e:
             self.last_error = str(e)
             return error_row(e, width)
@@ -134,15 +174,20 @@ class CellRuntime:
             self.last_error = f"internal error: {e}"
             return error_row(e, width)
 
-    def _watch(self, caller: Any, futures: list[concurrent.futures.Future]) -> None:
+    def _watch(self, caller: Any, requests: list[tuple[str, concurrent.futures.Future]]) -> None:
         key = caller_key(caller)
         with self._lock:
             if key in self._pending:  # an earlier call of this cell will recalculate it
                 return
-            self._pending[key] = len(futures)
+            self._pending[key] = len(requests)
 
-        def one_done(_: concurrent.futures.Future) -> None:
+        def one_done(request_key: str, fut: concurrent.futures.Future) -> None:
+            error = None if fut.cancelled() else fut.exception()
             with self._lock:
+                if error is not None:
+                    now = time.monotonic()
+                    self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
+                    self._failed[request_key] = (now, error)
                 self._pending[key] -= 1
                 if self._pending[key]:
                     return
@@ -155,11 +200,11 @@ class CellRuntime:
                 self.last_error = f"cannot recalculate {key}: {e}"
                 log.warning(self.last_error)
 
-        for fut in futures:
-            fut.add_done_callback(one_done)
+        for request_key, fut in requests:
+            fut.add_done_callback(functools.partial(one_done, request_key))
 
     def close(self) -> None:
         with self._lock:
-            if self._batcher is not None:
-                self._batcher.close()
-                self._batcher = None
+            batcher, self._batcher = self._batcher, None
+        if batcher is not None:  # closed without the lock: its last callbacks take it
+            batcher.close()

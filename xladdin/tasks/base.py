@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -63,6 +63,10 @@ class Task(ABC, Generic[In, Out, Res]):
     def key_config(self) -> dict[str, Any]:
         """Task settings that change what the model is asked (part of the cache key)."""
         return {}
+
+    def identity(self) -> Hashable:
+        """Everything that decides this task's result for a given input and answer."""
+        return (self.name, self.version, json.dumps(self.key_config(), sort_keys=True))
 
     @cached_property
     def schema(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ fields; this module cross-checks the model's figures against the fields.
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -206,6 +207,9 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         # Rules are applied after the cache (re-scoring never re-asks the model);
         # only what changes the prompt belongs in the key.
         return {"max_text_chars": self.max_text_chars}
+
+    def identity(self) -> Hashable:
+        return (*super().identity(), self.rules)  # rules are applied after the cache
 
     def messages(self, inp: StockSample) -> list[dict[str, str]]:
         text, _ = trim_text(inp.report_text, self.max_text_chars)
