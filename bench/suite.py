@@ -76,13 +76,14 @@ def cached_recalc(env: Env, cells: int) -> dict[str, Any]:
     filler = ScriptedEngine(lambda m: screen_answer("缓存基准"), model_id=env.engine.model_id, max_parallel=64)
     settings = env.settings_for("recalc")
     with Batcher(filler, Cache(settings.cache_dir), params=_params(env)) as b:
-        b.map(TASK, data)  # the cache as the engine would have left it (the timed path never asks an engine)
+        warm = {"code": 600000, "name": "预热", "industry": "", "pe_ttm": 10, "roe": 10, "eps": 1, "report_text": ""}
+        b.map(TASK, [*data, warm])  # the cache as the engine would have left it (the timed path never asks it)
     batcher = Batcher(env.engine, Cache(settings.cache_dir), params=_params(env))
     udfs.set_runtime(CellRuntime(batcher=batcher))
     try:
         excel_rows = [[r["code"], r["name"], r["industry"], r["pe_ttm"], r["roe"], r["eps"], r["report_text"]]
                       for r in data]  # fmt: skip
-        udfs.QWEN_SCREEN([[600000, "预热", "", 10, 10, 1, ""]])  # warm imports (a row not in the sheet)
+        udfs.QWEN_SCREEN([[600000, "预热", "", 10, 10, 1, ""]])  # warm imports with a row that is not in the sheet
         passes = {}
         # first pass: a workbook just opened (answers from the disk cache); second: Excel recalculates it
         for name in ("opened", "recalculated"):

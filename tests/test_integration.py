@@ -104,6 +104,8 @@ def test_cli_screens_the_sample_pool_then_reruns_from_cache(tiny_model_path, tmp
 def test_cli_errors_are_one_line(tmp_path):
     r = run_cli("screen", str(tmp_path / "missing.csv"))
     assert r.returncode == 2 and r.stderr.strip() == f"xladdin: error: input file not found: {tmp_path / 'missing.csv'}"
+    r = run_cli("screen", str(SAMPLE), "-o", str(tmp_path / "report.txt"))
+    assert r.returncode == 2 and r.stderr.strip() == "xladdin: error: output report.txt: expected .xlsx, .csv or .json"
     r = run_cli("screen", str(SAMPLE), "--model", str(tmp_path / "none.gguf"), "-o", str(tmp_path / "x.xlsx"))
     assert r.returncode == 2 and "model file not found" in r.stderr and "Traceback" not in r.stderr
 

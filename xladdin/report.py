@@ -50,6 +50,17 @@ def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> 
     return [neutralize(h) for h in header], rows
 
 
+REPORT_SUFFIXES = (".xlsx", ".csv", ".json")
+
+
+def check_output(path: str | Path) -> Path:
+    """Refuse an output this module cannot write — before any row is screened."""
+    path = Path(path)
+    if path.suffix.lower() not in REPORT_SUFFIXES:
+        raise InputError("output", f"{path.name}: expected .xlsx, .csv or .json")
+    return path
+
+
 def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
                  run: dict[str, Any]) -> Path:  # fmt: skip
     path = Path(path)
@@ -69,7 +80,7 @@ def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_mo
         path.write_text(json.dumps({"run": run, "rows": records}, ensure_ascii=False, indent=1, default=str),
                         encoding="utf-8")  # fmt: skip
     else:
-        raise InputError("output", f"{path.name}: expected .xlsx, .csv or .json")
+        check_output(path)
     return path
 
 

@@ -13,7 +13,7 @@ from .batcher import Batcher
 from .errors import XladdinError
 from .models import STARTER_NOTE
 from .pool import read_pool
-from .report import write_report
+from .report import check_output, write_report
 from .rules import DEFAULT_RULES, Rules
 from .settings import Settings
 from .tasks.screen import ScreenResult, ScreenTask
@@ -43,6 +43,7 @@ def screen_file(
     progress: bool = True,
     batcher: Batcher | None = None,
 ) -> RunSummary:
+    check_output(output_path)
     pool = read_pool(input_path)
     records = pool.records()
     own = batcher is None

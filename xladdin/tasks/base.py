@@ -66,7 +66,7 @@ class Task(ABC, Generic[In, Out, Res]):
 
     def identity(self) -> Hashable:
         """Everything that decides this task's result for a given input and answer."""
-        return (self.name, self.version, json.dumps(self.key_config(), sort_keys=True))
+        return (self.name, self.version, *sorted(self.key_config().items()))
 
     @cached_property
     def schema(self) -> dict[str, Any]:
