@@ -51,10 +51,16 @@ class Task(ABC, Generic[In, Out, Res]):
     def parse(self, data: Mapping[str, Any] | In) -> In:
         return validate_input(self.input_model, data)  # type: ignore[return-value]
 
-    @abstractmethod
+    system: ClassVar[str]
+
     def messages(self, inp: In) -> list[dict[str, str]]:
-        """System prompt first (shared by every row, so the engine's prefix cache
-        serves it), the row second."""
+        """The fixed system prompt first (shared by every row, so the engine's prefix
+        cache serves it), the row second."""
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user_text(inp)}]
+
+    @abstractmethod
+    def user_text(self, inp: In) -> str:
+        """The part of the prompt that is this input's own."""
 
     @abstractmethod
     def finish(self, inp: In, out: Out, provenance: Provenance) -> Res:

@@ -198,6 +198,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
+    system = SYSTEM_PROMPT
 
     def __init__(self, rules: Rules = DEFAULT_RULES, max_text_chars: int = 1200):
         self.rules = rules
@@ -211,13 +212,9 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     def identity(self) -> Hashable:
         return (*super().identity(), self.rules)  # rules are applied after the cache
 
-    def messages(self, inp: StockSample) -> list[dict[str, str]]:
+    def user_text(self, inp: StockSample) -> str:
         text, _ = trim_text(inp.report_text, self.max_text_chars)
-        row = inp.model_copy(update={"report_text": text})
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": self.row_json(row)},
-        ]
+        return self.row_json(inp.model_copy(update={"report_text": text}))
 
     def finish(self, inp: StockSample, out: ScreenExtraction, provenance: Provenance) -> ScreenResult:
         verdict = assess(
