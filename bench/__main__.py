@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from . import suite
-from .common import machine, make_env, save
+from .common import RESULTS, machine, make_env, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 
@@ -19,7 +19,16 @@ def main() -> None:
     p.add_argument("--model", help="GGUF to benchmark (default: a generated tiny Qwen3 model)")
     p.add_argument("--parallel", type=int, default=4, help="engine slots")
     p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    p.add_argument("--render-only", action="store_true", help="rewrite docs/BENCHMARKS.md from bench/results")
     args = p.parse_args()
+    if args.render_only:
+        names = ("batched_vs_per_cell", "cached_recalc", "memory", "stack_overhead", "whole_pool")
+        saved = {n: json.loads((RESULTS / f"{n}.json").read_text(encoding="utf-8")) for n in names}
+        first = saved["batched_vs_per_cell"]
+        header = {k: first[k] for k in ("model", "model_id", "slots", "threads", "machine")}
+        total = sum(v["bench_seconds"] for v in saved.values())
+        DOC.write_text(render(saved, header, total, quick=False), encoding="utf-8")
+        return
     q = args.quick
     t0 = time.perf_counter()
     env = make_env(args.model, args.parallel)
@@ -72,7 +81,9 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
                      f"{v['speedup_b_over_a']}× | {v['efficiency_b_over_c']} |")  # fmt: skip
     lines += [
         "",
-        "Goal: b/c ≥ 0.95.",
+        "Goal: b/c ≥ 0.95. On 2 CPU cores decoding is compute-bound, so several slots at once gain little over",
+        "one request at a time (b/a); what this machine shows is that the batcher keeps the engine as busy as a",
+        "bare client firing at full concurrency (b/c). A GPU server batches far better; not measured here.",
         "",
         "## 2. Cached recalculation through the UDF path",
         "",
