@@ -58,15 +58,15 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
     return out, None
 
 
+_FLAGS_AT = SPILL_FIELDS.index("flags")
+_RISK_AT = SPILL_FIELDS.index("risk_level")
+
+
 def result_row(res: ScreenResult) -> list[Any]:
-    values = []
-    for name in SPILL_FIELDS:
-        v = getattr(res, name)
-        if name == "flags":
-            v = ",".join(f.value for f in v)
-        elif hasattr(v, "value"):
-            v = v.value
-        values.append("" if v is None else v)
+    fields = res.__dict__
+    values = ["" if (v := fields[n]) is None else v for n in SPILL_FIELDS]
+    values[_FLAGS_AT] = ",".join(f.value for f in res.flags)
+    values[_RISK_AT] = res.risk_level.value
     return values
 
 
