@@ -84,4 +84,3 @@ def test_unusable_dir_degrades_to_no_cache(tmp_path):
     assert not c.enabled and "cache disabled" in c.warning
     c.set("k", {"v": 1})
     assert c.get("k") is None and c.stats()["entries"] == 0
-
