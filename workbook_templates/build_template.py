@@ -42,6 +42,7 @@ HOWTO = [
         "5. 刷新",
         "点击 xlwings 选项卡的 Run main（stock_screen.py 放在工作簿旁），整张表一次批量计算后自动重算；之后每个公式都直接读缓存",
     ),
+    ("", '自己加按钮：另存为 .xlsm，按钮宏写 RunPython "import xladdin.excel.macros as m; m.refresh()"'),
     ("6. 规则", "在 Rules 表修改阈值（ROE 区间、PE-TTM 上限、评分权重），公式随之重算，无需再问模型"),
     (
         "7. 其他函数",
@@ -66,6 +67,10 @@ HOWTO = [
     (
         "5. Refresh",
         "xlwings ribbon: Run main (keep stock_screen.py next to the workbook) screens the whole table as one batch, then recalculates; every formula is then a cache hit",
+    ),
+    (
+        "",
+        'A button of your own: save as .xlsm, macro RunPython "import xladdin.excel.macros as m; m.refresh()"',
     ),
     (
         "6. Rules",
@@ -157,7 +162,7 @@ def build(path: Path) -> Path:
     for row in HOWTO:
         howto.append(list(row))
     howto["A1"].font = Font(bold=True, size=14)
-    for cell in ("A3", "A13"):
+    for cell in ("A3", "A14"):
         howto[cell].font = Font(bold=True)
     howto.column_dimensions["A"].width = 16
     howto.column_dimensions["B"].width = 120
