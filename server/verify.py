@@ -92,12 +92,12 @@ def screen_rows(settings: Settings, rows: list[dict[str, Any]]) -> tuple[str, li
         return b.engine.describe(), results
 
 
-def smoke(results: list[Any], label: str) -> Check:
+def smoke(results: list[Any], label: str, name: str = "smoke") -> Check:
     bad = [r for r in results if not isinstance(r, ScreenResult)]
     detail = f"{len(results) - len(bad)}/{len(results)} rows valid ({label})"
     if bad:
         detail += f"; first error: {bad[0]}"
-    return Check("smoke", not bad, detail)
+    return Check(name, not bad, detail)
 
 
 def agreement(a: list[Any], b: list[Any], min_agreement: float) -> list[Check]:
@@ -148,6 +148,6 @@ def verify(settings: Settings, *, against: Settings | None = None, model_path: P
         except XladdinError as e:
             report.checks.append(Check("smoke (against)", False, str(e)))
             return report
-        report.checks.append(Check("smoke (against)", smoke(second, label_b).ok, smoke(second, label_b).detail))
+        report.checks.append(smoke(second, label_b, "smoke (against)"))
         report.checks += agreement(first, second, min_agreement)
     return report

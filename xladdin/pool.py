@@ -82,6 +82,10 @@ class Pool:
         return out
 
 
+def is_empty_row(row: list[Any]) -> bool:
+    return all(v in (None, "") for v in row)
+
+
 def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Pool:
     columns = [("" if h is None else str(h)).strip() for h in header]
     pool = Pool(path, columns, rows)
@@ -109,7 +113,7 @@ def read_pool(path: str | Path) -> Pool:
         table = _read_csv(path)
     else:
         raise InputError("input", f"{path.name}: expected a .csv or .xlsx file")
-    table = [r for r in table if any(v not in (None, "") for v in r)]
+    table = [r for r in table if not is_empty_row(r)]
     if not table:
         raise InputError("input", f"{path.name} is empty")
     return pool_from_table(table[0], table[1:], path)

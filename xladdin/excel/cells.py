@@ -46,7 +46,7 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
     if header:
         if not rows:
             raise InputError("header", "row is missing")
-        pool = pool_from_table(rows[0], [r for r in rows[1:]], Path("range"))
+        pool = pool_from_table(rows[0], rows[1:], Path("range"))
         records = pool.records()
         return [None if _blank(r) else rec for r, rec in zip(rows[1:], records, strict=True)], pool.columns
     out: list[dict[str, Any] | None] = []
@@ -58,16 +58,9 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
     return out, None
 
 
-_FLAGS_AT = SPILL_FIELDS.index("flags")
-_RISK_AT = SPILL_FIELDS.index("risk_level")
-
-
 def result_row(res: ScreenResult) -> list[Any]:
-    fields = res.__dict__
-    values = ["" if (v := fields[n]) is None else v for n in SPILL_FIELDS]
-    values[_FLAGS_AT] = ",".join(f.value for f in res.flags)
-    values[_RISK_AT] = res.risk_level.value
-    return values
+    """The spill: the result's own cells up to its provenance, blanks for missing values."""
+    return ["" if v is None else v for v in res.cells()[: len(SPILL_FIELDS)]]
 
 
 def filler_row(first: str, width: int = len(SPILL_FIELDS)) -> list[Any]:
@@ -84,7 +77,7 @@ def error_row(err: BaseException, width: int = len(SPILL_FIELDS)) -> list[Any]:
 
 
 def spill_header() -> list[str]:
-    return [ScreenResult.model_fields[n].title or n for n in SPILL_FIELDS]
+    return ScreenResult.headers()[: len(SPILL_FIELDS)]
 
 
 def rules_from_range(value: Any) -> Rules:

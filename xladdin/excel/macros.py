@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import XladdinError
-from ..pool import pool_from_table
+from ..pool import is_empty_row, pool_from_table
 from ..tasks import ScreenTask
 from . import cells, com
 
@@ -49,7 +49,7 @@ def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable
 
     rt = runtime or shared_runtime()
     pool = pool_from_table(table[0], table[1:], Path(POOL_SHEET))
-    records = [rec for row, rec in zip(pool.rows, pool.records(), strict=True) if any(v not in (None, "") for v in row)]
+    records = [rec for row, rec in zip(pool.rows, pool.records(), strict=True) if not is_empty_row(row)]
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     counts = {"rows": len(records), "done": 0, "cached": 0, "errors": 0}
 

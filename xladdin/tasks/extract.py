@@ -11,9 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import InputError
 from .base import Provenance, Task
 from .fields import required_text, text_or_none
-from .screen import MONEY_UNITS, Figure, split_figure
-
-OTHER_UNITS = ("%", "元/股")
+from .screen import ALL_UNITS, Figure, convert, split_figure
 
 
 class ExtractInput(BaseModel):
@@ -32,8 +30,8 @@ class ExtractInput(BaseModel):
     @classmethod
     def _unit(cls, v: Any) -> str:
         unit = text_or_none(v) or "亿元"
-        if unit not in MONEY_UNITS and unit not in OTHER_UNITS:
-            known = ", ".join([*MONEY_UNITS, *OTHER_UNITS])
+        if unit not in ALL_UNITS:
+            known = ", ".join(ALL_UNITS)
             raise InputError("unit", f"{unit!r} is not one of {known}")
         return unit
 
@@ -51,16 +49,6 @@ class ExtractResult(BaseModel):
     unit: str
     note: str = ""
     provenance: Provenance
-
-
-def convert(value: float, from_unit: str, to_unit: str) -> float | None:
-    if from_unit == to_unit:
-        return value
-    if from_unit in MONEY_UNITS and to_unit in MONEY_UNITS:
-        return round(value * MONEY_UNITS[from_unit] / MONEY_UNITS[to_unit], 10)
-    if {from_unit, to_unit} == {"元", "元/股"}:
-        return value
-    return None
 
 
 class ExtractTask(Task[ExtractInput, ExtractOutput, ExtractResult]):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -19,9 +19,7 @@ from .fields import is_st_name, normalize_code, parse_flag, parse_number, requir
 
 MAX_REASON = 30
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
-PERCENT_UNITS = ("%",)
-EPS_UNITS = ("元/股", "元")
-ALL_UNITS = tuple(MONEY_UNITS) + PERCENT_UNITS + ("元/股",)
+ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
 
 
 class StockSample(BaseModel):
@@ -179,17 +177,24 @@ def trim_text(text: str, limit: int) -> tuple[str, bool]:
     return head + "…" + "".join(kept), True
 
 
-def _figure(fig: str | None, kind: Literal["money", "percent", "eps"]) -> float | None:
-    """Normalise a figure's unit (money → 亿元); a unit that does not fit the figure drops it."""
+def convert(value: float, from_unit: str, to_unit: str, digits: int = 10) -> float | None:
+    """``value`` in ``to_unit`` (money units scale; 元 and 元/股 are one unit for a per-share
+    figure), or ``None`` when the units do not convert."""
+    if from_unit == to_unit:
+        return value
+    if from_unit in MONEY_UNITS and to_unit in MONEY_UNITS:
+        return round(value * MONEY_UNITS[from_unit] / MONEY_UNITS[to_unit], digits)
+    if {from_unit, to_unit} == {"元", "元/股"}:
+        return value
+    return None
+
+
+def _figure(fig: str | None, unit: str) -> float | None:
+    """A figure in ``unit`` (money → 亿元); a unit that does not fit the figure drops it."""
     if fig is None:
         return None
-    value, unit = split_figure(fig)
-    if kind == "money":
-        factor = MONEY_UNITS.get(unit)
-        return None if factor is None else round(value * factor, 6)
-    if kind == "percent":
-        return value if unit in PERCENT_UNITS else None
-    return value if unit in EPS_UNITS else None
+    value, from_unit = split_figure(fig)
+    return convert(value, from_unit, unit, digits=6)
 
 
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
@@ -227,14 +232,14 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         )
         flags, notes = set(verdict.flags), list(verdict.notes)
         figures = {
-            "revenue": _figure(out.revenue, "money"),
-            "net_profit": _figure(out.net_profit, "money"),
-            "revenue_growth": _figure(out.revenue_growth, "percent"),
-            "net_profit_growth": _figure(out.net_profit_growth, "percent"),
-            "gross_margin": _figure(out.gross_margin, "percent"),
-            "net_margin": _figure(out.net_margin, "percent"),
-            "roe_text": _figure(out.roe, "percent"),
-            "eps_text": _figure(out.eps, "eps"),
+            "revenue": _figure(out.revenue, "亿元"),
+            "net_profit": _figure(out.net_profit, "亿元"),
+            "revenue_growth": _figure(out.revenue_growth, "%"),
+            "net_profit_growth": _figure(out.net_profit_growth, "%"),
+            "gross_margin": _figure(out.gross_margin, "%"),
+            "net_margin": _figure(out.net_margin, "%"),
+            "roe_text": _figure(out.roe, "%"),
+            "eps_text": _figure(out.eps, "元/股"),
         }
         checks = (("ROE", "roe_text", inp.roe), ("EPS", "eps_text", inp.eps),
                   ("营收", "revenue", inp.revenue), ("净利润", "net_profit", inp.net_profit))  # fmt: skip
