@@ -273,13 +273,6 @@ class Batcher:
         return data
 
     # ---------------------------------------------------------------- async core
-    async def asubmit(self, task: Task, inp: BaseModel) -> Any:
-        key = self.key(task, inp)
-        hit = self._from_cache(task, inp, key)
-        if hit is not None:
-            return hit
-        return await self._ask(task, inp, key)
-
     async def _ask(self, task: Task, inp: BaseModel, key: str) -> Any:
         fut = self._inflight.get(key)
         if fut is None:

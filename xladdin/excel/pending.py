@@ -78,7 +78,6 @@ class CellRuntime:
         # recalculation of an open workbook skips parsing, hashing and the disk entirely
         self._memo: collections.OrderedDict[Hashable, list[Any]] = collections.OrderedDict()
         self.error_ttl = ERROR_TTL
-        self.rewrites = 0
         self.last_error: str | None = None
 
     @property
@@ -195,7 +194,6 @@ class CellRuntime:
             try:
                 assert self.rewrite is not None
                 self.rewrite(caller)
-                self.rewrites += 1
             except Exception as e:
                 self.last_error = f"cannot recalculate {key}: {e}"
                 log.warning(self.last_error)
