@@ -14,6 +14,7 @@ from xladdin.cache import Cache
 from xladdin.engine.base import SamplingParams
 from xladdin.excel import udfs
 from xladdin.excel.pending import CellRuntime
+from xladdin.pool import SAMPLE_POOL
 from xladdin.run import screen_file
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
@@ -21,7 +22,7 @@ from xladdin.testing import ScriptedEngine, screen_answer
 from .common import Env, median, percentile, rows, rss_mib, timed
 
 SHARED = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare" / "screening_rows_2016_from_wengowl.csv"
-SAMPLE = Path(__file__).parent.parent / "workbook_templates" / "sample_pool.csv"
+SAMPLE = SAMPLE_POOL
 TASK = ScreenTask()
 
 

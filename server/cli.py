@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -29,8 +30,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--host {args.host} exposes the server to the network: set --api-key or XLADDIN_API_KEY")
     if args.engine == "cpu":
         port = args.port or 8080
-        cmd = launcher.cpu_server_command(args.model, host=args.host, port=port, api_key=api_key,
-                                          parallel=args.parallel)  # fmt: skip
+        cmd = launcher.cpu_server_command(args.model, host=args.host, port=port, parallel=args.parallel)
+        env = launcher.key_env("XLADDIN_API_KEY", api_key)
         timeout = 300.0
     else:
         if args.profile == "auto":
@@ -39,23 +40,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             profile = profiles.get_profile(args.profile)
         port = args.port or 8000
-        cmd = profiles.vllm_command(profile, host=args.host, port=port, api_key=api_key)
+        cmd = profiles.vllm_command(profile, host=args.host, port=port)
+        env = launcher.key_env(profiles.API_KEY_ENV, api_key)
         timeout = 1800.0
     shown = " ".join(f"'{a}'" if any(ch in a for ch in ' {}"') else a for a in cmd)
     print(f"command: {shown}", flush=True)
+    if api_key:
+        print(f"api key: {launcher.masked(api_key)}, passed in the environment", flush=True)
     if args.dry_run:
         return 0
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
-    with launcher.ServerProcess(cmd, url, api_key=api_key, echo=args.verbose) as server:
-        server.wait_ready(timeout)
-        print(f"ready: export XLADDIN_ENGINE_URL={url}/v1" + ("  (and XLADDIN_API_KEY)" if api_key else ""), flush=True)
-        try:
-            server.proc.wait()
-        except KeyboardInterrupt:
-            print("stopping…", flush=True)
-        code = server.stop()
+    # SIGTERM (systemd, kill, a closing terminal) stops the server as Ctrl-C does: no orphan left listening
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with launcher.ServerProcess(cmd, url, api_key=api_key, echo=args.verbose, env=env) as server:
+            try:
+                server.wait_ready(timeout)
+                print(f"ready: export XLADDIN_ENGINE_URL={url}/v1" + ("  (and XLADDIN_API_KEY)" if api_key else ""),
+                      flush=True)  # fmt: skip
+                server.proc.wait()
+            except KeyboardInterrupt:
+                print("stopping…", flush=True)
+            code = server.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"stopped (exit code {code})")
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

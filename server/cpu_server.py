@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="GGUF path or hub id (default: the starter model)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--api-key")
+    p.add_argument("--api-key", help="require this key (better: XLADDIN_API_KEY in the environment, not in argv)")
     p.add_argument("--parallel", type=int, default=4)
     p.add_argument("--n-ctx", type=int, default=4096, help="context tokens per slot")
     args = p.parse_args(argv)
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings.load({"model": args.model, "max_parallel": args.parallel, "n_ctx": args.n_ctx})
         engine = EmbeddedEngine(settings)
-        engine.load(host=args.host, port=args.port, api_key=args.api_key)
+        engine.load(host=args.host, port=args.port, api_key=args.api_key or os.environ.get("XLADDIN_API_KEY"))
     except XladdinError as e:
         print(f"cpu server: error: {e}", file=sys.stderr, flush=True)
         return 2

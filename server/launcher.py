@@ -118,10 +118,19 @@ class ServerProcess:
         self.stop()
 
 
-def cpu_server_command(model: str | None, *, host: str, port: int, api_key: str | None, parallel: int) -> list[str]:
+def cpu_server_command(model: str | None, *, host: str, port: int, parallel: int) -> list[str]:
+    """The CPU server's argv. Its API key goes through the environment (``key_env``), never argv."""
     cmd = [sys.executable, "-m", "server.cpu_server", "--host", host, "--port", str(port), "--parallel", str(parallel)]
     if model:
         cmd += ["--model", model]
-    if api_key:
-        cmd += ["--api-key", api_key]
     return cmd
+
+
+def key_env(variable: str, api_key: str | None) -> dict[str, str] | None:
+    """The child's environment carrying ``api_key`` in ``variable`` (not visible in ``ps``), or
+    ``None`` (inherit) without a key."""
+    return {**os.environ, variable: api_key} if api_key else None
+
+
+def masked(secret: str) -> str:
+    return "****" if len(secret) < 12 else f"{secret[:3]}…{secret[-2:]} ({len(secret)} characters)"

@@ -62,8 +62,10 @@ def get_profile(name: str) -> Profile:
     return profiles[name]
 
 
-def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-                 seed: int = 42) -> list[str]:  # fmt: skip
+API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own variable: the key never appears in argv
+
+
+def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, seed: int = 42) -> list[str]:
     cmd = ["vllm", "serve", profile.model,
            "--served-model-name", profile.served_model_name,
            "--host", host, "--port", str(port),
@@ -80,8 +82,6 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
     ]  # fmt: skip
     if profile.disable_thinking:
         cmd += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": False})]
-    if api_key:
-        cmd += ["--api-key", api_key]
     check_flags(cmd)
     return cmd
 

@@ -18,13 +18,12 @@ from typing import Any
 
 from xladdin.batcher import Batcher
 from xladdin.errors import ConfigError, XladdinError
-from xladdin.pool import read_pool
+from xladdin.pool import SAMPLE_POOL, read_pool
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenResult, ScreenTask
 
 FIGURES = ("revenue", "net_profit", "revenue_growth", "net_profit_growth", "gross_margin", "net_margin",
            "roe_text", "eps_text")  # fmt: skip
-SAMPLE = Path(__file__).parent.parent / "workbook_templates" / "sample_pool.csv"
 
 
 @dataclass
@@ -59,9 +58,18 @@ def sha256_file(path: Path) -> str:
 
 
 def read_manifest(path: Path) -> dict[str, str]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"manifest {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"manifest {path} is not text: expected sha256sum lines or JSON") from None
     if text.lstrip().startswith("{"):
-        return {k: v.lower() for k, v in json.loads(text).items()}
+        try:
+            data = json.loads(text)
+            return {str(k): v.lower() for k, v in data.items()}
+        except (ValueError, AttributeError) as e:
+            raise ConfigError(f"manifest {path} is not a JSON object of file → sha256: {e}") from None
     out = {}
     for line in text.splitlines():
         if line.strip():
@@ -129,7 +137,7 @@ def agreement(a: list[Any], b: list[Any], min_agreement: float) -> list[Check]:
 
 def verify(settings: Settings, *, against: Settings | None = None, model_path: Path | None = None,
            manifest: Path | None = None, rows: int = 8, min_agreement: float = 0.9,
-           pool: Path = SAMPLE) -> Report:  # fmt: skip
+           pool: Path = SAMPLE_POOL) -> Report:  # fmt: skip
     report = Report()
     if manifest is not None:
         if model_path is None:

@@ -73,6 +73,7 @@ def test_offline_server_still_serves_its_cached_answers(tiny_engine, tmp_path):
     online = tiny_settings(tmp_path, engine_url=tiny_engine.address)
     with Batcher.from_settings(online) as b:
         first = b.map(TASK, ROWS[:2])
+        served_id = b.engine.model_id
     assert all(isinstance(r, ScreenResult) for r in first)
     offline = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9", retries=0, timeout=2)
     # same cache, different URL: the model id is unknown → nothing can be served
@@ -80,7 +81,7 @@ def test_offline_server_still_serves_its_cached_answers(tiny_engine, tmp_path):
         pytest.raises(EngineOffline, b.start)
     # the same URL remembered: cached rows come back, the new row reports the engine offline
     cache = Cache(tmp_path / "cache")
-    cache.set_meta("model@http://127.0.0.1:9/v1", tiny_engine.model_id)
+    cache.set_meta("model@http://127.0.0.1:9/v1", served_id)
     cache.close()
     with Batcher.from_settings(offline) as b:
         again = b.map(TASK, ROWS)
@@ -107,7 +108,7 @@ def test_engine_killed_mid_run_loses_nothing(tiny_model_path, tmp_path):
     ]
     pool.write_text("\n".join(lines), encoding="utf-8")
     port = free_port()
-    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key=None, parallel=1)
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=1)
     s = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", timeout=5, retries=0, max_parallel=1)
     server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
     server.wait_ready(120)

@@ -15,12 +15,12 @@ from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import EngineOffline
-from xladdin.pool import read_pool
+from xladdin.pool import SAMPLE_POOL, read_pool
 from xladdin.rules import assess
 from xladdin.tasks import ScreenResult, ScreenTask
 
 pytestmark = pytest.mark.slow
-SAMPLE = Path(__file__).parent.parent / "workbook_templates" / "sample_pool.csv"
+SAMPLE = SAMPLE_POOL
 TASK = ScreenTask()
 
 

@@ -6,12 +6,12 @@ import openpyxl
 import pytest
 
 from xladdin.errors import InputError, XladdinError
-from xladdin.pool import match_header, pool_from_table, read_pool
+from xladdin.pool import SAMPLE_POOL, match_header, pool_from_table, read_pool
 from xladdin.report import neutralize, write_report
 from xladdin.tasks import Provenance, ScreenResult, ScreenTask
 from xladdin.testing import screen_answer
 
-SAMPLE = Path(__file__).parent.parent / "workbook_templates" / "sample_pool.csv"
+SAMPLE = SAMPLE_POOL
 
 
 @pytest.mark.parametrize(
@@ -119,5 +119,11 @@ def test_reports_keep_order_neutralise_and_mark_errors(tmp_path, suffix):
     assert [r[1] for r in body] == ["贵州茅台", "五粮液", "ST易购"]
     err = header.index("错误 error")
     assert body[1][err] == "#QWEN! engine offline (http://127.0.0.1:9/v1)"
-    assert body[0][header.index("财报摘要")] == "'=1+1"
-    assert body[0][header.index("理由 reason")].startswith("'=")
+    # a formula-looking text is made plain text where it could run (CSV), kept as is elsewhere
+    quote = "'" if suffix == ".csv" else ""
+    assert body[0][header.index("财报摘要")] == quote + "=1+1"
+    assert body[0][header.index("理由 reason")].startswith(quote + "=cmd")
+    # numbers read from the CSV's text are written back as numbers, negatives without an apostrophe
+    roe, pe = header.index("ROE"), header.index("市盈率TTM")
+    expected = ["34", "-111", "-2.6"] if suffix == ".csv" else [34, -111, -2.6]
+    assert [body[0][roe], body[2][roe], body[2][pe]] == expected

@@ -16,6 +16,7 @@ from server.cli import main as server_main
 from server.verify import read_manifest, sha256_file, verify
 from xladdin.batcher import Batcher
 from xladdin.errors import ConfigError, EngineError
+from xladdin.pool import SAMPLE_POOL
 from xladdin.tasks import ScreenResult, ScreenTask
 
 ALL = profiles.load_profiles()
@@ -80,8 +81,10 @@ def test_dry_run_and_safe_defaults(capsys, monkeypatch):
     assert out.startswith("command: vllm serve Qwen/Qwen3.5-9B") and "--host 127.0.0.1" in out
     assert server_main(["serve", "--host", "0.0.0.0", "--dry-run"]) == 2
     assert "set --api-key" in capsys.readouterr().err
-    assert server_main(["serve", "--host", "0.0.0.0", "--api-key", "k", "--dry-run"]) == 0
-    assert "--api-key k" in capsys.readouterr().out
+    assert server_main(["serve", "--host", "0.0.0.0", "--api-key", "k3y-kept-secret-1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "k3y-kept-secret-1" not in out and "--api-key" not in out  # neither printed nor in the argv
+    assert "api key: k3y…-1 (17 characters), passed in the environment" in out
     assert server_main(["serve", "--profile", "nope", "--dry-run"]) == 2
 
 
@@ -97,10 +100,13 @@ def test_diagnosis_reads_the_output():
 @pytest.mark.slow
 def test_cpu_server_lifecycle_with_and_without_key(tiny_model_path, tmp_path):
     port = free_port()
-    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key="s3cret", parallel=2)
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
     url = f"http://127.0.0.1:{port}"
-    with launcher.ServerProcess(cmd, url, api_key="s3cret") as server:
+    env = launcher.key_env("XLADDIN_API_KEY", "s3cret")
+    with launcher.ServerProcess(cmd, url, api_key="s3cret", env=env) as server:
         server.wait_ready(120)
+        with open(f"/proc/{server.proc.pid}/cmdline", "rb") as f:
+            assert b"s3cret" not in f.read()  # not visible in ps
         rows = [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25, "report_text": "营收1505亿元"}]
         keyed = tiny_settings(tmp_path / "a", engine_url=f"{url}/v1", api_key="s3cret")
         with Batcher.from_settings(keyed) as b:
@@ -119,13 +125,13 @@ def test_cpu_server_lifecycle_with_and_without_key(tiny_model_path, tmp_path):
 @pytest.mark.slow
 def test_cli_screen_over_the_cpu_server(tiny_model_path, tmp_path):
     port = free_port()
-    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key=None, parallel=2)
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
     with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}") as server:
         server.wait_ready(120)
         env = dict(
             os.environ, XLADDIN_ENGINE_URL=f"http://127.0.0.1:{port}/v1", XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS)
         )
-        sample = os.path.join(os.path.dirname(__file__), "..", "workbook_templates", "sample_pool.csv")
+        sample = str(SAMPLE_POOL)
         r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", sample, "-o", str(tmp_path / "r.json"),
                             "--no-progress"], env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert r.returncode == 0, r.stderr
@@ -140,7 +146,7 @@ def test_port_in_use_is_named(tiny_model_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, api_key=None, parallel=1)
+        cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=1)
         with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}") as server, pytest.raises(EngineError) as e:
             server.wait_ready(60)
     assert str(e.value).startswith("port in use") and "Address already in use" in str(e.value)

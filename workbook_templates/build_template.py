@@ -18,7 +18,7 @@ from openpyxl.utils import get_column_letter
 
 from xladdin.excel import cells
 from xladdin.excel.macros import POOL_COLUMNS, RULES_REF, VERDICT_COL, verdict_formula
-from xladdin.pool import match_header
+from xladdin.pool import SAMPLE_POOL, match_header
 from xladdin.rules import RiskLevel
 
 HERE = Path(__file__).parent
@@ -36,7 +36,7 @@ HOWTO = [
     ("3. 模型", "默认使用本机嵌入式 CPU 引擎；有 GPU 服务器时设置环境变量 XLADDIN_ENGINE_URL=http://服务器:8000/v1"),
     (
         "4. 使用",
-        "Pool 表每行 L 列的 =QWEN_SCREEN(A2:J2,FALSE,Rules!$A$2:$B$10) 向右溢出：风险等级、评分、理由、标记、数字",
+        "Pool 表每行 L 列的 =QWEN_SCREEN(A2:J2,FALSE,Rules!$A$2:$B$20) 向右溢出：风险等级、评分、理由、标记、数字",
     ),
     (
         "5. 刷新",
@@ -62,7 +62,7 @@ HOWTO = [
     ),
     (
         "4. Use",
-        "Column L of Pool holds =QWEN_SCREEN(A2:J2,FALSE,Rules!$A$2:$B$10) per row; it spills risk level, score, reason, flags, figures",
+        "Column L of Pool holds =QWEN_SCREEN(A2:J2,FALSE,Rules!$A$2:$B$20) per row; it spills risk level, score, reason, flags, figures",
     ),
     (
         "5. Refresh",
@@ -89,7 +89,7 @@ HOWTO = [
 
 def sample_rows() -> list[list[object]]:
     """The sample pool in the Pool sheet's column order, numbers as numbers."""
-    with (HERE / "sample_pool.csv").open(encoding="utf-8-sig", newline="") as f:
+    with SAMPLE_POOL.open(encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         header = next(reader)
         fields = [match_header(h)[0] for h in header]

@@ -24,6 +24,7 @@ import functools
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -35,6 +36,9 @@ from .engine import Engine, SamplingParams, build_engine
 from .errors import EngineError, EngineOffline, OutputError, XladdinError
 from .settings import Settings
 from .tasks.base import Provenance, Task
+
+
+START_RETRY_S = 30.0  # an engine that failed to start is not asked again for this long
 
 
 @functools.lru_cache(maxsize=64)
@@ -99,6 +103,8 @@ class Batcher:
         self._in_engine = 0
         self._collecting = False
         self.peak_in_engine = 0
+        self.start_retry_s = START_RETRY_S
+        self._start_failed: tuple[float, EngineError] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
@@ -112,20 +118,31 @@ class Batcher:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Start the loop thread and the engine (names its model; idempotent, thread-safe)."""
+        """Start the loop thread and the engine (names its model; idempotent, thread-safe).
+
+        An engine that cannot start (offline, timing out) raises its ``EngineError``; the failure
+        is remembered for ``START_RETRY_S`` seconds, so a sheet of cells asking meanwhile gets
+        the error at once instead of each waiting for the engine again."""
+        if self._started and self.engine.model_id:
+            return
         with self._life:
-            if self._started:
+            if not self._started:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="xladdin-batcher", daemon=True)
+                thread.start()
+                self._loop, self._thread, self._started = loop, thread, True
+            if self.engine.model_id and self._workers:
                 return
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="xladdin-batcher", daemon=True)
-            thread.start()
+            failed = self._start_failed
+            if failed is not None and time.monotonic() - failed[0] < self.start_retry_s:
+                raise failed[1]
+            assert self._loop is not None
             try:
-                asyncio.run_coroutine_threadsafe(self._astart(), loop).result()
-            except BaseException:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(5)
+                asyncio.run_coroutine_threadsafe(self._astart(), self._loop).result()
+            except EngineError as e:
+                self._start_failed = (time.monotonic(), e)
                 raise
-            self._loop, self._thread, self._started = loop, thread, True
+            self._start_failed = None
 
     async def _astart(self) -> None:
         url = getattr(self.engine, "base_url", None)
@@ -144,7 +161,9 @@ class Batcher:
         self._wake = asyncio.Event()
         self._workers = [asyncio.create_task(self._worker()) for _ in range(self.max_parallel)]
 
-    def close(self) -> None:
+    def close(self, *, abort: bool = False) -> None:
+        """Stop the workers and (if owned) the engine. ``abort`` (Ctrl-C) does not wait for
+        requests the engine is still computing; every finished answer is already cached."""
         with self._life:
             started, self._started = self._started, False
             loop, thread = self._loop, self._thread
@@ -159,6 +178,8 @@ class Batcher:
                         fut.set_exception(XladdinError("closed before the answer arrived"))
                 await asyncio.sleep(0)
                 if self.own_engine:
+                    if abort:
+                        self.engine.abort()
                     await self.engine.aclose()
 
             # no lock held here: the loop thread may still be finishing requests that count stats
@@ -207,8 +228,7 @@ class Batcher:
 
     def resolve(self, task: Task, inp: BaseModel) -> Any:
         """The result itself when cached (the fast path of a recalculating sheet), else a future of it."""
-        if not self._started:
-            self.start()
+        self.start()
         key = self.key(task, inp)
         hit = self._from_cache(task, inp, key)
         if hit is not None:
@@ -238,8 +258,16 @@ class Batcher:
         rows: Iterable[Mapping[str, Any] | BaseModel],
         on_result: Callable[[int, Any], None] | None = None,
     ) -> list[Any]:
-        """Results in input order; a bad row or failed request is its ``XladdinError``, not an exception."""
-        self.start()
+        """Results in input order; a bad row or failed request is its ``XladdinError``, not an exception
+        (an engine that cannot start is every row's error)."""
+        try:
+            self.start()
+        except EngineError as e:
+            results = [e for _ in rows]
+            for i, err in enumerate(results):
+                if on_result:
+                    on_result(i, err)
+            return results
         results: list[Any] = []
         pending: dict[concurrent.futures.Future, int] = {}
         for i, row in enumerate(rows):

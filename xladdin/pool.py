@@ -2,7 +2,9 @@
 
 Headers are matched after NFKC normalisation, case-folding and removing
 spaces; Chinese and English names are both known. A unit in brackets on a
-money column (``净利润(万元)``) converts the values to 亿元.
+money column (``净利润(万元)``) converts the values to 亿元 — the same way for a
+CSV's text and an XLSX's numbers. An XLSX cell formatted as a percentage
+(value 0.3419, shown 34.19 %) is read as the percent points it shows.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .tasks.fields import parse_number
 from .tasks.screen import MONEY_UNITS
 
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
@@ -32,8 +35,13 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "net_profit_prev": ("上年净利润", "去年净利润", "上年归母净利润", "net_profit_prev", "prior_net_profit"),
 }
 MONEY_FIELDS = ("revenue", "net_profit", "net_profit_prev")
+NUMBER_FIELDS = ("pe_ttm", "roe", "eps", *MONEY_FIELDS)
 REQUIRED = ("code", "name")
 _UNIT = re.compile(r"^(.*?)[(（\[]([^)）\]]*)[)）\]]$")
+# A text cell that is plainly a number (no leading zero to keep, as a code has): written back as a number.
+_PLAIN_NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$")
+SAMPLE_POOL = Path(__file__).parent / "data" / "sample_pool.csv"  # 21 companies, shipped with the package
+CSV_FIELD_LIMIT = 64 << 20  # one CSV cell may hold a long report (the task trims it); the default is 128 KiB
 
 
 def _norm(header: str) -> str:
@@ -75,11 +83,45 @@ class Pool:
             for name, idx in self.mapping.items():
                 value = row[idx] if idx < len(row) else None
                 factor = self.scale.get(name, 1.0)
-                if factor != 1.0 and isinstance(value, int | float) and not isinstance(value, bool):
-                    value = value * factor
+                if factor != 1.0:
+                    value = _scaled(value, factor, name)
                 rec[name] = value
             out.append(rec)
         return out
+
+    def typed_rows(self) -> list[list[Any]]:
+        """The input rows as a report writes them back: a number field's text (``"32.78%"``,
+        ``"1,234.5"``) as its number, in the column's own unit; a plain-number text of an
+        unrecognised column as a number; everything else as given."""
+        numeric = {idx: name for name, idx in self.mapping.items() if name in NUMBER_FIELDS}
+        keep = {idx for name, idx in self.mapping.items() if name not in NUMBER_FIELDS}
+        out = []
+        for raw in self.rows:
+            row = list(raw) + [None] * (len(self.columns) - len(raw))
+            for i, value in enumerate(row):
+                if not isinstance(value, str) or i in keep:
+                    continue
+                if i in numeric:
+                    try:
+                        number = parse_number(value, numeric[i])
+                    except InputError:
+                        continue  # shown as given; the row's error names the field
+                    if number is not None:
+                        row[i] = int(number) if number.is_integer() and "." not in value else number
+                elif _PLAIN_NUMBER.match(value.strip()):
+                    row[i] = float(value) if "." in value else int(value)
+            out.append(row)
+        return out
+
+
+def _scaled(value: Any, factor: float, name: str) -> Any:
+    """``value`` (a number or its text) times ``factor``; a value that is not a number is left
+    for the task to report, naming the field."""
+    try:
+        number = parse_number(value, name)
+    except InputError:
+        return value
+    return None if number is None else round(number * factor, 10)
 
 
 def is_empty_row(row: list[Any]) -> bool:
@@ -130,15 +172,39 @@ def _read_csv(path: Path) -> list[list[Any]]:
     else:
         raise InputError("input", f"{path.name}: not UTF-8 or GBK text")
     dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
-    return [list(r) for r in csv.reader(io.StringIO(text, newline=""), dialect=dialect)]
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+    reader = csv.reader(io.StringIO(text, newline=""), dialect=dialect)
+    try:
+        return [list(r) for r in reader]
+    except csv.Error as e:
+        raise InputError("input", f"{path.name} line {reader.line_num}: {e}") from None
 
 
 def _read_xlsx(path: Path) -> list[list[Any]]:
-    import openpyxl
+    import zipfile
 
-    wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    import openpyxl
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    try:
+        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except (zipfile.BadZipFile, InvalidFileException, KeyError, ValueError, OSError) as e:
+        raise InputError("input", f"{path.name} is not a readable .xlsx workbook ({e.__class__.__name__}: "
+                         f"{str(e)[:120]})") from None  # fmt: skip
     try:
         ws = wb["Pool"] if "Pool" in wb.sheetnames else wb.worksheets[0]
-        return [list(r) for r in ws.iter_rows(values_only=True)]
+        return [[_cell_value(c) for c in r] for r in ws.iter_rows()]
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+        raise InputError("input", f"{path.name}: cannot read its cells ({e.__class__.__name__}: {str(e)[:120]})") \
+            from None
     finally:
         wb.close()
+
+
+def _cell_value(cell: Any) -> Any:
+    """A cell's value as the user sees it: a percent-formatted 0.3419 is 34.19 (percent points)."""
+    value = getattr(cell, "value", None)
+    if isinstance(value, int | float) and not isinstance(value, bool) and "%" in (cell.number_format or ""):
+        return round(value * 100, 10)
+    return value

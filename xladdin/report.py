@@ -2,14 +2,22 @@
 each, as .xlsx (coloured, frozen header, Summary with a chart, Run sheet),
 .csv (plus a ``.run.json`` beside it) or .json.
 
-Every text cell is neutralised against formula injection: a text starting
-with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading apostrophe.
+Numbers are written as numbers. Text is made safe for its format, and only
+there: in ``.xlsx`` a text starting with ``=`` is stored as text (never a
+formula), characters an .xlsx cannot hold are dropped and a cell is cut at
+Excel's 32,767 characters; in ``.csv``, which Excel evaluates on opening, a
+text starting with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading
+apostrophe; ``.json`` is written as is. A writer that fails anyway never loses
+the run: the rows are saved as JSON beside the requested file.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import re
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +31,23 @@ from .pool import Pool
 ERROR_HEADER = "错误 error"
 RISK_FILLS = {"高": "FFC7CE", "中": "FFEB9C", "低": "C6EFCE"}
 _DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
+XLSX_CELL_CHARS = 32_767
+_XLSX_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # what the .xlsx XML cannot hold
 
 
 def neutralize(value: Any) -> Any:
+    """A text Excel would evaluate when it opens a CSV, made plain text (leading apostrophe)."""
     if isinstance(value, str) and value.startswith(_DANGEROUS):
         return "'" + value
+    return value
+
+
+def xlsx_text(value: Any) -> Any:
+    """A text as an .xlsx cell can hold it."""
+    if isinstance(value, str):
+        value = _XLSX_ILLEGAL.sub("", value)
+        if len(value) > XLSX_CELL_CHARS:
+            value = value[: XLSX_CELL_CHARS - 1] + "…"
     return value
 
 
@@ -40,48 +60,69 @@ def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> 
     heads = result_model.headers()  # type: ignore[attr-defined]
     header = list(pool.columns) + heads + [ERROR_HEADER]
     rows = []
-    for raw, res in zip(pool.rows, results, strict=True):
-        row = list(raw) + [None] * (len(pool.columns) - len(raw))
+    for row, res in zip(pool.typed_rows(), results, strict=True):
         if isinstance(res, XladdinError):
             row += [None] * len(heads) + [error_text(res)]
         else:
             row += res.cells() + [None]
-        rows.append([neutralize(v) for v in row])
-    return [neutralize(h) for h in header], rows
+        rows.append(row)
+    return header, rows
 
 
 REPORT_SUFFIXES = (".xlsx", ".csv", ".json")
 
 
-def check_output(path: str | Path) -> Path:
-    """Refuse an output this module cannot write — before any row is screened."""
+def check_output(path: str | Path, input_path: str | Path | None = None) -> Path:
+    """Refuse an output this module cannot write — before any row is screened: a wrong suffix,
+    a directory, the input file itself, a folder that cannot be created or written."""
     path = Path(path)
     if path.suffix.lower() not in REPORT_SUFFIXES:
         raise InputError("output", f"{path.name}: expected .xlsx, .csv or .json")
+    if path.is_dir():
+        raise InputError("output", f"{path} is a directory: name a report file, e.g. {path / 'report.xlsx'}")
+    if input_path is not None and path.exists() and os.path.samefile(path, input_path):
+        raise InputError("output", f"{path} is the input file: name another report file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".xladdin-check-"):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(f"{path} is read-only")
+    except OSError as e:
+        raise InputError("output", f"cannot write {path}: {e.strerror or e}") from None
     return path
 
 
 def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
                  run: dict[str, Any]) -> Path:  # fmt: skip
-    path = Path(path)
+    """Write the report; if that fails, save the rows as JSON beside it and say where."""
+    path = check_output(path)
     header, rows = table(pool, results, result_model)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _write(path, header, rows, results, pool, run)
+    except Exception as e:
+        rescue = path.with_name(path.stem + ".rescued.json")
+        _write(rescue, header, rows, results, pool, run)
+        raise XladdinError(f"cannot write {path.name} ({e.__class__.__name__}: {e}); the report was saved as "
+                           f"{rescue}") from None  # fmt: skip
+    return path
+
+
+def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
+           run: dict[str, Any]) -> None:  # fmt: skip
     suffix = path.suffix.lower()
     if suffix == ".xlsx":
         _write_xlsx(path, header, rows, results, pool, run)
     elif suffix == ".csv":
         with path.open("w", encoding="utf-8-sig", newline="") as f:
             w = csv.writer(f)
-            w.writerow(header)
-            w.writerows(rows)
+            w.writerow([neutralize(h) for h in header])
+            w.writerows([neutralize(v) for v in r] for r in rows)
         path.with_suffix(".run.json").write_text(json.dumps(run, ensure_ascii=False, indent=2), encoding="utf-8")
-    elif suffix == ".json":
+    else:
         records = [dict(zip(header, r, strict=True)) for r in rows]
         path.write_text(json.dumps({"run": run, "rows": records}, ensure_ascii=False, indent=1, default=str),
                         encoding="utf-8")  # fmt: skip
-    else:
-        check_output(path)
-    return path
 
 
 def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[str, Counter]]:
@@ -106,9 +147,8 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     wb = Workbook()
     ws = wb.active
     ws.title = "Results"
-    ws.append(header)
-    for row in rows:
-        ws.append(row)
+    for row in [header, *rows]:
+        _append_text_safe(ws, row)
     for cell in ws[1]:
         cell.font = Font(bold=True)
     ws.freeze_panes = ws.cell(row=2, column=min(3, len(header)))
@@ -124,7 +164,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
 
     sm = wb.create_sheet("Summary")
     note = run.get("note")
-    sm.append([note or f"model: {run.get('model')}"])
+    _append_text_safe(sm, [note or f"model: {run.get('model')}"])
     sm["A1"].font = Font(bold=True, color="C00000" if note else "000000")
     sm.append([])
     sm.append(["风险等级 risk", "数量 count"])
@@ -141,7 +181,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     start = sm.max_row + 1
     sm.append(["行业 industry", *levels, "合计 total"])
     for industry, counts in sorted(by_industry.items(), key=lambda kv: -sum(kv[1].values())):
-        sm.append([neutralize(industry), *[counts[lv] for lv in levels], sum(counts.values())])
+        _append_text_safe(sm, [industry, *[counts[lv] for lv in levels], sum(counts.values())])
     for cell in (*sm[3], *sm[start]):
         cell.font = Font(bold=True)
     sm.column_dimensions["A"].width = 24
@@ -149,7 +189,16 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     rs = wb.create_sheet("Run")
     for key, value in run.items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
-        rs.append([key, neutralize(shown)])
+        _append_text_safe(rs, [key, shown])
     rs.column_dimensions["A"].width = 18
     rs.column_dimensions["B"].width = 100
     wb.save(path)
+
+
+def _append_text_safe(ws: Any, row: list[Any]) -> None:
+    """Append ``row``; a text starting with ``=`` stays text (openpyxl would store a formula)."""
+    ws.append([xlsx_text(v) for v in row])
+    if any(isinstance(v, str) and v.startswith("=") for v in row):
+        for cell in ws[ws.max_row]:
+            if cell.data_type == "f":
+                cell.data_type = "s"

@@ -43,7 +43,7 @@ def screen_file(
     progress: bool = True,
     batcher: Batcher | None = None,
 ) -> RunSummary:
-    check_output(output_path)
+    check_output(output_path, input_path)
     pool = read_pool(input_path)
     records = pool.records()
     own = batcher is None
@@ -51,8 +51,8 @@ def screen_file(
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     started = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
+    interrupted = False
     try:
-        batcher.start()
         hits = errors = 0
         from tqdm import tqdm
 
@@ -89,7 +89,10 @@ def screen_file(
             "cache": str(batcher.cache.directory) if batcher.cache.enabled else batcher.cache.warning or "off",
         }
         out = write_report(output_path, pool, results, ScreenResult, run)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         if own:
-            batcher.close()
+            batcher.close(abort=interrupted)
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note)

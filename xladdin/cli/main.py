@@ -4,6 +4,7 @@ into one line and an exit code (0 ok, 1 some rows failed, 2 error)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..errors import XladdinError
@@ -33,9 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xladdin: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("xladdin: interrupted — finished rows are cached; run the same command again to continue",
-              file=sys.stderr)  # fmt: skip
-        return 130
+        print("\nxladdin: interrupted — finished rows are cached; run the same command again to continue",
+              file=sys.stderr, flush=True)  # fmt: skip
+        sys.stdout.flush()
+        # The engine may still be computing abandoned requests in native threads that the
+        # interpreter would join at exit; everything finished is already on disk.
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ class Engine(ABC):
     async def aclose(self) -> None:
         """Release the engine."""
 
+    def abort(self) -> None:
+        """Give up on requests still being computed (Ctrl-C): the next ``aclose`` must not wait for them."""
+
     def describe(self) -> str:
         return self.model_id
 

@@ -9,7 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-from ..errors import EngineError, OutputError
+from ..errors import EngineError, EngineTimeout, OutputError
 from ..models import ModelFile, resolve_model
 from ..settings import Settings
 from .base import Engine, SamplingParams, request_fields
@@ -94,7 +94,11 @@ class EmbeddedEngine(Engine):
             "chat_template_kwargs": {"enable_thinking": False},
         }
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self._pool, self.chat, body)
+        try:
+            async with asyncio.timeout(self.settings.timeout):
+                result = await loop.run_in_executor(self._pool, self.chat, body)
+        except TimeoutError:
+            raise EngineTimeout(f"embedded engine: no answer after {self.settings.timeout:g}s") from None
         choice = result["choices"][0]
         if choice.get("finish_reason") == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
@@ -102,6 +106,11 @@ class EmbeddedEngine(Engine):
 
     async def aclose(self) -> None:
         self.close()
+
+    def abort(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def close(self) -> None:
         if self._pool is not None:

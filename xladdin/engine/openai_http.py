@@ -3,11 +3,21 @@
 Structured output goes as ``response_format`` json_schema (vLLM ≥ 0.12 ignores
 the old ``guided_json`` keys). Thinking is switched off through
 ``chat_template_kwargs``. The openai client retries connection errors, 429 and
-5xx with exponential backoff ``retries`` times within ``timeout`` each.
+5xx with exponential backoff up to ``retries`` times; ``timeout`` bounds the
+whole request, retries included, and a timeout reports the time really waited.
+
+The model is identified by what it is, not by the name it is served under
+(every profile serves as ``qwen``): vLLM's ``/v1/models`` gives ``root``, the
+model path or repo; llama.cpp gives ``meta`` (parameters, size, vocabulary).
+That identity keys the cache and is each result's provenance.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import time
 from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineOffline, EngineTimeout, OutputError
@@ -39,12 +49,13 @@ class OpenAIHTTPEngine(Engine):
             timeout=settings.timeout,
             max_retries=settings.retries,
         )
-        self.model_id = settings.served_model or ""
+        self.served = settings.served_model or ""  # the name requests use
+        self.max_model_len: int | None = None
 
-    def _translate(self, e: Exception) -> EngineError:
+    def _translate(self, e: Exception, started: float) -> EngineError:
         o = self._openai
-        if isinstance(e, o.APITimeoutError):
-            return EngineTimeout(f"engine timeout after {self.settings.timeout:g}s ({self.base_url})")
+        if isinstance(e, o.APITimeoutError | TimeoutError):
+            return self._timeout(started)
         if isinstance(e, o.APIConnectionError):
             return EngineOffline(f"engine offline ({self.base_url})")
         if isinstance(e, o.AuthenticationError):
@@ -53,31 +64,51 @@ class OpenAIHTTPEngine(Engine):
             return EngineError(f"engine error {e.status_code} ({self.base_url}): {str(e.message)[:200]}")
         return EngineError(f"engine error ({self.base_url}): {e}")
 
+    def _timeout(self, started: float) -> EngineTimeout:
+        waited = time.monotonic() - started
+        return EngineTimeout(f"engine timeout after {waited:.0f}s ({self.base_url})")
+
+    async def _bounded(self, call: Any) -> Any:
+        """Await ``call`` (retries included) within ``timeout``; errors become ``EngineError``."""
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.settings.timeout):
+                return await call
+        except (self._openai.OpenAIError, TimeoutError) as e:
+            raise self._translate(e, started) from None
+
     async def start(self) -> None:
         if self.model_id:
             return
+        raw = await self._bounded(self._client.models.with_raw_response.list())
         try:
-            models = await self._client.models.list()
-        except self._openai.OpenAIError as e:
-            raise self._translate(e) from None
-        if not models.data:
+            listed = json.loads(raw.http_response.text)["data"]
+            models = {m["id"]: m for m in listed}
+        except (ValueError, KeyError, TypeError):
+            snippet = " ".join(raw.http_response.text.split())[:80]
+            raise EngineError(f"{self.base_url}/models did not list models as JSON: {snippet!r} — is "
+                              "this an OpenAI-compatible server?") from None  # fmt: skip
+        if not models:
             raise EngineError(f"{self.base_url} serves no model")
-        self.model_id = models.data[0].id
+        name = self.served or next(iter(models))
+        if name not in models:
+            raise EngineError(f"{self.base_url} does not serve {name!r}; it serves {', '.join(models)}")
+        self.served, self.model_id = name, model_identity(models[name])
+        self.max_model_len = models[name].get("max_model_len")
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
-        if not self.model_id:
+        if not self.served:
             await self.start()
-        try:
-            resp = await self._client.chat.completions.create(
-                model=self.model_id,
+        resp = await self._bounded(
+            self._client.chat.completions.create(
+                model=self.served,
                 temperature=params.temperature,
                 seed=params.seed,
                 max_tokens=params.max_tokens,
                 extra_body={"chat_template_kwargs": {"enable_thinking": False}},
                 **request_fields(messages, schema, self.settings.structured_output),  # type: ignore[arg-type]
             )
-        except self._openai.OpenAIError as e:
-            raise self._translate(e) from None
+        )
         choice = resp.choices[0]
         if choice.finish_reason == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
@@ -87,4 +118,18 @@ class OpenAIHTTPEngine(Engine):
         await self._client.close()
 
     def describe(self) -> str:
-        return f"{self.model_id} at {self.base_url}"
+        shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"
+        return f"{shown or '(model not yet known)'} at {self.base_url}"
+
+
+def model_identity(entry: dict[str, Any]) -> str:
+    """What a listed model really is: vLLM's ``root`` (its path or repo), else the name plus a
+    fingerprint of llama.cpp's ``meta`` (parameters, size, vocabulary), else the name."""
+    root = entry.get("root")
+    if isinstance(root, str) and root:
+        return root
+    meta = entry.get("meta")
+    if isinstance(meta, dict) and meta:
+        digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{entry['id']}#{digest}"
+    return str(entry["id"])

@@ -21,6 +21,9 @@ POSITIONAL = ("code", "name", "industry", "pe_ttm", "roe", "eps", "report_text",
               "net_profit", "net_profit_prev", "revenue", "st")  # fmt: skip
 SPILL_FIELDS = tuple(n for n in ScreenResult.model_fields if n != "provenance")
 PENDING = "#QWEN… 计算中 pending"
+RULES_SHEET = "Rules"
+RULES_ADDRESS = "A2:B20"  # the one Rules range: QWEN_SCREEN without a rules argument, the template and Refresh
+RULES_REF = f"{RULES_SHEET}!" + ":".join("$" + c[0] + "$" + c[1:] for c in RULES_ADDRESS.split(":"))
 
 
 def to_rows(value: Any) -> list[list[Any]]:

@@ -11,26 +11,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Any
 
+from .cells import RULES_ADDRESS, RULES_SHEET
+
 log = logging.getLogger(__name__)
+_dynamic_arrays: dict[int, bool] = {}  # Excel process id → has dynamic arrays (Formula2)
 
 
 def available() -> bool:
+    """True inside xlwings' COM server on Windows. Checked by platform first: importing
+    ``xlwings.com_server`` elsewhere changes the process's working directory."""
+    if sys.platform != "win32":
+        return False
     try:
-        from xlwings import com_server  # noqa: F401  (Windows only)
+        from xlwings import com_server  # noqa: F401
     except Exception:
         return False
     return True
 
 
+def has_dynamic_arrays(caller: Any) -> bool:
+    """Whether the caller's Excel has dynamic arrays (asked once per Excel process, on the COM thread)."""
+    from xlwings.udfs import has_dynamic_array
+
+    pid = caller.sheet.book.app.pid
+    if pid not in _dynamic_arrays:
+        _dynamic_arrays[pid] = has_dynamic_array(pid)
+    return _dynamic_arrays[pid]
+
+
 async def _rewrite(caller: Any) -> None:
-    try:
-        formula = await caller.get_formula2()
-        await caller.set_formula2(formula)
-    except Exception:
-        formula = await caller.get_formula()
-        await caller.set_formula(formula)
+    # Decided up front, as xlwings' own async UDFs do: on an Excel without Formula2, xlwings
+    # retries the missing property instead of failing, so a fallback on error would never run.
+    if has_dynamic_arrays(caller):
+        await caller.set_formula2(await caller.get_formula2())
+    else:
+        await caller.set_formula(await caller.get_formula())
 
 
 def rewrite(caller: Any) -> None:
@@ -49,8 +67,6 @@ def status_bar(app: Any, text: str | bool) -> None:
         log.debug("status bar: %s", e)
 
 
-RULES_SHEET = "Rules"
-RULES_ADDRESS = "A2:B20"
 _rules_memo: dict[str, tuple[float, Any]] = {}
 
 

@@ -19,8 +19,7 @@ from ..tasks import ScreenTask
 from . import cells, com
 
 POOL_SHEET = "Pool"
-RULES_SHEET = "Rules"
-RULES_REF = "Rules!$A$2:$B$10"
+RULES_REF = cells.RULES_REF
 POOL_COLUMNS = (
     "代码",
     "名称",
@@ -67,22 +66,42 @@ def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable
     return counts
 
 
+def verdict_column(existing: Any, rows: int) -> list[list[str]]:
+    """The verdict column's formulas for data rows 2..rows+1, as one 2-D block. A cell holding a
+    formula of the user's own (not ``QWEN_SCREEN``) or a value keeps it; blanks and our formulas
+    get the row's ``QWEN_SCREEN`` formula."""
+    current = [r[0] if r else None for r in cells.to_rows(existing)] if rows > 1 else [existing]
+    current += [None] * (rows - len(current))
+    out = []
+    for i, value in enumerate(current[:rows]):
+        ours = value in (None, "") or (isinstance(value, str) and "QWEN_SCREEN(" in value.upper())
+        out.append([verdict_formula(i + 2) if ours else value])
+    return out
+
+
 def refresh(book: Any = None) -> dict[str, int]:
     """xlwings entry point: read Pool (and Rules) from the calling workbook, screen, recalculate."""
     import xlwings as xw
 
     book = book or xw.Book.caller()
-    table = book.sheets[POOL_SHEET].range("A1").expand().value
+    sheet = book.sheets[POOL_SHEET]
+    table = sheet.range("A1").expand().value
     names = [s.name for s in book.sheets]
-    rules = book.sheets[RULES_SHEET].range(RULES_REF.split("!")[1]).value if RULES_SHEET in names else None
+    rules = book.sheets[cells.RULES_SHEET].range(cells.RULES_ADDRESS).value if cells.RULES_SHEET in names else None
     app = book.app
+    calculation = app.calculation
     try:
         counts = refresh_values(table, rules, progress=lambda text: com.status_bar(app, text))
-        # (re)write the verdict formulas as dynamic-array formulas so each row spills
-        sheet = book.sheets[POOL_SHEET]
-        for r in range(2, len(table) + 1):
-            sheet.range(f"{VERDICT_COL}{r}").formula2 = verdict_formula(r)
+        rows = len(table) - 1
+        if rows > 0:
+            # one write of the whole column, Excel not recalculating in between; then one recalculation,
+            # in which every formula is a cache hit
+            column = sheet.range(f"{VERDICT_COL}2:{VERDICT_COL}{rows + 1}")
+            app.calculation = "manual"
+            column.formula2 = verdict_column(column.formula2, rows)
+        app.calculation = calculation
         app.calculate()
     finally:
+        app.calculation = calculation
         com.status_bar(app, False)
     return counts

@@ -85,13 +85,8 @@ class CellRuntime:
         with self._lock:
             if self._batcher is None:
                 self._settings = settings = self._settings or Settings.load()
-                batcher = Batcher.from_settings(settings)
-                try:
-                    batcher.start()  # a failure is raised to the cell and tried again next call
-                except BaseException:
-                    batcher.close()
-                    raise
-                self._batcher = batcher
+                # the engine starts on the first request; a failure to start is that cell's error
+                self._batcher = Batcher.from_settings(settings)
             return self._batcher
 
     @functools.cached_property
@@ -201,8 +196,8 @@ class CellRuntime:
         for request_key, fut in requests:
             fut.add_done_callback(functools.partial(one_done, request_key))
 
-    def close(self) -> None:
+    def close(self, *, abort: bool = False) -> None:
         with self._lock:
             batcher, self._batcher = self._batcher, None
         if batcher is not None:  # closed without the lock: its last callbacks take it
-            batcher.close()
+            batcher.close(abort=abort)

@@ -9,6 +9,7 @@ xlwings and does not appear in Excel.
 
 from __future__ import annotations
 
+import atexit
 import functools
 from typing import Any
 
@@ -20,14 +21,33 @@ from . import cells, com
 from .pending import CellRuntime
 
 _runtime: CellRuntime | None = None
+# How xlwings converts each argument (``@xw.arg`` options): declared once, applied below, and
+# replayed through xlwings' own conversion pipeline by the tests.
+ARG_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "QWEN_SCREEN": {"values": {"ndim": 2}, "rules": {"ndim": 2}},
+    "QWEN": {"context": {"ndim": 2}},
+    "QWEN_CLASSIFY": {"labels": {"ndim": 1}},
+}
+
+
+def _args(fn):
+    for name, options in reversed(ARG_OPTIONS.get(fn.__name__, {}).items()):
+        fn = xw.arg(name, **options)(fn)
+    return fn
 
 
 def runtime() -> CellRuntime:
-    """The process-wide runtime every UDF shares (created on first use)."""
+    """The process-wide runtime every UDF shares (created on first use, closed at exit)."""
     global _runtime
     if _runtime is None:
         _runtime = CellRuntime(rewrite=com.rewrite if com.available() else None)
+        atexit.register(_close_at_exit)
     return _runtime
+
+
+def _close_at_exit() -> None:
+    if _runtime is not None:
+        _runtime.close(abort=True)  # do not wait for unanswered requests; answered ones are cached
 
 
 def set_runtime(rt: CellRuntime | None) -> None:
@@ -60,8 +80,7 @@ def _single(rows: list[list[Any]]) -> Any:
 
 
 @xw.func
-@xw.arg("values", ndim=2)
-@xw.arg("rules", ndim=2)
+@_args
 @_cell_errors(width=len(cells.SPILL_FIELDS))
 def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     """Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a table with its header row
@@ -77,7 +96,7 @@ def QWEN_SCREEN(values, header=False, rules=None, caller=None):
 
 
 @xw.func
-@xw.arg("context", ndim=2)
+@_args
 @_cell_errors()
 def QWEN(prompt, context=None, caller=None):
     """Ask the local model; context: cells whose text is given with the question."""
@@ -101,7 +120,7 @@ def QWEN_EXTRACT(text, item, unit="亿元", caller=None):
 
 
 @xw.func
-@xw.arg("labels", ndim=1)
+@_args
 @_cell_errors()
 def QWEN_CLASSIFY(text, labels, caller=None):
     """One of labels (a range or a comma-separated text) for text."""

@@ -30,7 +30,9 @@ class ClassifyInput(BaseModel):
     @field_validator("labels", mode="before")
     @classmethod
     def _labels(cls, v: Any) -> tuple[str, ...]:
-        items = v.replace("，", ",").split(",") if isinstance(v, str) else list(v or [])
+        # "利好,利空,中性" as one text, a range of cells, or (xlwings' ndim=1) a list holding that text
+        given = [v] if isinstance(v, str) else list(v or [])
+        items = [p for g in given for p in (g.replace("，", ",").split(",") if isinstance(g, str) else [g])]
         labels: list[str] = []
         for item in items:
             t = text_or_none(item)

@@ -17,6 +17,9 @@ from ..errors import InputError
 
 MISSING_TOKENS = frozenset({"", "n/a", "na", "nan", "none", "null", "-", "--", "---", "—", "——", "#n/a", "无", "暂无"})
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# Larger than any figure a stock pool holds (1e15 亿元 is a thousand times world GDP): past this a
+# value is a typo or a placeholder, and it would overflow the exact decimal arithmetic of the rules.
+MAX_ABS = 1e15
 
 # Exchange by the leading digits of a six-digit A-share (or B-share) code.
 EXCHANGE_PREFIXES: tuple[tuple[str, str], ...] = (
@@ -51,21 +54,32 @@ def parse_number(value: Any, field: str) -> float | None:
     if isinstance(value, bool):
         raise InputError(field, f"is not a number: {value!r}")
     if isinstance(value, int | float):
-        if math.isnan(value):
+        if isinstance(value, float) and math.isnan(value):
             return None
-        if math.isinf(value):
-            raise InputError(field, f"is not a finite number: {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf
+        return _bounded(number, value, field)
     text = text_or_none(value)
     if text is None:
         return None
     cleaned = text.replace(",", "").replace(" ", "").removesuffix("%")
     if not _NUMBER.match(cleaned):
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise InputError(field, f"is not a number: {shown!r}")
-    number = float(cleaned)
+        raise InputError(field, f"is not a number: {shown(text)!r}")
+    return _bounded(float(cleaned), text, field)
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` cut for an error message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bounded(number: float, given: Any, field: str) -> float:
     if math.isinf(number):
-        raise InputError(field, f"is not a finite number: {text!r}")
+        raise InputError(field, f"is not a finite number: {shown(str(given))!r}")
+    if abs(number) >= MAX_ABS:
+        raise InputError(field, f"is out of range: {shown(str(given))!r} (|value| must be below {MAX_ABS:.0e})")
     return number
 
 
