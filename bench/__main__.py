@@ -1,20 +1,27 @@
-"""``python -m bench [--model PATH.gguf] [--quick]``: run every benchmark, write
-bench/results/*.json and docs/BENCHMARKS.md."""
+"""``python -m bench [--model PATH.gguf] [--quick]``: run every CPU benchmark, write
+bench/results/*.json and docs/BENCHMARKS.md. ``python -m bench gpu --engine-url URL``: the
+serving benchmark against a vLLM (or any OpenAI-compatible) server (``bench/gpu.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
-from . import suite
 from .common import RESULTS, machine, make_env, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["gpu"]:
+        from . import gpu
+
+        sys.exit(gpu.main(sys.argv[2:]))
+    from . import suite  # the CPU benchmarks (they import the Excel layer, which a GPU box may lack)
+
     p = argparse.ArgumentParser(prog="python -m bench")
     p.add_argument("--model", help="GGUF to benchmark (default: a generated tiny Qwen3 model)")
     p.add_argument("--parallel", type=int, default=4, help="engine slots")

@@ -40,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             profile = profiles.get_profile(args.profile)
         port = args.port or 8000
-        cmd = profiles.vllm_command(profile, host=args.host, port=port)
+        cmd = profiles.vllm_command(profile, host=args.host, port=port, gpus=args.gpus)
         env = launcher.key_env(profiles.API_KEY_ENV, api_key)
         timeout = 1800.0
     shown = " ".join(f"'{a}'" if any(ch in a for ch in ' {}"') else a for a in cmd)
@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, help="port (vLLM 8000, CPU 8080)")
     s.add_argument("--api-key", help="require this key (also XLADDIN_API_KEY)")
     s.add_argument("--parallel", type=int, default=4, help="--engine cpu: slots")
+    s.add_argument("--gpus", type=int, default=1, help="vLLM: serve one copy per GPU behind one URL (data parallel)")
     s.add_argument("--dry-run", action="store_true", help="print the command, start nothing")
     s.add_argument("--verbose", action="store_true", help="show the server's output")
     s.set_defaults(func=cmd_serve)

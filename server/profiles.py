@@ -23,7 +23,7 @@ PROFILE_DIR = Path(__file__).parent / "profiles"
 VLLM_FLAGS = frozenset({
     "--served-model-name", "--host", "--port", "--dtype", "--quantization", "--max-model-len",
     "--gpu-memory-utilization", "--max-num-seqs", "--structured-outputs-config", "--default-chat-template-kwargs",
-    "--api-key", "--seed", "--generation-config",
+    "--api-key", "--seed", "--generation-config", "--data-parallel-size",
 })  # fmt: skip
 REMOVED_FLAGS = frozenset({"--rope-theta", "--tokenizer-pool-size", "--guided-decoding-backend", "--rope-scaling",
                            "--disable-log-requests", "--use-v2-block-manager", "--worker-use-ray"})  # fmt: skip
@@ -44,6 +44,7 @@ class Profile(BaseModel):
     max_num_seqs: int = Field(gt=0)
     structured_outputs_backend: str = "xgrammar"
     disable_thinking: bool = True
+    auto: bool = True  # may --profile auto pick it (a profile that trades accuracy for speed says false)
     why: dict[str, str] = Field(default_factory=dict)
 
 
@@ -65,7 +66,10 @@ def get_profile(name: str) -> Profile:
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own variable: the key never appears in argv
 
 
-def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, seed: int = 42) -> list[str]:
+def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, seed: int = 42,
+                 gpus: int = 1) -> list[str]:  # fmt: skip
+    """The ``vllm serve`` argv; ``gpus`` > 1 serves one copy of the model per GPU behind one URL
+    (data parallel: the screen workload is many short independent requests)."""
     cmd = ["vllm", "serve", profile.model,
            "--served-model-name", profile.served_model_name,
            "--host", host, "--port", str(port),
@@ -76,12 +80,16 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
         "--max-model-len", str(profile.max_model_len),
         "--gpu-memory-utilization", f"{profile.gpu_memory_utilization:g}",
         "--max-num-seqs", str(profile.max_num_seqs),
-        "--structured-outputs-config", json.dumps({"backend": profile.structured_outputs_backend}),
+        # compact JSON: fewer tokens per answer, and no runs of whitespace from a weak model
+        "--structured-outputs-config",
+        json.dumps({"backend": profile.structured_outputs_backend, "disable_any_whitespace": True}),
         "--generation-config", "vllm",
         "--seed", str(seed),
     ]  # fmt: skip
     if profile.disable_thinking:
         cmd += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": False})]
+    if gpus > 1:
+        cmd += ["--data-parallel-size", str(gpus)]
     check_flags(cmd)
     return cmd
 
@@ -112,7 +120,7 @@ def auto_profile(memory_gib: float | None) -> tuple[Profile, str]:
     """The largest profile whose memory need fits, and why."""
     if memory_gib is None:
         raise ConfigError("--profile auto: no NVIDIA GPU found (nvidia-smi); on a CPU-only machine use --engine cpu")
-    fitting = [p for p in load_profiles().values() if p.min_gpu_memory_gib <= memory_gib]
+    fitting = [p for p in load_profiles().values() if p.auto and p.min_gpu_memory_gib <= memory_gib]
     if not fitting:
         raise ConfigError(f"--profile auto: {memory_gib:.0f} GiB GPU is below every profile (smallest needs "
                           f"{min(p.min_gpu_memory_gib for p in load_profiles().values()):g} GiB)")  # fmt: skip

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from xladdin.engine.embedded import EmbeddedEngine
@@ -50,3 +54,45 @@ def tiny_engine(tiny_model, tmp_path_factory):
     engine.load()
     yield engine
     engine.close()
+
+
+class Server:
+    """A real HTTP server on 127.0.0.1; ``routes`` maps a path to (status, content type, body)."""
+
+    def __init__(self, routes):
+        outer = self
+        self.routes = routes
+        self.hits: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self):
+                outer.hits.append(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                status, ctype, body = outer.routes.get(self.path, (404, "text/plain", b"not found"))
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def vllm_models(root: str, served: str = "qwen") -> tuple[int, str, bytes]:
+    """/v1/models as vLLM answers it (served name, the real model in ``root``)."""
+    data = {"object": "list", "data": [{"id": served, "object": "model", "owned_by": "vllm", "root": root,
+                                         "parent": None, "max_model_len": 8192}]}  # fmt: skip
+    return 200, "application/json", json.dumps(data).encode()

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import tiny_settings
+from conftest import Server, tiny_settings, vllm_models
 
 from xladdin.batcher import Batcher
 from xladdin.excel import cells, udfs
@@ -101,7 +101,7 @@ def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
     assert snap["engine_requests"] == 200
     # one queue fed at the engine's full parallelism: never more than its slots at once,
     # and far fewer collection waves than one per 32-thread round
-    assert snap["peak_in_engine"] == rt.batcher.max_parallel
+    assert snap["peak_in_engine"] == rt.batcher.window.limit
     assert snap["waves"] <= 200 // 32
     before = snap["engine_requests"]
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
@@ -163,7 +163,10 @@ def test_rules_sheet_of_the_calling_book_is_read_without_an_argument(rt):
 
 
 def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path):
-    settings = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9/v1", served_model="m", timeout=2, retries=0)
+    # a real server on 127.0.0.1 that lists its model and then fails every completion
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"),
+                     "/v1/chat/completions": (503, "application/json", b'{"error": {"message": "overloaded"}}')})
+    settings = tiny_settings(tmp_path, engine_url=server.url, timeout=2, retries=0)
     recalculated = []
     rt = CellRuntime(settings, rewrite=recalculated.append)
     udfs.set_runtime(rt)
@@ -177,12 +180,13 @@ def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path)
         assert recalculated == [caller]
         requests = rt.batcher.snapshot()["engine_requests"]
         again = udfs.QWEN_SCREEN([row(1)], False, None, caller)  # Excel recalculates the cell
-        assert again[0][0] == "#QWEN! engine offline (http://127.0.0.1:9/v1)"
+        assert again[0][0] == f"#QWEN! engine error 503 ({server.url}): overloaded"
         assert rt.batcher.snapshot()["engine_requests"] == requests and recalculated == [caller]  # no loop
         rt.error_ttl = 0  # later, a recalculation asks again
         assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
     finally:
         udfs.set_runtime(None)
+        server.close()
 
 
 def test_recalculating_an_open_workbook_is_served_from_memory(rt):

@@ -139,7 +139,9 @@ def test_two_processes_share_one_cache(tiny_model_path, tmp_path):
         return p
 
     a, b = pool("a.csv", range(0, 30)), pool("b.csv", range(15, 45))
-    env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path))
+    # one engine thread each: two llama.cpp engines spinning on two cores each would starve one another
+    env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path),
+               XLADDIN_N_THREADS="1")  # fmt: skip
     cli = [sys.executable, "-m", "xladdin.cli.main", "screen"]
     procs = [subprocess.Popen([*cli, str(p), "-o", str(p.with_suffix(".json")), "--no-progress"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (a, b)]  # fmt: skip

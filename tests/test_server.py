@@ -28,8 +28,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_four_profiles_each_explained():
-    assert {"qwen3.5-9b-24gb", "qwen3-8b-awq-16gb", "qwen3-30b-a3b-awq-24gb", "qwen3.5-9b-80gb"} <= set(ALL)
+def test_profiles_each_explained():
+    assert {"qwen3.5-9b-24gb", "qwen3-8b-awq-16gb", "qwen3-30b-a3b-awq-24gb", "qwen3.5-9b-80gb", "qwen3-8b-h200",
+            "qwen3-8b-fp8-h100"} <= set(ALL)
     for p in ALL.values():
         for key in ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "disable_thinking"):
             assert p.why.get(key), (p.name, key)
@@ -41,10 +42,13 @@ def test_four_profiles_each_explained():
 def test_command_is_valid_for_vllm(name):
     cmd = profiles.vllm_command(ALL[name])
     assert cmd[:3] == ["vllm", "serve", ALL[name].model]
+    assert "--enforce-eager" not in cmd and "--data-parallel-size" not in cmd
+    assert profiles.vllm_command(ALL[name], gpus=2)[-2:] == ["--data-parallel-size", "2"]
     args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
     assert args["--host"] == "127.0.0.1"
     assert json.loads(args["--default-chat-template-kwargs"]) == {"enable_thinking": False}
-    assert json.loads(args["--structured-outputs-config"]) == {"backend": "xgrammar"}
+    compact = {"backend": "xgrammar", "disable_any_whitespace": True}  # compact JSON: fewer tokens per answer
+    assert json.loads(args["--structured-outputs-config"]) == compact
     assert not any(a.startswith("--guided") for a in cmd) and "--api-key" not in args
     assert set(args) <= profiles.VLLM_FLAGS
 
@@ -68,7 +72,8 @@ def test_auto_profile_by_gpu_memory():
     assert profiles.auto_profile(24.0)[0].name == "qwen3.5-9b-24gb"
     assert profiles.auto_profile(16.0)[0].name == "qwen3-8b-awq-16gb"
     best, why = profiles.auto_profile(80.0)
-    assert best.name == "qwen3.5-9b-80gb" and "80 GiB" in why
+    assert best.name == "qwen3.5-9b-80gb" and "80 GiB" in why  # FP8 trades accuracy: chosen by name only
+    assert profiles.auto_profile(141.0)[0].name == "qwen3-8b-h200"
     with pytest.raises(ConfigError, match="no NVIDIA GPU"):
         profiles.auto_profile(None)
     with pytest.raises(ConfigError, match="below every profile"):

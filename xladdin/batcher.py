@@ -6,10 +6,11 @@ threads and the CLI. A request is
 1. answered from the cache at once when it can be (in the caller's thread, no
    queue, no event loop round trip);
 2. joined to an identical request already in flight (one future, one engine call);
-3. otherwise queued. Workers — exactly ``max_parallel`` of them, matched to the
-   engine's slots — take the queue longest prompt first, after a short window
-   that lets a burst of cells arrive and be sorted. The engine is never given
-   more than ``max_parallel`` requests and never left idle while work is queued.
+3. otherwise queued. Workers — one per request the engine may hold
+   (``xladdin.inflight``: an embedded engine's slots, a limit the user set, or a
+   window adapted to a GPU server's load) — take the queue longest prompt first,
+   after a short window that lets a burst of cells arrive and be sorted. The
+   engine is never given more than that and never left idle while work is queued.
 
 Each answer is validated against the task's output model (one bounded retry),
 stored in the cache the moment it arrives, then turned into the task's result.
@@ -34,9 +35,9 @@ from pydantic import BaseModel, ValidationError
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
 from .errors import EngineError, EngineOffline, OutputError, XladdinError
+from .inflight import CONTROL_INTERVAL_S, Window
 from .settings import Settings
 from .tasks.base import Provenance, Task
-
 
 START_RETRY_S = 30.0  # an engine that failed to start is not asked again for this long
 
@@ -85,8 +86,9 @@ class Batcher:
         self.own_engine = own_engine
         self.cache = cache
         self.params = params or SamplingParams()
-        self.window = window_ms / 1000
-        self.max_parallel = max(1, min(max_parallel or engine.max_parallel, engine.max_parallel))
+        self.collect_s = window_ms / 1000
+        self.max_parallel_setting = max_parallel
+        self.window = self._window()
         self.output_retries = output_retries
         self.request_timeout = request_timeout
         self.stats = BatcherStats()
@@ -101,6 +103,7 @@ class Batcher:
         self._seq = itertools.count()
         self._workers: list[asyncio.Task] = []
         self._in_engine = 0
+        self._n_workers = 0
         self._collecting = False
         self.peak_in_engine = 0
         self.start_retry_s = START_RETRY_S
@@ -158,8 +161,11 @@ class Batcher:
                 self.cache.set_meta(f"model@{url}", self.engine.model_id)
         if not self.engine.model_id:  # the model id is part of every cache key
             raise EngineError(f"{self.engine.describe()}: the engine did not name its model")
+        self.window = self._window()  # the engine now knows its slots, or whether its server reports load
         self._wake = asyncio.Event()
-        self._workers = [asyncio.create_task(self._worker()) for _ in range(self.max_parallel)]
+        self._spawn_workers()
+        if self.window.adaptive:
+            self._workers.append(asyncio.create_task(self._control()))
 
     def close(self, *, abort: bool = False) -> None:
         """Stop the workers and (if owned) the engine. ``abort`` (Ctrl-C) does not wait for
@@ -296,7 +302,7 @@ class Batcher:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             data = asdict(self.stats)
-        data.update(queued=len(self._queue), in_flight=len(self._inflight), max_parallel=self.max_parallel,
+        data.update(queued=len(self._queue), in_flight=len(self._inflight), max_parallel=self.window.limit,
                     peak_in_engine=self.peak_in_engine, model=self.engine.model_id)  # fmt: skip
         return data
 
@@ -343,13 +349,44 @@ class Batcher:
                     self._collecting = True
                     with self._lock:
                         self.stats.waves += 1
-                if self.window:
-                    await asyncio.sleep(self.window)
+                if self.collect_s:
+                    await asyncio.sleep(self.collect_s)
                 self._collecting = False
         return heapq.heappop(self._queue)
 
-    async def _worker(self) -> None:
+    def _window(self) -> Window:
+        cap = self.engine.max_parallel
+        n = max(1, min(self.max_parallel_setting or cap, cap))
+        adaptive = self.max_parallel_setting is None and self.engine.reports_load
+        return Window.adaptive_up_to(n) if adaptive else Window.fixed(n)
+
+    def _spawn_workers(self) -> None:
+        """One worker per request the window allows (workers beyond it retire after their request)."""
+        while self._n_workers < self.window.limit:
+            self._n_workers += 1
+            self._workers.append(asyncio.create_task(self._worker()))
+
+    async def _control(self) -> None:
+        """Adapt the window to the server's load while work is queued here."""
         while True:
+            await asyncio.sleep(CONTROL_INTERVAL_S)
+            if not self._queue or not self._in_engine:
+                continue
+            load = await self.engine.server_load()
+            if load is None:
+                return  # the server does not report its load: keep the window
+            self.window.update(*load, in_engine=self._in_engine, queued=len(self._queue))
+            self._spawn_workers()
+            self._workers = [w for w in self._workers if not w.done()]
+
+    async def _worker(self) -> None:
+        try:
+            await self._work()
+        finally:
+            self._n_workers -= 1
+
+    async def _work(self) -> None:
+        while self._n_workers <= self.window.limit:
             job = await self._next_job()
             self._in_engine += 1
             self.peak_in_engine = max(self.peak_in_engine, self._in_engine)

@@ -53,6 +53,7 @@ def screen_file(
     t0 = time.perf_counter()
     interrupted = False
     try:
+        batcher.start()  # an engine that cannot start at all is one error line, not a report of errors
         hits = errors = 0
         from tqdm import tqdm
 

@@ -22,6 +22,7 @@ class Engine(ABC):
 
     kind: ClassVar[str]
     supports_json_schema: ClassVar[bool] = True
+    reports_load: bool = False  # server_load() may answer: the batcher adapts its window to it
 
     model_id: str = ""
     max_parallel: int = 1
@@ -33,6 +34,10 @@ class Engine(ABC):
     @abstractmethod
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         """Return the assistant text for ``messages``, constrained to the JSON ``schema``."""
+
+    async def server_load(self) -> tuple[int, int] | None:
+        """Requests (running, waiting) in the engine now, or ``None`` when it does not say."""
+        return None
 
     async def aclose(self) -> None:
         """Release the engine."""

@@ -24,7 +24,9 @@ from ..errors import EngineError, EngineOffline, EngineTimeout, OutputError
 from ..settings import Settings
 from .base import Engine, SamplingParams, request_fields
 
-DEFAULT_PARALLEL = 32
+DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
+ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
+_LOAD_METRICS = {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 1}
 
 
 def normalize_base_url(url: str) -> str:
@@ -43,11 +45,13 @@ class OpenAIHTTPEngine(Engine):
         self.base_url = normalize_base_url(settings.engine_url)
         self.max_parallel = settings.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
+        self._http = openai.DefaultAsyncHttpxClient()  # shared by the API calls and the load readings
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=settings.api_key or "EMPTY",
             timeout=settings.timeout,
             max_retries=settings.retries,
+            http_client=self._http,
         )
         self.served = settings.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
@@ -61,7 +65,8 @@ class OpenAIHTTPEngine(Engine):
         if isinstance(e, o.AuthenticationError):
             return EngineError(f"API key rejected by {self.base_url} — set XLADDIN_API_KEY")
         if isinstance(e, o.APIStatusError):
-            return EngineError(f"engine error {e.status_code} ({self.base_url}): {str(e.message)[:200]}")
+            detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
+            return EngineError(f"engine error {e.status_code} ({self.base_url}): {detail[:200]}")
         return EngineError(f"engine error ({self.base_url}): {e}")
 
     def _timeout(self, started: float) -> EngineTimeout:
@@ -95,6 +100,30 @@ class OpenAIHTTPEngine(Engine):
             raise EngineError(f"{self.base_url} does not serve {name!r}; it serves {', '.join(models)}")
         self.served, self.model_id = name, model_identity(models[name])
         self.max_model_len = models[name].get("max_model_len")
+        if self.settings.max_parallel is None and await self.server_load() is not None:
+            self.reports_load, self.max_parallel = True, ADAPTIVE_CAP  # the batcher adapts within this
+
+    async def server_load(self) -> tuple[int, int] | None:
+        """vLLM's requests running and waiting (``/metrics``, summed over engines), else ``None``."""
+        url = self.base_url.removesuffix("/v1") + "/metrics"
+        headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+        try:
+            resp = await self._http.get(url, headers=headers, timeout=2.0)
+        except Exception:  # the transport's own errors (httpx): no reading
+            return None
+        if resp.status_code != 200:
+            return None
+        found = [0.0, 0.0]
+        seen = False
+        for line in resp.text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in _LOAD_METRICS:
+                try:
+                    found[_LOAD_METRICS[name]] += float(line.rsplit(" ", 1)[1])
+                    seen = True
+                except ValueError:
+                    continue
+        return (int(found[0]), int(found[1])) if seen else None
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:

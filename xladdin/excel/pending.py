@@ -130,6 +130,7 @@ class CellRuntime:
                     continue
                 res = batcher.resolve(task, inp)
             except XladdinError as e:
+                self.last_error = str(e)
                 out[i] = error_row(e, width)
                 continue
             if isinstance(res, concurrent.futures.Future):

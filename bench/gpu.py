@@ -1,0 +1,310 @@
+"""``python -m bench gpu --engine-url URL``: the real serving path against one OpenAI-compatible
+server (vLLM on a GPU; the CPU server in CI), every alternative side by side in one run:
+
+- per cell: one request at a time, as a naive UDF would ask;
+- the batcher at its default settings (the window adapts to the server, ``xladdin.inflight``);
+- the batcher at a sweep of fixed in-flight limits;
+- a bare ``AsyncOpenAI`` client with the same requests, all at once (the ceiling);
+- the market pool (5,400 rows built from ``../shared/data``) through the CLI path, cold, then
+  again from the cache.
+
+Each part merges its numbers into ``--out`` (default ``bench/results/gpu.json``) as it ends, so a
+run can be split over several commands (``--parts``). Every part uses rows no other part asked,
+so the server's prefix cache never serves one part's prompts to another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from xladdin.batcher import Batcher
+from xladdin.engine.base import SamplingParams, request_fields
+from xladdin.engine.openai_http import OpenAIHTTPEngine
+from xladdin.run import screen_file
+from xladdin.settings import Settings
+from xladdin.tasks import ScreenTask
+
+from .common import RESULTS, rows
+
+DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare" / "wengowl_stock_tushare2016"
+TASK = ScreenTask()
+PARTS = ("per_cell", "default", "bare", "sweep", "market")
+POOL_HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "净利润(万元)", "财报摘要"]
+
+
+# ------------------------------------------------------------------ the market pool
+def _report_text(period: str, r: dict[str, str]) -> str:
+    return (f"{period}：归属于上市公司股东的净利润{r['net_profits']}万元，同比增长{r['profits_yoy']}%；"
+            f"基本每股收益{r['eps']}元，同比{r['eps_yoy']}%；净资产收益率{r['roe']}%，每股净资产{r['bvps']}元。")
+
+
+def _profit_text(period: str, r: dict[str, str]) -> str:
+    return (f"{period}：营业收入{r['business_income']}百万元，归属于上市公司股东的净利润{r['net_profits']}百万元；"
+            f"净资产收益率{r['roe']}%，销售净利率{r['net_profit_ratio']}%，毛利率{r['gross_profit_rate']}%；"
+            f"基本每股收益{r['eps']}元。")
+
+
+# (file, period, text of one row, net profit in 万元): distinct inputs, one per company and source
+MARKET_SOURCES = (
+    ("report2015_4.csv", "2015年年报", _report_text, lambda r: r["net_profits"]),
+    ("report2016_2.csv", "2016年半年报", _report_text, lambda r: r["net_profits"]),
+    ("profit2015_4.csv", "2015年度盈利能力", _profit_text, lambda r: str(round(float(r["net_profits"] or 0) * 100, 2))),
+)
+
+
+def build_market_pool(path: Path, limit: int = 5400) -> Path | None:
+    """Up to ``limit`` distinct rows from real results: each A-share's FY2015 annual report,
+    2016 half-year report and FY2015 profitability (tushare, ~2,900 companies each), joined with
+    its industry and PE. ``None`` without ``../shared/data``."""
+    basics_path = DATA / "stock_basics.csv"
+    if not basics_path.is_file():
+        return None
+    with basics_path.open(encoding="utf-8") as f:
+        basics = {r["code"].zfill(6): r for r in csv.DictReader(f)}
+    seen: set[tuple[str, str]] = set()
+    with path.open("w", encoding="utf-8", newline="") as out:
+        w = csv.writer(out)
+        w.writerow(POOL_HEADER)
+        for name, period, text, profit_wan in MARKET_SOURCES:
+            with (DATA / name).open(encoding="utf-8") as f:
+                for r in csv.DictReader(f):
+                    code = r["code"].zfill(6)
+                    if (code, period) in seen:  # tushare repeats some rows: every input distinct
+                        continue
+                    if len(seen) >= limit:
+                        return path
+                    seen.add((code, period))
+                    b = basics.get(code, {})
+                    w.writerow([code, r["name"], b.get("industry", ""), b.get("pe", ""), r["roe"], r["eps"],
+                                profit_wan(r), text(period, r)])  # fmt: skip
+    return path
+
+
+def synthetic_pool(path: Path, n: int) -> Path:
+    """A pool of ``n`` generated rows, where ``../shared/data`` is absent (CI)."""
+    with path.open("w", encoding="utf-8", newline="") as out:
+        w = csv.writer(out)
+        w.writerow(POOL_HEADER)
+        for r in rows(n, seed=900):
+            w.writerow([r["code"], r["name"], r["industry"], r["pe_ttm"], r["roe"], r["eps"], "", r["report_text"]])
+    return path
+
+
+# ------------------------------------------------------------------ the parts
+def _settings(url: str, workdir: Path, **extra: Any) -> Settings:
+    return Settings.load({"engine_url": url, "cache_dir": workdir / "cache", "no_cache": True, **extra})
+
+
+def _rate(n: int, seconds: float) -> float:
+    return round(n / seconds, 2) if seconds > 0 else float("inf")
+
+
+def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, Any]:
+    with Batcher.from_settings(settings) as b:
+        b.start()
+        t0 = time.perf_counter()
+        results = b.map(TASK, data)
+        seconds = time.perf_counter() - t0
+        snap = b.snapshot()
+    errors = [r for r in results if isinstance(r, Exception)]
+    return {"rows": len(data), "seconds": round(seconds, 2), "rows_per_s": _rate(len(data), seconds),
+            "errors": len(errors), "first_error": str(errors[0]) if errors else None,
+            "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"]}  # fmt: skip
+
+
+def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
+    """One request at a time, each waiting for the previous answer."""
+    settings = _settings(url, workdir)
+    engine = OpenAIHTTPEngine(settings)
+    params = SamplingParams(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
+
+    async def go() -> float:
+        await engine.start()
+        t0 = time.perf_counter()
+        for r in rows(n, seed=100):
+            inp = TASK.parse(r)
+            TASK.validate_output(await engine.complete(TASK.messages(inp), TASK.schema, params))
+        seconds = time.perf_counter() - t0
+        await engine.aclose()
+        return seconds
+
+    seconds = asyncio.run(go())
+    return {"rows": n, "seconds": round(seconds, 2), "rows_per_s": _rate(n, seconds)}
+
+
+def default(url: str, workdir: Path, n: int) -> dict[str, Any]:
+    """The batcher exactly as a user gets it: no in-flight setting."""
+    return _batcher_run(_settings(url, workdir), rows(n, seed=101))
+
+
+def sweep(url: str, workdir: Path, n: int, limits: list[int]) -> list[dict[str, Any]]:
+    """The batcher at fixed in-flight limits; small limits get fewer rows (at least 8 waves)."""
+    out = []
+    for k, limit in enumerate(limits):
+        size = min(n, max(64, 8 * limit))
+        run = _batcher_run(_settings(url, workdir, max_parallel=limit), rows(size, seed=110 + k))
+        out.append({"max_parallel": limit, **run})
+        print(f"  sweep {limit}: {run['rows_per_s']} rows/s ({size} rows, {run['errors']} errors)", flush=True)
+    return out
+
+
+def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list[dict[str, Any]]:
+    """A bare AsyncOpenAI client sending the batcher's requests, ``None`` = all at once."""
+    import openai
+
+    settings = _settings(url, workdir)
+    engine = OpenAIHTTPEngine(settings)
+    out = []
+
+    async def go(data: list[dict[str, Any]], limit: int | None) -> tuple[float, int]:
+        await engine.start()
+        client = openai.AsyncOpenAI(base_url=engine.base_url, api_key="EMPTY", timeout=600, max_retries=0)
+        sem = asyncio.Semaphore(limit or len(data))
+        errors = 0
+
+        async def one(r: dict[str, Any]) -> None:
+            nonlocal errors
+            inp = TASK.parse(r)
+            async with sem:
+                try:
+                    resp = await client.chat.completions.create(
+                        model=engine.served, temperature=0.0, seed=42, max_tokens=settings.max_tokens,
+                        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+                        **request_fields(TASK.messages(inp), TASK.schema, True),
+                    )  # fmt: skip
+                    TASK.validate_output(resp.choices[0].message.content or "")
+                except Exception:
+                    errors += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(r) for r in data))
+        seconds = time.perf_counter() - t0
+        await client.close()
+        return seconds, errors
+
+    for k, limit in enumerate(concurrency):
+        data = rows(n, seed=130 + k)
+        seconds, errors = asyncio.run(go(data, limit))
+        out.append({"concurrency": limit or "all", "rows": n, "seconds": round(seconds, 2),
+                    "rows_per_s": _rate(n, seconds), "errors": errors})  # fmt: skip
+        print(f"  bare {limit or 'all'}: {out[-1]['rows_per_s']} rows/s ({errors} errors)", flush=True)
+    return out
+
+
+def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
+    """The CLI path (``screen_file``): cold, then again answered from the cache."""
+    settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / "market-cache"))
+    cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False)
+    warm = screen_file(pool, workdir / "market-report-2.csv", settings, progress=False)
+    return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
+            "rows_per_s": round(cold.rows_per_second, 2), "rerun_seconds": round(warm.seconds, 2),
+            "rerun_cache_hits": warm.cache_hits, "pool": pool.name}  # fmt: skip
+
+
+# ------------------------------------------------------------------ what was measured on
+def _get_json(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+
+
+def server_facts(url: str) -> dict[str, Any]:
+    root = url.rstrip("/").removesuffix("/v1")
+    models = _get_json(root + "/v1/models") or {}
+    first = (models.get("data") or [{}])[0]
+    version = _get_json(root + "/version") or {}
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip() or None  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        gpu = None
+    return {"gpu": gpu, "vllm": version.get("version"), "model": first.get("root") or first.get("id"),
+            "served_model": first.get("id"), "max_model_len": first.get("max_model_len")}  # fmt: skip
+
+
+def summarise(data: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers, derived from the parts present."""
+    out: dict[str, Any] = {}
+    if "per_cell" in data:
+        out["per_cell_rows_per_s"] = data["per_cell"]["rows_per_s"]
+    if "default_run" in data:
+        out["default_rows_per_s"] = data["default_run"]["rows_per_s"]
+    runs = [s["rows_per_s"] for s in data.get("sweep", [])] + [out.get("default_rows_per_s", 0)]
+    if any(runs):
+        out["batched_rows_per_s"] = max(runs)
+    if data.get("bare_runs"):
+        out["best_bare_rows_per_s"] = max(b["rows_per_s"] for b in data["bare_runs"])
+    if "per_cell_rows_per_s" in out and "batched_rows_per_s" in out:
+        out["batched_over_per_cell"] = round(out["batched_rows_per_s"] / out["per_cell_rows_per_s"], 1)
+    if "default_rows_per_s" in out and "best_bare_rows_per_s" in out:
+        out["default_over_best_bare"] = round(out["default_rows_per_s"] / out["best_bare_rows_per_s"], 3)
+    if data.get("sweep") and "default_rows_per_s" in out:
+        best = max(s["rows_per_s"] for s in data["sweep"])
+        out["default_over_best_sweep"] = round(out["default_rows_per_s"] / best, 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench gpu", description=__doc__.split("\n\n")[0])
+    p.add_argument("--engine-url", help="the server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--rows", type=int, default=2048, help="rows per batched run")
+    p.add_argument("--per-cell-rows", type=int, default=16)
+    p.add_argument("--sweep", default="32,64,128,256,512,1024", help="fixed in-flight limits to measure")
+    p.add_argument("--bare", default="256,all", help="bare-client concurrencies (all = every request at once)")
+    p.add_argument("--pool", help="market pool CSV (default: built from ../shared/data, else generated)")
+    p.add_argument("--market-rows", type=int, default=5400)
+    p.add_argument("--build-pool", metavar="CSV", help="only write the market pool to CSV and stop")
+    p.add_argument("--server-flags", default="", help="the server's command line, recorded in the results")
+    p.add_argument("--out", default=str(RESULTS / "gpu.json"))
+    args = p.parse_args(argv)
+    if args.build_pool:
+        built = build_market_pool(Path(args.build_pool), args.market_rows)
+        print(f"wrote {built}" if built else "../shared/data not present: nothing written")
+        return 0 if built else 1
+    if not args.engine_url:
+        p.error("--engine-url is required")
+    out = Path(args.out)
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    data.update(server_facts(args.engine_url))
+    if args.server_flags:
+        data["server_flags"] = args.server_flags
+    workdir = Path(tempfile.mkdtemp(prefix="xladdin-gpu-bench-"))
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        p.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    for part in parts:
+        t0 = time.perf_counter()
+        print(f"{part}…", flush=True)
+        if part == "per_cell":
+            data["per_cell"] = per_cell(args.engine_url, workdir, args.per_cell_rows)
+        elif part == "default":
+            data["default_run"] = default(args.engine_url, workdir, args.rows)
+        elif part == "sweep":
+            data["sweep"] = sweep(args.engine_url, workdir, args.rows, [int(x) for x in args.sweep.split(",")])
+        elif part == "bare":
+            levels = [None if x == "all" else int(x) for x in args.bare.split(",")]
+            data["bare_runs"] = bare(args.engine_url, workdir, args.rows, levels)
+        else:
+            pool = Path(args.pool) if args.pool else build_market_pool(workdir / "market.csv", args.market_rows)
+            pool = pool or synthetic_pool(workdir / "market.csv", args.market_rows)
+            data["market"] = market(args.engine_url, workdir, pool)
+        data.update(summarise(data))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+        shown = {k: v for k, v in data.items() if k in {"per_cell", "default_run", "market"} and k.startswith(part[:4])}
+        print(f"{part} done in {time.perf_counter() - t0:.0f} s {json.dumps(shown, ensure_ascii=False)}", flush=True)
+    print(json.dumps(summarise(data), indent=2))
+    return 0

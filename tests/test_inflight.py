@@ -1,0 +1,144 @@
+"""The in-flight window: fixed for slots and user limits, adapted to a server that reports its load."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import TINY_MAX_TOKENS, Server, tiny_settings, vllm_models
+
+from xladdin import batcher as batcher_module
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
+from xladdin.inflight import INITIAL, Window, margin
+from xladdin.tasks import ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+
+def test_window_doubles_while_the_server_takes_everything_then_settles():
+    w = Window.adaptive_up_to(1024)
+    assert w.limit == INITIAL
+    assert w.update(running=64, waiting=0, in_engine=64, queued=500) == 128
+    assert w.update(running=128, waiting=0, in_engine=128, queued=400) == 256
+    assert w.update(running=200, waiting=56, in_engine=256, queued=300) == 200 + margin(200)  # server full
+    assert w.update(running=200, waiting=12, in_engine=212, queued=0) == 212  # stays while full
+    assert w.update(running=10, waiting=0, in_engine=10, queued=0) == 212  # nothing queued here: no change
+    for _ in range(10):
+        w.update(running=w.limit, waiting=0, in_engine=w.limit, queued=10_000)
+    assert w.limit == 1024  # never past the cap
+    fixed = Window.fixed(32)
+    assert (fixed.limit, fixed.cap, fixed.adaptive) == (32, 32, False)
+
+
+class LoadedEngine(ScriptedEngine):
+    """A server that runs ``capacity`` requests at once and queues the rest, and says so."""
+
+    reports_load = True
+
+    def __init__(self, capacity, **kw):
+        super().__init__(lambda _: screen_answer(), **kw)
+        self.capacity = capacity
+        self.readings = 0
+        self.waiting = 0
+
+    async def complete(self, messages, schema, params):
+        self.waiting += 1
+        while self.in_flight >= self.capacity:  # waits in the server's queue
+            await asyncio.sleep(0.005)
+        self.waiting -= 1
+        return await super().complete(messages, schema, params)
+
+    async def server_load(self):
+        self.readings += 1
+        return self.in_flight, self.waiting
+
+
+def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
+    monkeypatch.setattr(batcher_module, "CONTROL_INTERVAL_S", 0.05)
+    engine = LoadedEngine(capacity=100, delay=0.1, max_parallel=ADAPTIVE_CAP)
+    rows = [{"code": 600000 + i % 1000, "name": f"公司{i}", "roe": 10, "pe_ttm": 20} for i in range(3000)]
+    with Batcher(engine, Cache(tmp_path / "c"), window_ms=0) as b:
+        b.start()
+        assert b.window.adaptive and b.window.limit == INITIAL
+        results = b.map(ScreenTask(), rows)
+        assert not [r for r in results if isinstance(r, Exception)]
+        assert engine.readings >= 2 and b.peak_in_engine > INITIAL  # it grew past the start
+        assert b.window.limit <= 100 + margin(100)  # and settled at what the server runs, plus a margin
+
+
+def test_a_user_limit_is_kept(tmp_path):
+    engine = LoadedEngine(capacity=100, max_parallel=ADAPTIVE_CAP)
+    with Batcher(engine, Cache(tmp_path / "c"), max_parallel=16) as b:
+        b.start()
+        assert not b.window.adaptive and b.window.limit == 16
+
+
+def metrics(running: int, waiting: int) -> tuple[int, str, bytes]:
+    """/metrics as vLLM exposes it (Prometheus text, one line per engine)."""
+    lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+             "# TYPE vllm:num_requests_running gauge"]  # fmt: skip
+    for engine in (0, 1):
+        lines.append(f'vllm:num_requests_running{{engine="{engine}",model_name="qwen"}} {running / 2}')
+        lines.append(f'vllm:num_requests_waiting{{engine="{engine}",model_name="qwen"}} {waiting / 2}')
+        lines.append(f'vllm:num_requests_waiting_by_reason{{engine="{engine}",reason="capacity"}} 99.0')
+    return 200, "text/plain; version=0.0.4", "\n".join(lines).encode()
+
+
+def test_a_vllm_server_makes_the_default_window_adaptive(tmp_path):
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(300, 40)})
+    plain = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B")})  # no /metrics (llama.cpp, SGLang…)
+    try:
+        engine = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url))
+        with Batcher(engine, Cache(tmp_path / "c")) as b:
+            b.start()
+            assert asyncio.run(engine.server_load()) == (300, 40)  # summed over both engines
+            assert b.window.adaptive and b.window.cap == ADAPTIVE_CAP
+        fixed = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url, max_parallel=8))
+        with Batcher(fixed, Cache(tmp_path / "c2")) as b:
+            b.start()
+            assert not b.window.adaptive and b.window.limit == 8
+        other = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=plain.url))
+        with Batcher(other, Cache(tmp_path / "c3")) as b:
+            b.start()
+            assert not b.window.adaptive and b.window.limit == 32
+    finally:
+        server.close()
+        plain.close()
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
+    """``python -m bench gpu`` in CI size against ``xladdin-server serve --engine cpu`` (no timings asserted)."""
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
+    server = subprocess.Popen([sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model",
+                               str(tiny_model_path), "--port", str(port), "--parallel", "2"],
+                              stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not server.stdout.readline().startswith("ready:"):
+            pass
+        out = tmp_path / "gpu.json"
+        r = subprocess.run([sys.executable, "-m", "bench", "gpu", "--engine-url", f"http://127.0.0.1:{port}/v1",
+                            "--rows", "6", "--per-cell-rows", "2", "--sweep", "1,2", "--bare", "2,all",
+                            "--market-rows", "8", "--out", str(out)],
+                           capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        server.terminate()
+        server.wait(30)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    for key in ("gpu", "vllm", "model", "market", "per_cell_rows_per_s", "default_rows_per_s",
+                "batched_rows_per_s", "best_bare_rows_per_s", "sweep"):  # fmt: skip
+        assert key in data, key
+    assert data["market"]["errors"] == 0 and data["market"]["rerun_cache_hits"] == data["market"]["rows"]
+    assert data["default_run"]["errors"] == 0 and [s["max_parallel"] for s in data["sweep"]] == [1, 2]
+    assert all(s["errors"] == 0 for s in data["sweep"]) and all(b["errors"] == 0 for b in data["bare_runs"])

@@ -1,0 +1,439 @@
+"""The paths users take, with the real counterpart: a pool file through the CLI's library path and
+the CLI itself, real HTTP servers on 127.0.0.1 that misbehave, xlwings' own argument conversion."""
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import openpyxl
+import pytest
+from conftest import TINY_MAX_TOKENS, Server, tiny_settings, vllm_models
+
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.engine.openai_http import OpenAIHTTPEngine
+from xladdin.errors import EngineError, EngineTimeout
+from xladdin.pool import SAMPLE_POOL, read_pool
+from xladdin.run import screen_file
+from xladdin.settings import Settings
+from xladdin.tasks import ClassifyTask, ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+ROOT = Path(__file__).parent.parent
+
+
+def run_screen(tmp_path, pool: Path, out: str, answer: str, **settings):
+    engine = ScriptedEngine(lambda _: answer)
+    batcher = Batcher(engine, Cache(tmp_path / "cache"))
+    try:
+        return screen_file(pool, tmp_path / out, tiny_settings(tmp_path, **settings), progress=False, batcher=batcher)
+    finally:
+        batcher.close()
+
+
+def report_rows(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["rows"]
+
+
+def run_cli(*args, env_extra=None, timeout=120):
+    env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+# ------------------------------------------------------------------ 1, 2: units and numbers of a CSV
+def test_csv_money_in_wan_converts_like_xlsx_and_numbers_stay_numbers(tmp_path):
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE(%),市盈率TTM,净利润(万元),备注,财报摘要\n"  # fmt: skip
+                    "000001,平安银行,\"11.38%\",4.1,\"4,645,500\",-12.0,净利润464.55亿元\n",
+                    encoding="utf-8")
+    answer = screen_answer("盈利稳定", net_profit=(464.55, "亿元"))
+    summary = run_screen(tmp_path, pool, "r.json", answer)
+    (row,) = report_rows(summary.output)
+    assert "数据存疑" not in row["标记 flags"], row["说明 notes"]  # 4,645,500 万元 = 464.55 亿元
+    assert row["ROE(%)"] == 11.38 and row["净利润(万元)"] == 4645500 and row["备注"] == -12.0
+    assert row["代码"] == "000001"  # a code keeps its zeros
+
+    summary = run_screen(tmp_path, pool, "r.xlsx", answer)
+    ws = openpyxl.load_workbook(summary.output)["Results"]
+    header = [c.value for c in ws[1]]
+    cells = {h: c for h, c in zip(header, ws[2], strict=True)}
+    assert cells["净利润(万元)"].value == 4645500 and cells["净利润(万元)"].data_type == "n"
+    assert cells["备注"].value == -12 and cells["备注"].data_type == "n"  # no apostrophe, a number
+
+    summary = run_screen(tmp_path, pool, "r.csv", answer)
+    (_, body) = list(csv.reader(summary.output.open(encoding="utf-8-sig")))
+    assert "-12.0" in body and "'-12.0" not in body
+
+
+# ------------------------------------------------------------------ 4: percent-formatted XLSX cells
+def test_xlsx_percent_formatted_roe_is_read_as_shown(tmp_path):
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["代码", "名称", "ROE", "市盈率TTM", "财报摘要"])
+    ws.append(["600519", "贵州茅台", 0.3419, 25.0, "营收1505亿元"])
+    ws["C2"].number_format = "0.00%"
+    wb.save(tmp_path / "pool.xlsx")
+    (rec,) = read_pool(tmp_path / "pool.xlsx").records()
+    assert rec["roe"] == pytest.approx(34.19)
+    summary = run_screen(tmp_path, tmp_path / "pool.xlsx", "r.json", screen_answer())
+    (row,) = report_rows(summary.output)
+    assert row["风险等级 risk"] == "低" and row["ROE"] == pytest.approx(34.19)
+
+
+# ------------------------------------------------------------------ 5: absurd magnitudes
+def test_huge_numbers_are_a_field_error_not_an_internal_error(tmp_path):
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,1e30,25\n000001,平安银行,10,1e300\n600036,招商银行,15,6\n",
+                    encoding="utf-8")  # fmt: skip
+    summary = run_screen(tmp_path, pool, "r.json", screen_answer())
+    rows = report_rows(summary.output)
+    assert rows[0]["错误 error"] == "#QWEN! roe is out of range: '1e30' (|value| must be below 1e+15)"
+    assert rows[1]["错误 error"].startswith("#QWEN! pe_ttm is out of range")
+    assert rows[2]["错误 error"] is None and summary.errors == 2
+
+
+# ------------------------------------------------------------------ 6: control characters
+def test_control_characters_never_break_the_xlsx_report(tmp_path):
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM,财报摘要\n600519,贵\x01州茅台,30,25,营收\x0b1505亿元\x1f\n",
+                    encoding="utf-8")  # fmt: skip
+    for _ in range(2):  # and again, answered from the cache
+        summary = run_screen(tmp_path, pool, "r.xlsx", screen_answer("理由\x07带控制字符"))
+        ws = openpyxl.load_workbook(summary.output)["Results"]
+        header = [c.value for c in ws[1]]
+        row = dict(zip(header, [c.value for c in ws[2]], strict=True))
+        assert (row["名称"], row["财报摘要"], row["理由 reason"]) == ("贵州茅台", "营收1505亿元", "理由带控制字符")
+
+
+def test_a_failing_writer_never_loses_the_run(tmp_path, monkeypatch):
+    from xladdin import report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(report, "_write_xlsx", broken)
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,30,25\n", encoding="utf-8")
+    with pytest.raises(Exception, match="saved as .*r.rescued.json") as e:
+        run_screen(tmp_path, pool, "r.xlsx", screen_answer())
+    assert "disk full" in str(e.value)
+    (row,) = report_rows(tmp_path / "r.rescued.json")
+    assert row["风险等级 risk"] == "低"
+
+
+# ------------------------------------------------------------------ 7, 8: refused before any request, one line
+def test_bad_outputs_and_inputs_are_refused_before_the_first_request(tmp_path):
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称\n600519,贵州茅台\n", encoding="utf-8")
+    (tmp_path / "adir.xlsx").mkdir()
+    (tmp_path / "afile").write_text("x")
+    corrupt = tmp_path / "corrupt.xlsx"
+    corrupt.write_bytes(b"PK\x03\x04 this is not a workbook")
+    down = {"XLADDIN_ENGINE_URL": "http://127.0.0.1:9/v1"}  # any request would fail differently
+    cases = [
+        ([str(pool), "-o", str(tmp_path / "adir.xlsx")], "is a directory"),
+        ([str(pool), "-o", str(pool)], "pool.csv is the input file: name another report file"),
+        ([str(pool), "-o", str(tmp_path / "afile" / "r.xlsx")], "cannot write"),
+        ([str(corrupt), "-o", str(tmp_path / "r.xlsx")], "corrupt.xlsx is not a readable .xlsx workbook"),
+    ]
+    for args, message in cases:
+        r = run_cli("screen", *args, "--no-progress", env_extra=down)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert pool.read_text(encoding="utf-8") == "代码,名称\n600519,贵州茅台\n"  # the pool is untouched
+
+
+def test_a_ten_megabyte_cell_is_read_trimmed_and_written(tmp_path):
+    pool = tmp_path / "pool.csv"
+    big = "营收1505亿元。" * 1_000_000  # ~10 MB in one cell
+    pool.write_text(f"代码,名称,ROE,市盈率TTM,财报摘要\n600519,贵州茅台,30,25,{big}\n", encoding="utf-8")
+    summary = run_screen(tmp_path, pool, "r.xlsx", screen_answer())
+    ws = openpyxl.load_workbook(summary.output)["Results"]
+    header = [c.value for c in ws[1]]
+    row = dict(zip(header, [c.value for c in ws[2]], strict=True))
+    assert "文本截断" in row["标记 flags"] and len(row["财报摘要"]) == 32_767  # Excel's cell limit
+
+
+# ------------------------------------------------------------------ real HTTP servers that misbehave
+def test_cache_key_and_provenance_name_the_model_behind_the_served_name(tmp_path):
+    keys, ids = [], []
+    for root in ("Qwen/Qwen3.5-9B", "Qwen/Qwen3-8B-AWQ"):
+        server = Server({"/v1/models": vllm_models(root)})
+        try:
+            with Batcher(OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url)), Cache(tmp_path / "c")) as b:
+                b.start()
+                keys.append(b.key(ScreenTask(), ScreenTask().parse({"code": "600519", "name": "贵州茅台"})))
+                ids.append(b.engine.model_id)
+                assert b.engine.served == "qwen" and b.engine.max_model_len == 8192
+                assert b.engine.describe() == f"qwen = {root} at {server.url}"
+        finally:
+            server.close()
+    assert ids == ["Qwen/Qwen3.5-9B", "Qwen/Qwen3-8B-AWQ"] and keys[0] != keys[1]
+
+
+def test_models_endpoint_that_is_not_json_is_one_line_exit_2(tmp_path):
+    server = Server({"/v1/models": (200, "text/html", b"<html>welcome to nginx</html>")})
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称\n600519,贵州茅台\n", encoding="utf-8")
+    try:
+        r = run_cli("screen", str(pool), "-o", str(tmp_path / "r.json"), "--no-progress",
+                    env_extra={"XLADDIN_ENGINE_URL": server.url})  # fmt: skip
+    finally:
+        server.close()
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == (f"xladdin: error: {server.url}/models did not list models as JSON: "
+                                "'<html>welcome to nginx</html>' — is this an OpenAI-compatible server?")  # fmt: skip
+
+
+def test_timeout_bounds_the_whole_request_and_reports_the_real_wait(tmp_path):
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # accepts, never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+    try:
+        engine = OpenAIHTTPEngine(Settings.load({"engine_url": url, "timeout": 1.5, "retries": 3}))
+        t0 = time.monotonic()
+        with Batcher(engine, Cache(tmp_path / "c")) as b, pytest.raises(EngineTimeout) as e:
+            b.start()
+        waited = time.monotonic() - t0
+    finally:
+        silent.close()
+    assert str(e.value) == f"engine timeout after 2s ({url})"  # 1.5 s, rounded; not (retries + 1) × 1.5
+    assert waited < 4  # four attempts of 1.5 s would be 6 s
+
+
+def test_an_engine_that_cannot_start_is_not_asked_again_by_every_cell(tmp_path):
+    server = Server({})  # every path 404: /v1/models fails
+    try:
+        with Batcher(OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url, retries=0)),
+                     Cache(tmp_path / "c")) as b:  # fmt: skip
+            results = b.map(ScreenTask(), [{"code": 600000 + i, "name": f"公司{i}"} for i in range(50)])
+    finally:
+        server.close()
+    assert all(isinstance(r, EngineError) and "engine error 404" in str(r) for r in results)
+    assert server.hits == ["/v1/models"]  # one start, its failure shared by all 50 rows
+
+
+# ------------------------------------------------------------------ 9: Ctrl-C
+@pytest.mark.slow
+def test_ctrl_c_stops_within_seconds_exit_130_keeping_the_cache(tiny_model_path, tmp_path):
+    pool = tmp_path / "pool.csv"
+    with pool.open("w", encoding="utf-8") as f:
+        f.write("代码,名称,ROE,市盈率TTM,财报摘要\n")
+        for i in range(60):
+            f.write(f"{600000 + i},公司{i},{10 + i % 9},{20 + i},2023年营业收入{100 + i}亿元，同比增长{i}%。\n")
+    env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path),
+               XLADDIN_MAX_PARALLEL="2")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o",
+                             str(tmp_path / "r.xlsx"), "--no-progress"], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    cache_dir = Path(os.environ["XLADDIN_CACHE_DIR"])
+    deadline = time.monotonic() + 120
+    done = 0
+    while time.monotonic() < deadline and done < 2 and proc.poll() is None:
+        time.sleep(0.3)
+        if cache_dir.exists():
+            c = Cache(cache_dir)
+            done = c.stats()["entries"]
+            c.close()
+    assert done >= 2 and proc.poll() is None, "the run should still be going"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    stopped_in = time.monotonic() - t0
+    assert proc.returncode == 130, err
+    assert stopped_in < 5, stopped_in
+    assert "interrupted — finished rows are cached" in err and "Traceback" not in err
+    c = Cache(cache_dir)
+    assert c.stats()["entries"] >= done
+    c.close()
+
+
+# ------------------------------------------------------------------ 10, 11: the server launcher
+@pytest.mark.slow
+def test_sigterm_to_serve_stops_its_server_and_the_key_stays_secret(tiny_model_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, XLADDIN_API_KEY="s3cret-key-0123456789")
+    cmd = [sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
+           "--port", str(port), "--parallel", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if line.startswith("ready:") or not line:
+            break
+    assert lines[-1].startswith("ready:"), lines
+    assert "s3cret-key-0123456789" not in "".join(lines) and "api key: s3c…89" in "".join(lines)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert children  # the CPU server is serve's child
+    for pid in children:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert b"s3cret" not in f.read()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert "stopped" in out
+    with socket.socket() as s:  # nothing listens any more: the CPU server went with it
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+# ------------------------------------------------------------------ 13-17: Excel under xlwings
+COM_ERRORS = {-2146826281, -2146826246, -2146826259, -2146826288, -2146826252, -2146826265, -2146826273}
+
+
+class WindowsCells:
+    """The one engine-specific stage of xlwings' read pipeline, as ``xlwings._xlwindows`` does it
+    (that module needs pywin32): blanks become ``empty_as``, Excel error codes ``None``."""
+
+    name, type, apps = "excel", "desktop", None
+
+    @staticmethod
+    def clean_value_data(data, datetime_builder, empty_as, number_builder, err_to_str):
+        def one(v):
+            if v in ("", None):
+                return empty_as
+            if number_builder is not None and isinstance(v, float):
+                return number_builder(v)
+            return None if isinstance(v, int) and v in COM_ERRORS else v
+
+        return [[one(v) for v in row] for row in data]
+
+
+def xlwings_read(value, options):
+    """An argument as xlwings' own conversion pipeline hands it to a UDF (as ``call_udf`` does on
+    Windows: ``conversion.read(None, value, options)``)."""
+    import xlwings
+    from xlwings import conversion
+
+    if "excel" not in [e.name for e in xlwings.engines]:
+        xlwings.engines.add(xlwings.main.Engine(impl=WindowsCells()))
+    return conversion.read(None, value, options)
+
+
+def test_classify_labels_as_text_survive_xlwings_conversion():
+    from xladdin.excel.udfs import ARG_OPTIONS
+
+    options = ARG_OPTIONS["QWEN_CLASSIFY"]["labels"]
+    as_text = xlwings_read("利好,利空，中性", options)
+    assert as_text == ["利好,利空，中性"]  # what xlwings passes for ndim=1
+    assert ClassifyTask().parse({"text": "x", "labels": as_text}).labels == ("利好", "利空", "中性")
+    as_range = xlwings_read((("利好", "利空", "中性"),), options)  # a 1×3 range, as COM gives it
+    assert ClassifyTask().parse({"text": "x", "labels": as_range}).labels == ("利好", "利空", "中性")
+
+
+def test_screen_row_through_xlwings_conversion(tmp_path):
+    from xladdin.excel import cells
+    from xladdin.excel.udfs import ARG_OPTIONS
+
+    raw = ((600519.0, "贵州茅台", "白酒", 25.0, 34.19, 59.49, "营收1505亿元", None, None, None, None),)
+    values = xlwings_read(raw, ARG_OPTIONS["QWEN_SCREEN"]["values"])
+    records, _ = cells.screen_records(values, False)
+    assert ScreenTask().parse(records[0]).code == "600519.SH"
+    single = xlwings_read(600519.0, ARG_OPTIONS["QWEN_SCREEN"]["values"])  # one cell
+    assert cells.screen_records(single, False)[0] == [{"code": 600519.0}]
+
+
+def test_com_is_not_imported_off_windows(tmp_path, monkeypatch):
+    from xladdin.excel import com
+
+    monkeypatch.chdir(tmp_path)
+    assert com.available() is False
+    assert Path.cwd() == tmp_path  # importing xlwings.com_server would have moved it
+
+
+def test_rewrite_decides_formula2_up_front(monkeypatch):
+    import asyncio
+
+    from xladdin.excel import com
+
+    class Caller:
+        def __init__(self):
+            self.calls = []
+
+        async def get_formula2(self):
+            self.calls.append("get_formula2")
+            return "=QWEN_SCREEN(A2:J2)"
+
+        async def set_formula2(self, f):
+            self.calls.append("set_formula2")
+
+        async def get_formula(self):
+            self.calls.append("get_formula")
+            return "=QWEN_SCREEN(A2:J2)"
+
+        async def set_formula(self, f):
+            self.calls.append("set_formula")
+
+    for dynamic, expected in ((True, ["get_formula2", "set_formula2"]), (False, ["get_formula", "set_formula"])):
+        monkeypatch.setattr(com, "has_dynamic_arrays", lambda caller, d=dynamic: d)
+        caller = Caller()
+        asyncio.run(com._rewrite(caller))
+        assert caller.calls == expected
+
+
+def test_refresh_writes_one_block_and_keeps_users_formulas():
+    from xladdin.excel.macros import verdict_column, verdict_formula
+
+    existing = (("",), ("=QWEN_SCREEN(A3:J3,FALSE,Rules!$A$2:$B$10)",), ("=A4*2",), (None,), ("my note",))
+    block = verdict_column(existing, 6)
+    assert block == [[verdict_formula(2)], [verdict_formula(3)], ["=A4*2"], [verdict_formula(5)], ["my note"],
+                     [verdict_formula(7)]]  # fmt: skip
+    assert verdict_column("", 1) == [[verdict_formula(2)]]
+
+
+def test_rules_range_is_defined_once():
+    from xladdin.excel import cells, macros
+
+    assert macros.RULES_REF == cells.RULES_REF == "Rules!$A$2:$B$20"
+    assert macros.verdict_formula(2).endswith(",FALSE,Rules!$A$2:$B$20)")
+
+
+@pytest.mark.slow
+def test_a_process_that_used_a_udf_exits_cleanly(tiny_model_path, tmp_path):
+    code = (
+        "from xladdin.excel import udfs\n"
+        "out = udfs.QWEN_SCREEN([[600519.0, '贵州茅台', '白酒', 25.0, 34.19, 59.49, '营收1505亿元']])\n"
+        "assert out[0][0] == '600519.SH', out\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert "Task was destroyed" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------ 18: verify outside a checkout
+@pytest.mark.slow
+def test_installed_package_carries_the_verify_sample(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    import zipfile
+
+    (wheel,) = tmp_path.glob("xladdin-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "xladdin/data/sample_pool.csv" in names and "server/profiles/qwen3.5-9b-24gb.toml" in names
+    assert SAMPLE_POOL.relative_to(ROOT / "xladdin")  # verify reads it from the package
+
+
+def test_verify_manifest_errors_are_config_errors(tmp_path, capsys):
+    from server.cli import main as server_main
+
+    binary = tmp_path / "SHA256SUMS"
+    binary.write_bytes(b"\xff\xfe\x00\x81" * 10)
+    for manifest, message in ((tmp_path / "missing", "No such file"), (binary, "is not text")):
+        code = server_main(["verify", "--model", str(SAMPLE_POOL), "--manifest", str(manifest)])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, err

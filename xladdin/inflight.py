@@ -1,0 +1,52 @@
+"""How many requests the batcher keeps in the engine at once.
+
+An embedded engine has a fixed number of slots: that many, no more. A GPU server
+batches whatever it is given up to its own limit (vLLM's ``--max-num-seqs``, or
+less when the KV cache is full), and the right number for it is unknown to the
+client. Too few leaves the GPU idle (the old default of 32 reached 7 rows/s where
+256 reached 45 on one H200); far too many only queues requests in the server.
+
+So for a server that reports its load (vLLM's ``/metrics``: requests running and
+waiting), the window adapts: it doubles while the server runs everything it is
+sent and work is queued here, and when requests start to wait in the server it
+settles at what the server runs plus a small margin, so a finished sequence is
+replaced at once. A limit set by the user is kept as given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INITIAL = 64  # where an adaptive window starts: well under any GPU server's batch
+CONTROL_INTERVAL_S = 0.5  # how often the server's load is read while work is queued
+
+
+def margin(running: int) -> int:
+    """Requests kept waiting in the server beyond what it runs (covers the round trip)."""
+    return max(4, running // 16)
+
+
+@dataclass
+class Window:
+    limit: int
+    cap: int
+    adaptive: bool = False
+    readings: int = 0
+
+    @classmethod
+    def fixed(cls, n: int) -> Window:
+        return cls(limit=n, cap=n)
+
+    @classmethod
+    def adaptive_up_to(cls, cap: int) -> Window:
+        return cls(limit=min(INITIAL, cap), cap=cap, adaptive=True)
+
+    def update(self, running: int, waiting: int, in_engine: int, queued: int) -> int:
+        """The new limit after one reading of the server's load."""
+        self.readings += 1
+        if waiting > 0 and running > 0:  # the server is full: run what it runs, keep a few waiting
+            self.limit = running + margin(running)
+        elif queued and in_engine >= self.limit:  # the server took everything: offer more
+            self.limit *= 2
+        self.limit = max(1, min(self.cap, self.limit))
+        return self.limit
