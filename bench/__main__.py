@@ -126,6 +126,11 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         else:
             lines.append(f"| {name} | {v['rows']} | {v['cold_s']} s | {v['cold_rows_per_s']} | {v['warm_s']} s | "
                          f"{v['warm_rows_per_s']} |")  # fmt: skip
+    gpu_results = RESULTS / "gpu.json"
+    if gpu_results.is_file():
+        from .gpu import render as render_gpu
+
+        lines += ["", *render_gpu(json.loads(gpu_results.read_text(encoding="utf-8")))]
     lines += ["", "Raw numbers: `bench/results/*.json`.", ""]
     return "\n".join(lines)
 

@@ -308,3 +308,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{part} done in {time.perf_counter() - t0:.0f} s {json.dumps(shown, ensure_ascii=False)}", flush=True)
     print(json.dumps(summarise(data), indent=2))
     return 0
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    """The GPU section of docs/BENCHMARKS.md."""
+    lines = [
+        "## 6. GPU serving (`python -m bench gpu`)",
+        "",
+        f"One run against {d.get('gpu')}, vLLM {d.get('vllm')}, model `{d.get('model')}` (served as "
+        f"`{d.get('served_model')}`). Server: `{d.get('server_flags', '')}`. Rows/s of the screen task, 0 errors "
+        "unless stated; each part asks rows no other part asked.",
+        "",
+        "| run | rows | rows/s |",
+        "|---|---|---|",
+        f"| per cell: one request at a time | {d['per_cell']['rows']} | {d['per_cell']['rows_per_s']} |",
+        f"| **batcher, default settings** (adaptive window, ended at {d['default_run']['final_window']}) | "
+        f"{d['default_run']['rows']} | **{d['default_run']['rows_per_s']}** |",
+    ]
+    lines += [f"| batcher, fixed {s['max_parallel']} in flight | {s['rows']} | {s['rows_per_s']} |" for s in d["sweep"]]
+    lines += [f"| bare AsyncOpenAI, {b['concurrency']} in flight | {b['rows']} | {b['rows_per_s']} |"
+              for b in d["bare_runs"]]  # fmt: skip
+    m = d["market"]
+    lines += [
+        "",
+        f"- default ÷ per cell: **{d['batched_over_per_cell']}×**; default ÷ best bare client: "
+        f"**{d['default_over_best_bare']}**; default ÷ best fixed setting: {d.get('default_over_best_sweep')}.",
+        f"- Whole pool ({m['rows']} rows through the CLI path): **{m['seconds']} s** cold ({m['rows_per_s']} rows/s, "
+        f"{m['errors']} errors); again from the cache {m['rerun_seconds']} s.",
+    ]
+    if "two_gpus" in d:
+        t = d["two_gpus"]
+        one, two = t["one_gpu_market"]["seconds"], t["data_parallel_2_market"]["seconds"]
+        lines.append(f"- Two GPUs ({t['machine']}): one GPU {one} s, vLLM `--data-parallel-size 2` {two} s for the "
+                     "same pool.")  # fmt: skip
+    lines.append("")
+    return lines

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -417,7 +416,12 @@ def test_a_process_that_used_a_udf_exits_cleanly(tiny_model_path, tmp_path):
 # ------------------------------------------------------------------ 18: verify outside a checkout
 @pytest.mark.slow
 def test_installed_package_carries_the_verify_sample(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+    import shutil
+
+    src = tmp_path / "src"  # a copy: building in place would leave build/ in the checkout
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", ".gpu", "build", "*.egg-info",
+                                                              "__pycache__", ".pytest_cache"))  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     import zipfile

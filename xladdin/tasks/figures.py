@@ -1,0 +1,163 @@
+"""Figures read from report text: names, units, the ``number+unit`` format the model writes, and
+what code reads and checks itself.
+
+Code reads what code can read. Explicit statements — ``归属于上市公司股东的净利润-5,657,115.16元``,
+``亏损3152.1万港元``, ``营业收入1505.60亿元，同比增长18.04%``, ``由盈转亏`` — are matched here,
+each with the verbatim quote it came from; the model fills in the rest, and every figure the
+model reports must come with a quote that code finds in the text and whose number is the figure.
+A figure in another currency (港元, 美元) is recognised and never treated as 元.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
+ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
+# name → (label, canonical unit); the order of the result columns
+FIGURES: dict[str, tuple[str, str]] = {
+    "revenue": ("营收", "亿元"),
+    "net_profit": ("净利润", "亿元"),
+    "revenue_growth": ("营收增长", "%"),
+    "net_profit_growth": ("净利增长", "%"),
+    "gross_margin": ("毛利率", "%"),
+    "net_margin": ("净利率", "%"),
+    "roe": ("ROE", "%"),
+    "eps": ("EPS", "元/股"),
+}
+
+_NUMBER = r"-?[0-9]{1,12}(\.[0-9]{1,4})?"
+_UNITS = "|".join(re.escape(u) for u in sorted(ALL_UNITS, key=len, reverse=True))
+FIGURE_PATTERN = f"^{_NUMBER}({_UNITS})$"
+_FIGURE = re.compile(f"^(?P<value>{_NUMBER})(?P<unit>{_UNITS})$")
+# A figure as written in the text: digits, then the unit next to them ("1505.60亿元", "18.04%").
+Figure = Annotated[str, StringConstraints(pattern=FIGURE_PATTERN)]
+
+
+def split_figure(text: str) -> tuple[float, str]:
+    m = _FIGURE.match(text)
+    if m is None:  # the schema's pattern already guarantees the shape
+        raise ValueError(f"not a figure: {text!r}")
+    return float(m.group("value")), m.group("unit")
+
+
+def convert(value: float, from_unit: str, to_unit: str, digits: int = 10) -> float | None:
+    """``value`` in ``to_unit`` (money units scale; 元 and 元/股 are one unit for a per-share
+    figure), or ``None`` when the units do not convert."""
+    if from_unit == to_unit:
+        return value
+    if from_unit in MONEY_UNITS and to_unit in MONEY_UNITS:
+        return round(value * MONEY_UNITS[from_unit] / MONEY_UNITS[to_unit], digits)
+    if {from_unit, to_unit} == {"元", "元/股"}:
+        return value
+    return None
+
+
+# ------------------------------------------------------------------ reading text in code
+def normalize(text: str) -> str:
+    """Width-folded (NFKC: full-width digits and punctuation), without whitespace, minus sign unified."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).replace("−", "-")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One figure as read from the text: its value in the canonical unit and the quote it came from."""
+
+    name: str
+    value: float | None  # None: stated in another currency, not converted
+    quote: str
+    currency: str = "CNY"
+
+
+_NUM = r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?"
+_MONEY = r"(?P<scale>百万|千|万|亿)?(?P<cur>元|港元|港币|美元)"
+_GAP = r"(?:为|达|达到|约|了|:|：|人民币|共计|实现|是)*"
+_GROWTH = r"(?:[,，]?(?:同比|较上年同期|比上年同期|较上年)?(?P<dir>增长|上升|增加|下降|减少|下滑)(?P<g>\d+(?:\.\d+)?)%)?"
+_LABELS = {
+    "revenue": r"营业总收入|营业收入|营收",
+    "net_profit": r"归属于(?:上市公司|母公司)(?:股东|所有者)的净利润|归母净利润|净利润",
+    "gross_margin": r"毛利率",
+    "net_margin": r"销售净利率|净利率",
+    "roe": r"加权平均净资产收益率|净资产收益率|ROE",
+    "eps": r"基本每股收益|每股收益|EPS",
+}
+# 扣除非经常性损益后的净利润 is another figure: never read it as net profit
+_EXCLUDED_BEFORE = re.compile(r"(扣除非经常性损益后的?|扣非后?|少数股东|归属于少数股东的)$")
+_CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
+_SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
+_LOSS = re.compile(r"(?P<q>(?:净)?亏损" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY + r")")
+_LOSS_WORDS = re.compile(r"由盈转亏|转为亏损|出现亏损|净利润为负|(?<!弥补)(?<!减少)(?<![无未不扭])亏损")
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", "").replace("+", ""))
+
+
+def _money(match: re.Match, sign: float = 1.0) -> tuple[float | None, str]:
+    currency = _CURRENCY[match.group("cur")]
+    if currency != "CNY":
+        return None, currency
+    return round(sign * _number(match.group("n")) * _SCALE[match.group("scale")], 10), currency
+
+
+def read_figures(text: str) -> dict[str, Reading]:
+    """The figures code can read from ``text`` (first statement of each wins), each with its quote."""
+    t = normalize(text)
+    out: dict[str, Reading] = {}
+    for name in ("revenue", "net_profit"):
+        pattern = re.compile(f"(?P<label>{_LABELS[name]}){_GAP}(?P<n>{_NUM}){_MONEY}{_GROWTH}")
+        for m in pattern.finditer(t):
+            if _EXCLUDED_BEFORE.search(t[: m.start()]):
+                continue
+            value, currency = _money(m)
+            out[name] = Reading(name, value, m.group(0), currency)
+            if m.group("g"):
+                sign = -1 if m.group("dir") in ("下降", "减少", "下滑") else 1
+                growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
+                out[growth] = Reading(growth, sign * float(m.group("g")), m.group(0))
+            break
+    if "net_profit" not in out:
+        loss = _LOSS.search(t)
+        if loss:
+            value, currency = _money(loss, sign=-1.0)
+            out["net_profit"] = Reading("net_profit", value, loss.group("q"), currency)
+    for name in ("gross_margin", "net_margin", "roe"):
+        m = re.search(f"(?:{_LABELS[name]}){_GAP}(?P<n>{_NUM})%", t)
+        if m:
+            out[name] = Reading(name, _number(m.group("n")), m.group(0))
+    m = re.search(f"(?:{_LABELS['eps']}){_GAP}(?P<n>{_NUM})元", t)
+    if m:
+        out["eps"] = Reading("eps", _number(m.group("n")), m.group(0))
+    return out
+
+
+def loss_statement(text: str) -> str | None:
+    """The words by which ``text`` reports a loss (``由盈转亏``, ``亏损3152.1万港元``), if it does."""
+    t = normalize(text)
+    m = _LOSS.search(t) or _LOSS_WORDS.search(t)
+    if m is None:
+        return None
+    start = max(0, m.start() - 8)
+    return t[start : m.end()]
+
+
+def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
+    """Whether ``quote`` occurs in ``text`` (whitespace and width aside) and states ``value``
+    (in ``unit``): one of its numbers, scaled by the unit written next to it, is the value."""
+    q = normalize(quote)
+    if not q or q not in normalize(text):
+        return False
+    for m in re.finditer(f"(?P<n>{_NUM})(?P<u>百万元|千元|万元|亿元|元/股|元|%)?", q):
+        number = _number(m.group("n"))
+        loss = "亏损" in q[: m.start()] and number > 0
+        for candidate in (number, -number) if loss else (number,):
+            written = m.group("u") or unit
+            converted = convert(candidate, written, unit)
+            if converted is not None and abs(converted - value) <= 1e-6 * max(1.0, abs(value)):
+                return True
+    return False
