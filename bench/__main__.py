@@ -20,6 +20,10 @@ def main() -> None:
         from . import gpu
 
         sys.exit(gpu.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["gold"]:
+        from . import gold
+
+        sys.exit(gold.main(sys.argv[2:]))
     from . import suite  # the CPU benchmarks (they import the Excel layer, which a GPU box may lack)
 
     p = argparse.ArgumentParser(prog="python -m bench")

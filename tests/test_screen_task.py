@@ -5,7 +5,8 @@ import pytest
 from xladdin.errors import InputError
 from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
-from xladdin.tasks.screen import SYSTEM_PROMPT, split_figure, trim_text
+from xladdin.tasks.figures import split_figure
+from xladdin.tasks.screen import SYSTEM_PROMPT, trim_text
 from xladdin.testing import screen_answer
 
 PROV = Provenance(model="m", task_version="screen-1", cached=False)
@@ -34,7 +35,9 @@ def test_schema_is_bounded_and_round_trips():
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == set(ScreenExtraction.model_fields)  # every key must be emitted
     assert schema["properties"]["reason"]["maxLength"] == 30
-    fig = schema["properties"]["revenue"]["anyOf"][0]
+    read = schema["$defs"]["Read"]
+    assert read["required"] == ["value", "quote"] and read["properties"]["quote"]["maxLength"] == 60
+    fig = read["properties"]["value"]
     assert fig["type"] == "string" and fig["pattern"].startswith("^-?[0-9]{1,12}")
     assert split_figure("1505.60亿元") == (1505.6, "亿元") and split_figure("-3.5%") == (-3.5, "%")
     assert split_figure("59.49元/股") == (59.49, "元/股") and split_figure("12百万元") == (12.0, "百万元")
@@ -65,29 +68,37 @@ def test_rules_decide_level_and_score_not_the_model():
 
 
 def test_units_are_normalised():
+    # wording code does not read itself: only the model's figures, each checked against its quote
+    text = "全年收入15056000万元，增幅18.04%；股东应占利润74734000000元；每股盈利59.49元/股；股东回报34.19%。"
     res = finish(
+        dict(ROW, report_text=text),
         answer=screen_answer(
             revenue=("15056000", "万元"),
             net_profit=("74734000000", "元"),
-            revenue_growth=("18.04", "%"),
+            revenue_growth=("18.04", "%", "增幅18.04%"),
             eps=("59.49", "元/股"),
-            roe=("34.19", "%"),
-        )
+            roe=("34.19", "%", "股东回报34.19%"),
+        ),
     )
     assert res.revenue == pytest.approx(1505.6)
     assert res.net_profit == pytest.approx(747.34)
     assert res.revenue_growth == 18.04 and res.eps_text == 59.49 and res.roe_text == 34.19
-    assert Flag.DOUBTFUL not in res.flags
-    # a unit that cannot belong to the figure drops it
-    assert finish(answer=screen_answer(roe=("34.19", "亿元"))).roe_text is None
+    assert Flag.DOUBTFUL not in res.flags and Flag.UNTRACEABLE not in res.flags
+    assert "营收「15056000万元」" in res.evidence and "ROE「股东回报34.19%」" in res.evidence
+    # a unit that cannot belong to the figure drops it, flagged
+    dropped = finish(dict(ROW, report_text=text), answer=screen_answer(roe=("34.19", "亿元", "股东回报34.19%")))
+    assert dropped.roe_text is None and Flag.UNTRACEABLE in dropped.flags
 
 
 def test_figures_more_than_5_percent_apart_are_doubtful():
-    ok = finish(answer=screen_answer(roe=("35.5", "%")))  # 3.8% apart
+    def with_roe(value):
+        return finish(dict(ROW, report_text=f"净资产收益率{value}%。"), answer=screen_answer(roe=(value, "%")))
+
+    ok = with_roe("35.5")  # 3.8% apart from the field's 34.19
     assert Flag.DOUBTFUL not in ok.flags
-    bad = finish(answer=screen_answer(roe=("36.0", "%")))  # 5.3% apart
+    bad = with_roe("36.0")  # 5.3% apart
     assert Flag.DOUBTFUL in bad.flags and "ROE" in bad.notes
-    bad = finish(answer=screen_answer(net_profit=("800", "亿元")))
+    bad = finish(dict(ROW, report_text="归母净利润800亿元。"))
     assert Flag.DOUBTFUL in bad.flags and "净利润" in bad.notes
     assert Flag.DOUBTFUL in finish(answer=screen_answer(contradiction=True)).flags
 
@@ -128,3 +139,38 @@ def test_long_text_is_trimmed_keeping_head_and_figures():
     assert trim_text("短文本", 1200) == ("短文本", False)
     res = finish(dict(ROW, report_text=text))
     assert Flag.TRIMMED in res.flags
+
+
+def test_a_figure_without_its_quote_in_the_text_is_not_shown_or_used():
+    # the model "reads" 800 亿元 with a quote that is not in the text: blank, flagged, never cross-checked
+    res = finish(answer=screen_answer(net_profit=("800", "亿元", "净利润800亿元"), revenue=("9999", "亿元")))
+    assert Flag.UNTRACEABLE in res.flags and "找不到出处" in res.notes
+    assert res.net_profit == pytest.approx(747.34)  # what code read, with its own quote
+    assert "净利润「归母净利润747.34亿元」" in res.evidence and res.revenue == pytest.approx(1505.6)
+    assert "模型800 vs 原文747.34" not in res.notes  # an unverified figure is kept out of cross-checks
+
+
+def test_code_reads_what_code_can_read_even_when_the_model_misses_it():
+    text = "公司2023年营业收入1505.60亿元，同比增长18.04%；归属于上市公司股东的净利润-5,657,115.16元，由盈转亏。"
+    res = finish(dict(ROW, report_text=text, net_profit=None), answer=screen_answer())  # the model read nothing
+    assert res.revenue == pytest.approx(1505.6) and res.revenue_growth == 18.04
+    assert res.net_profit == pytest.approx(-0.0565711516)
+    assert Flag.LOSS in res.flags and "文本报告亏损" in res.notes
+    assert "净利润「归属于上市公司股东的净利润-5,657,115.16元」" in res.evidence
+
+
+def test_another_currency_is_not_read_as_yuan():
+    res = finish(dict(ROW, report_text="本期亏损3152.1万港元。", net_profit=None), answer=screen_answer())
+    assert res.net_profit is None and Flag.LOSS in res.flags and "以HKD计, 未换算为人民币" in res.notes
+
+
+def test_figures_that_contradict_one_another_are_doubtful():
+    growth = "归母净利润120亿元，同比增长50%。"  # 100 → 120 is +20%, not +50%
+    res = finish(dict(ROW, report_text=growth, net_profit=120, net_profit_prev=100), answer=screen_answer())
+    assert Flag.DOUBTFUL in res.flags and "按净利润120/上年100算得20.0%" in res.notes
+    margin = "营业收入100亿元；归母净利润10亿元；销售净利率30%。"  # 10 / 100 is 10%, not 30%
+    res = finish(dict(ROW, report_text=margin, revenue=100, net_profit=10), answer=screen_answer())
+    assert Flag.DOUBTFUL in res.flags and "净利率: 文本30% vs 净利润÷营收10.0%" in res.notes
+    fine = "营业收入100亿元；归母净利润10亿元，同比增长25%；销售净利率10.2%。"
+    res = finish(dict(ROW, report_text=fine, revenue=100, net_profit=10, net_profit_prev=8), answer=screen_answer())
+    assert Flag.DOUBTFUL not in res.flags, res.notes

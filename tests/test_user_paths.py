@@ -441,3 +441,31 @@ def test_verify_manifest_errors_are_config_errors(tmp_path, capsys):
         code = server_main(["verify", "--model", str(SAMPLE_POOL), "--manifest", str(manifest)])
         err = capsys.readouterr().err
         assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+# ------------------------------------------------------------------ xladdin eval on a small generated gold set
+@pytest.mark.slow
+def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp_path):
+    gold = tmp_path / "gold.csv"
+    rows = [
+        ("600519", "贵州茅台", "营业收入1505.60亿元，归属于上市公司股东的净利润747.34亿元。", "1505.6", "747.34", "低"),
+        ("002024", "ST易购", "公司本期亏损3,152.10万元，营收626.61亿元。", "626.61", "-0.31521", "高"),
+        ("000001", "平安银行", "营业收入1,646.99亿元；归母净利润464.55亿元。", "1646.99", "464.55", "中"),
+        ("600036", "招商银行", "年报摘要：本行经营稳健。", "", "1466.0", ""),  # a figure the text lacks
+    ]
+    with gold.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["代码", "名称", "ROE", "市盈率TTM", "财报摘要", "gold_revenue", "gold_net_profit", "gold_risk"])
+        for code, name, text, rev, np_, risk in rows:
+            w.writerow([code, name, 16 if risk == "低" else (8 if risk == "中" else 2), 20, text, rev, np_, risk])
+    r = run_cli("eval", str(gold), "-o", str(tmp_path / "eval.json"), "--no-progress", "--model", str(tiny_model_path),
+                timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "eval.json").read_text(encoding="utf-8"))
+    net = report["fields"]["gold_net_profit"]
+    assert (net["rows"], net["correct"], net["evidence_rate"]) == (4, 3, 0.75)  # read in code, with quotes
+    assert net["misses"][0]["code"] == "600036" and net["misses"][0]["read"] is None
+    assert report["fields"]["gold_revenue"]["accuracy"] == 1.0
+    assert report["fields"]["gold_risk"] == {"rows": 3, "correct": 3, "accuracy": 1.0, "evidence_rate": 0.0,
+                                             "misses": []}  # fmt: skip
+    assert "gold_net_profit" in r.stdout and "75.0%" in r.stdout

@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import InputError
 from .tasks.fields import parse_number
-from .tasks.screen import MONEY_UNITS
+from .tasks.figures import MONEY_UNITS
 
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "code": ("代码", "股票代码", "证券代码", "code", "ts_code", "symbol", "ticker", "stock_code"),

@@ -33,6 +33,7 @@ class Flag(StrEnum):
     LOSS = "亏损"
     MISSING = "数据缺失"
     TRIMMED = "文本截断"
+    UNTRACEABLE = "不可溯源"  # a figure the model read whose quote is not in the text
 
 
 class Rules(BaseModel):

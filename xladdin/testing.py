@@ -164,12 +164,17 @@ class ScriptedEngine:
 
 
 def screen_answer(reason: str = "业绩稳健", **figures) -> str:
-    """A valid ``ScreenExtraction`` JSON text; figures as ``name=(value, unit)``."""
+    """A valid ``ScreenExtraction`` JSON text; figures as ``name=(value, unit)`` (quoted as
+    written, ``"1505.6亿元"``) or ``name=(value, unit, quote)``."""
     import json
 
     names = ("revenue", "net_profit", "revenue_growth", "net_profit_growth", "gross_margin", "net_margin", "roe", "eps")
     data: dict = {"reason": reason, "contradiction": bool(figures.pop("contradiction", False))}
     for name in names:
         fig = figures.get(name)
-        data[name] = None if fig is None else f"{fig[0]}{fig[1]}"
+        if fig is None:
+            data[name] = None
+        else:
+            value = f"{fig[0]}{fig[1]}"
+            data[name] = {"value": value, "quote": fig[2] if len(fig) > 2 else value}
     return json.dumps(data, ensure_ascii=False)

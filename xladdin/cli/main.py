@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import XladdinError
-from . import cache_cmd, screen_cmd
+from . import cache_cmd, eval_cmd, screen_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     screen_cmd.add_parser(sub)
     cache_cmd.add_parser(sub)
+    eval_cmd.add_parser(sub)
     return parser
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import InputError
 from .base import Provenance, Task
 from .fields import required_text, text_or_none
-from .screen import ALL_UNITS, Figure, convert, split_figure
+from .figures import ALL_UNITS, Figure, convert, split_figure
 
 
 class ExtractInput(BaseModel):

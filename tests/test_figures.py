@@ -1,0 +1,53 @@
+"""Code reading of figures from report text: the explicit patterns, quotes and their checks."""
+
+import pytest
+
+from xladdin.tasks.figures import loss_statement, quote_supports, read_figures
+
+
+@pytest.mark.parametrize(
+    "text, name, value, quote",
+    [
+        ("归属于上市公司股东的净利润-5,657,115.16元", "net_profit", -0.0565711516,
+         "归属于上市公司股东的净利润-5,657,115.16元"),
+        ("营业收入1505.60亿元，同比增长18.04%", "revenue", 1505.6, "营业收入1505.60亿元,同比增长18.04%"),
+        ("营业收入1505.60亿元，同比增长18.04%", "revenue_growth", 18.04, "营业收入1505.60亿元,同比增长18.04%"),
+        ("归母净利润12.5亿元，同比下降3.2%", "net_profit_growth", -3.2, "归母净利润12.5亿元,同比下降3.2%"),
+        ("全年净亏损2.3亿元", "net_profit", -2.3, "净亏损2.3亿元"),
+        ("营业收入１，２３４．５万元", "revenue", 0.12345, "营业收入1,234.5万元"),  # full-width
+        ("营收 55671.14 万元", "revenue", 5.567114, "营收55671.14万元"),  # spaces
+        ("基本每股收益为0.65元", "eps", 0.65, "基本每股收益为0.65元"),
+        ("加权平均净资产收益率34.19%", "roe", 34.19, "加权平均净资产收益率34.19%"),
+        ("毛利率91.96%，销售净利率52.5%", "net_margin", 52.5, "销售净利率52.5%"),
+        ("扣除非经常性损益后的净利润1亿元，净利润2亿元", "net_profit", 2.0, "净利润2亿元"),
+    ],
+)  # fmt: skip
+def test_explicit_statements_are_read_with_their_quote(text, name, value, quote):
+    reading = read_figures(text)[name]
+    assert reading.value == pytest.approx(value) and reading.quote == quote and reading.currency == "CNY"
+
+
+def test_other_currencies_are_recognised_not_converted():
+    (reading,) = read_figures("本期亏损3152.1万港元").values()
+    assert reading.value is None and reading.currency == "HKD" and reading.quote == "亏损3152.1万港元"
+    assert read_figures("营业收入12亿美元")["revenue"].currency == "USD"
+
+
+@pytest.mark.parametrize(
+    "text, loss",
+    [("公司业绩由盈转亏", True), ("全年亏损3152.1万港元", True), ("净利润为负", True), ("用未分配利润弥补亏损", False),
+     ("扭亏为盈，净利润2亿元", False), ("营业收入增长", False)],
+)  # fmt: skip
+def test_a_reported_loss_is_found(text, loss):
+    assert (loss_statement(text) is not None) is loss
+
+
+def test_a_quote_must_be_in_the_text_and_state_the_number():
+    text = "2023年营业收入1505.60亿元，归母净利润 747.34 亿元；亏损子公司3家。"
+    assert quote_supports(text, "营业收入1505.60亿元", 1505.6, "亿元")
+    assert quote_supports(text, "归母净利润747.34亿元", 7.4734e10 * 1e-8, "亿元")  # whitespace aside
+    assert quote_supports(text, "营业收入1505.60亿元", 150560000000 * 1e-8, "亿元")
+    assert not quote_supports(text, "营业收入1505.60亿元", 1500, "亿元")  # the number is not the figure
+    assert not quote_supports(text, "营业收入1600亿元", 1600, "亿元")  # not in the text
+    assert not quote_supports(text, "", 1, "亿元")
+    assert quote_supports("本期亏损3.5亿元", "亏损3.5亿元", -3.5, "亿元")  # 亏损 means negative

@@ -1,0 +1,26 @@
+"""``xladdin eval GOLD -o eval.json``"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import evaluate
+from .common import add_settings_options, settings_from
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="measure reading quality on a gold file (pool columns + gold_* columns)")
+    p.add_argument("gold", help="gold .csv/.xlsx: the pool's columns plus gold_net_profit, gold_revenue, … gold_risk")
+    p.add_argument("-o", "--output", help="JSON report [default: GOLD_eval.json]")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_settings_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    output = args.output or str(Path(args.gold).with_name(Path(args.gold).stem + "_eval.json"))
+    report = evaluate.evaluate(args.gold, settings_from(args), progress=not args.no_progress)
+    print(evaluate.table(report))
+    print(f"→ {evaluate.write(report, output)}")
+    return 1 if report["errors"] else 0

@@ -1,0 +1,128 @@
+"""``xladdin eval GOLD``: how well the screen reads, measured as a product feature.
+
+A gold file is a pool (CSV or XLSX, the same columns ``xladdin screen`` reads) with gold
+columns beside it: ``gold_revenue``, ``gold_net_profit`` (亿元), ``gold_net_profit_growth``,
+``gold_roe`` (%), ``gold_eps`` (元), ``gold_risk`` (高/中/低). Every row is screened through the
+same path as ``xladdin screen`` (cache included); then, per gold column, the share of rows whose
+figure is within tolerance, the evidence rate (figures shown with a verified quote) and the rows
+that missed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .batcher import Batcher
+from .errors import InputError, XladdinError
+from .pool import Pool, read_pool
+from .settings import Settings
+from .tasks.fields import parse_number
+from .tasks.screen import ScreenTask
+
+# gold column → (result attribute, label in the evidence column)
+GOLD_FIGURES = {
+    "gold_revenue": ("revenue", "营收"),
+    "gold_net_profit": ("net_profit", "净利润"),
+    "gold_net_profit_growth": ("net_profit_growth", "净利增长"),
+    "gold_roe": ("roe_text", "ROE"),
+    "gold_eps": ("eps_text", "EPS"),
+}
+RELATIVE_TOLERANCE = 0.01  # a figure within 1% of the gold value (or 0.01 absolute) is right
+
+
+@dataclass
+class FieldScore:
+    rows: int = 0
+    correct: int = 0
+    quoted: int = 0
+    misses: list[dict[str, Any]] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        rate = (lambda n: round(n / self.rows, 3) if self.rows else None)  # noqa: E731
+        return {"rows": self.rows, "correct": self.correct, "accuracy": rate(self.correct),
+                "evidence_rate": rate(self.quoted), "misses": (self.misses or [])[:20]}  # fmt: skip
+
+
+def close_enough(read: float | None, gold: float) -> bool:
+    return read is not None and abs(read - gold) <= max(0.01, RELATIVE_TOLERANCE * abs(gold))
+
+
+def gold_columns(pool: Pool) -> dict[str, int]:
+    cols = {c.strip().lower(): i for i, c in enumerate(pool.columns)}
+    found = {name: cols[name] for name in (*GOLD_FIGURES, "gold_risk") if name in cols}
+    if not found:
+        raise InputError("columns", f"{pool.path.name} has no gold column (expected one of "
+                         f"{', '.join((*GOLD_FIGURES, 'gold_risk'))})")  # fmt: skip
+    return found
+
+
+def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True,
+             batcher: Batcher | None = None) -> dict[str, Any]:  # fmt: skip
+    pool = read_pool(gold_path)
+    gold = gold_columns(pool)
+    own = batcher is None
+    batcher = batcher or Batcher.from_settings(settings)
+    task = ScreenTask(max_text_chars=settings.max_text_chars)
+    try:
+        batcher.start()
+        from tqdm import tqdm
+
+        with tqdm(total=len(pool.rows), unit="row", desc="eval", disable=not progress) as bar:
+            results = batcher.map(task, pool.records(), lambda *_: bar.update(1))
+        model, engine = batcher.engine.model_id, batcher.engine.describe()
+    finally:
+        if own:
+            batcher.close()
+    scores = {name: FieldScore(misses=[]) for name in gold}
+    errors = []
+    for i, (raw, res) in enumerate(zip(pool.rows, results, strict=True)):
+        code = raw[pool.mapping["code"]] if pool.mapping["code"] < len(raw) else None
+        if isinstance(res, XladdinError):
+            errors.append({"row": i + 2, "code": code, "error": str(res)})
+            continue
+        for name, idx in gold.items():
+            given = raw[idx] if idx < len(raw) else None
+            if name == "gold_risk":
+                if given in (None, ""):
+                    continue
+                s = scores[name]
+                s.rows += 1
+                if res.risk_level.value == str(given).strip():
+                    s.correct += 1
+                else:
+                    s.misses.append({"row": i + 2, "code": code, "gold": given, "read": res.risk_level.value})
+                continue
+            value = parse_number(given, name)
+            if value is None:
+                continue
+            attr, label = GOLD_FIGURES[name]
+            read = getattr(res, attr)
+            s = scores[name]
+            s.rows += 1
+            s.quoted += f"{label}「" in res.evidence
+            if close_enough(read, value):
+                s.correct += 1
+            else:
+                s.misses.append({"row": i + 2, "code": code, "gold": value, "read": read, "notes": res.notes[:200]})
+    return {"gold": str(gold_path), "rows": len(pool.rows), "errors": len(errors), "error_rows": errors[:20],
+            "model": model, "engine": engine, "task_version": task.version,
+            "fields": {name: s.as_dict() for name, s in scores.items()}}  # fmt: skip
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [f"{report['rows']} rows, {report['errors']} errors — {report['model']}",
+             f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9}"]  # fmt: skip
+    for name, f in report["fields"].items():
+        acc = "" if f["accuracy"] is None else f"{f['accuracy']:.1%}"
+        ev = "" if f["evidence_rate"] is None or name == "gold_risk" else f"{f['evidence_rate']:.1%}"
+        lines.append(f"{name:<24} {f['rows']:>5} {acc:>9} {ev:>9}")
+    return "\n".join(lines)
+
+
+def write(report: dict[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    return path

@@ -1,0 +1,86 @@
+"""Code checks every figure before it is shown or used.
+
+1. What code reads itself (``figures.read_figures``) comes first, with its quote.
+2. A figure the model read counts only when its quote is in the text and states that number;
+   otherwise it is flagged 不可溯源, shown as blank, and kept out of every cross-check.
+3. Code and model disagreeing on a figure, figures that contradict one another (growth vs the
+   current and prior profit, net margin vs profit ÷ revenue) → 数据存疑 with the numbers.
+4. A text that reports a loss sets 亏损, whatever the model said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..rules import Flag, relative_gap
+from .figures import FIGURES, convert, loss_statement, quote_supports, read_figures, split_figure
+
+GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply
+MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue
+
+
+@dataclass
+class Audit:
+    values: dict[str, float | None] = field(default_factory=dict)  # FIGURES name → verified value
+    quotes: dict[str, str] = field(default_factory=dict)
+    flags: set[Flag] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    def doubt(self, note: str) -> None:
+        self.flags.add(Flag.DOUBTFUL)
+        self.notes.append(note)
+
+    def evidence(self) -> str:
+        return "; ".join(f"{FIGURES[n][0]}「{q}」" for n, q in self.quotes.items())
+
+
+def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance: float,
+                  net_profit_prev: float | None = None) -> Audit:  # fmt: skip
+    """Verified figures of ``text``: ``model`` maps a FIGURES name to the model's (``number+unit``,
+    quote) or ``None``; ``net_profit_prev`` (亿元, a given field) lets growth be checked."""
+    a = Audit()
+    code = read_figures(text)
+    for name, (label, unit) in FIGURES.items():
+        read = model.get(name)
+        model_value = None
+        if read is not None:
+            number, written = split_figure(read[0])
+            model_value = convert(number, written, unit, digits=6)
+            if model_value is None or not quote_supports(text, read[1], model_value, unit):
+                a.flags.add(Flag.UNTRACEABLE)
+                a.notes.append(f"{label}: 模型读数{read[0]}在原文中找不到出处「{read[1][:20]}」")
+                model_value = None
+        found = code.get(name)
+        if found is not None and found.value is None:
+            a.notes.append(f"{label}: 以{found.currency}计, 未换算为人民币「{found.quote}」")
+            a.values[name] = None
+            continue
+        if found is not None:
+            a.values[name], a.quotes[name] = found.value, found.quote
+            if model_value is not None and relative_gap(model_value, found.value) > tolerance:
+                a.doubt(f"{label}: 模型{model_value:g} vs 原文{found.value:g}")
+        elif model_value is not None and read is not None:
+            a.values[name], a.quotes[name] = model_value, read[1]
+        else:
+            a.values[name] = None
+    loss = loss_statement(text)
+    profit = a.values.get("net_profit")
+    if loss or (profit is not None and profit < 0):
+        a.flags.add(Flag.LOSS)
+        a.notes.append(f"文本报告亏损「{loss or a.quotes['net_profit']}」")
+    _consistency(a, net_profit_prev)
+    return a
+
+
+def _consistency(a: Audit, net_profit_prev: float | None) -> None:
+    v = a.values
+    profit, growth = v.get("net_profit"), v.get("net_profit_growth")
+    if profit is not None and growth is not None and net_profit_prev:
+        implied = (profit - net_profit_prev) / abs(net_profit_prev) * 100
+        if abs(implied - growth) > GROWTH_TOLERANCE_PP:
+            a.doubt(f"净利增长: 文本{growth:g}% vs 按净利润{profit:g}/上年{net_profit_prev:g}算得{implied:.1f}%")
+    revenue, margin = v.get("revenue"), v.get("net_margin")
+    if profit is not None and revenue and margin is not None:
+        implied = profit / revenue * 100
+        if relative_gap(implied, margin) > MARGIN_TOLERANCE and abs(implied - margin) > 1.0:
+            a.doubt(f"净利率: 文本{margin:g}% vs 净利润÷营收{implied:.1f}%")
