@@ -57,20 +57,24 @@ def tiny_engine(tiny_model, tmp_path_factory):
 
 
 class Server:
-    """A real HTTP server on 127.0.0.1; ``routes`` maps a path to (status, content type, body)."""
+    """A real HTTP server on 127.0.0.1; ``routes`` maps a path to (status, content type, body), or to a
+    function of the request's JSON body returning them. ``bodies`` records what was posted."""
 
     def __init__(self, routes):
         outer = self
         self.routes = routes
         self.hits: list[str] = []
+        self.bodies: list[dict] = []
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
                 outer.hits.append(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                status, ctype, body = outer.routes.get(self.path, (404, "text/plain", b"not found"))
+                posted = json.loads(self.rfile.read(length)) if length else None
+                if posted is not None:
+                    outer.bodies.append(posted)
+                route = outer.routes.get(self.path, (404, "text/plain", b"not found"))
+                status, ctype, body = route(posted) if callable(route) else route
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))

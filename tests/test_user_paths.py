@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -469,3 +470,109 @@ def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp
     assert report["fields"]["gold_risk"] == {"rows": 3, "correct": 3, "accuracy": 1.0, "evidence_rate": 0.0,
                                              "misses": []}  # fmt: skip
     assert "gold_net_profit" in r.stdout and "75.0%" in r.stdout
+
+
+# ------------------------------------------------------------------ no cell waits for a hung or down server
+class Caller:
+    """What xlwings passes as ``caller``: only its identity matters to the runtime."""
+
+    def __init__(self, address):
+        self.address = address
+        self.sheet = type("S", (), {"name": "Pool", "book": type("B", (), {"name": "t.xlsx"})()})()
+
+
+class HungServer:
+    """A real socket on 127.0.0.1 that accepts connections and never answers; counts them."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.accepted = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                self.accepted.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self):
+        self.sock.close()
+        for c in self.accepted:
+            c.close()
+
+
+@pytest.mark.parametrize("kind", ["hung", "down"])
+def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
+    from xladdin.excel import cells, udfs
+    from xladdin.excel.pending import CellRuntime
+
+    server = HungServer() if kind == "hung" else None
+    url = server.url if server else "http://127.0.0.1:9/v1"
+    recalculated = []
+    rt = CellRuntime(tiny_settings(tmp_path, engine_url=url, timeout=2, retries=0), rewrite=recalculated.append)
+    udfs.set_runtime(rt)
+    rows = [[600000.0 + i, f"公司{i}", "行业", 20.0, 15.0, 1.0, "营收100亿元"] for i in range(500)]
+    try:
+        t0 = time.monotonic()
+        first = [udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i + 2}")) for i, r in enumerate(rows)]
+        status = dict(udfs.QWEN_STATUS())
+        took = time.monotonic() - t0
+        expected = f"#QWEN! engine timeout after 2s ({url})" if server else f"#QWEN! engine offline ({url})"
+        shown = [o[0][0] for o in first]
+        pending = shown.count(cells.PENDING)
+        # a placeholder at once (the engine starts off Excel's threads), or, once the start has
+        # failed (a refused connection fails at once), the error itself
+        assert set(shown) <= {cells.PENDING, expected} and status["pending cells"] <= pending, set(shown)
+        assert pending == 500 if server else pending >= 1
+        assert took < 5, took
+        deadline = time.monotonic() + 30
+        while len(recalculated) < pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(recalculated) == pending  # every pending cell is recalculated when its request fails
+        t0 = time.monotonic()
+        again = [udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i + 2}")) for i, r in enumerate(rows)]
+        assert time.monotonic() - t0 < 5
+        assert {o[0][0] for o in again} == {expected}
+        assert len(recalculated) == pending  # showing the error asks nothing again: no loop
+        if server:
+            assert len(server.accepted) == 1  # one start for 500 cells, not one per cell
+    finally:
+        udfs.set_runtime(None)
+        if server:
+            server.close()
+
+
+def chat_reply(content: str) -> tuple[int, str, bytes]:
+    """A chat completion as vLLM returns it, with ``content`` as the answer."""
+    data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}  # fmt: skip
+    return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+
+def test_an_off_schema_answer_is_asked_again_with_the_validation_error(tmp_path):
+    answers = iter(['{"revenue": "lots", "reason": "好"}', screen_answer("营收稳健")])
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"),
+                     "/v1/chat/completions": lambda body: chat_reply(next(answers))})
+    try:
+        with Batcher.from_settings(tiny_settings(tmp_path, engine_url=server.url, retries=0)) as b:
+            (res,) = b.map(ScreenTask(), [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25}])
+    finally:
+        server.close()
+    assert res.reason == "营收稳健" and res.risk_level.value == "低"
+    first, second = server.bodies
+    assert len(second["messages"]) == len(first["messages"]) + 2
+    assert second["messages"][-2] == {"role": "assistant", "content": '{"revenue": "lots", "reason": "好"}'}
+    fix = second["messages"][-1]["content"]
+    assert second["messages"][-1]["role"] == "user" and "does not match the schema" in fix and "revenue" in fix
+
+
+def test_an_over_long_reason_is_cut_in_code_not_asked_again():
+    long = json.loads(screen_answer())
+    long["reason"] = "这是一条远远超过三十个字的理由，" * 4
+    out = ScreenTask().validate_output(json.dumps(long, ensure_ascii=False))
+    assert out.reason == long["reason"][:30]

@@ -14,6 +14,7 @@ from .errors import (  # noqa: E402
     OutputError,
     XladdinError,
 )
+from .frame import screen  # noqa: E402
 from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .tasks import ScreenResult, ScreenTask, StockSample  # noqa: E402
@@ -40,4 +41,5 @@ __all__ = [
     "__version__",
     "assess",
     "cache_key",
+    "screen",
 ]

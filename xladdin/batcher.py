@@ -108,6 +108,7 @@ class Batcher:
         self.peak_in_engine = 0
         self.start_retry_s = START_RETRY_S
         self._start_failed: tuple[float, EngineError] | None = None
+        self._starting: asyncio.Future | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
@@ -120,32 +121,54 @@ class Batcher:
                    max_parallel=settings.max_parallel, request_timeout=timeout, own_engine=own)  # fmt: skip
 
     # ---------------------------------------------------------------- lifecycle
+    @property
+    def ready(self) -> bool:
+        """The engine has started and named its model: requests can be keyed and answered."""
+        return bool(self.engine.model_id and self._workers)
+
     def start(self) -> None:
-        """Start the loop thread and the engine (names its model; idempotent, thread-safe).
+        """Start the loop thread and the engine, and wait for it (idempotent, thread-safe).
 
         An engine that cannot start (offline, timing out) raises its ``EngineError``; the failure
         is remembered for ``START_RETRY_S`` seconds, so a sheet of cells asking meanwhile gets
         the error at once instead of each waiting for the engine again."""
-        if self._started and self.engine.model_id:
+        if self.ready:
             return
+        loop = self._running_loop()
+        self._raise_recent_failure()
+        asyncio.run_coroutine_threadsafe(self._shared_start(), loop).result()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._life:
             if not self._started:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="xladdin-batcher", daemon=True)
                 thread.start()
                 self._loop, self._thread, self._started = loop, thread, True
-            if self.engine.model_id and self._workers:
-                return
-            failed = self._start_failed
-            if failed is not None and time.monotonic() - failed[0] < self.start_retry_s:
-                raise failed[1]
             assert self._loop is not None
-            try:
-                asyncio.run_coroutine_threadsafe(self._astart(), self._loop).result()
-            except EngineError as e:
-                self._start_failed = (time.monotonic(), e)
-                raise
-            self._start_failed = None
+            return self._loop
+
+    def _raise_recent_failure(self) -> None:
+        failed = self._start_failed
+        if failed is not None and time.monotonic() - failed[0] < self.start_retry_s:
+            raise failed[1]
+
+    async def _shared_start(self) -> None:
+        """One start at a time on the loop; everyone asking meanwhile awaits the same one."""
+        if self.ready:
+            return
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._astart())
+        starting = self._starting
+        try:
+            await asyncio.shield(starting)
+        except EngineError as e:
+            self._start_failed = (time.monotonic(), e)
+            raise
+        finally:
+            if starting.done() and self._starting is starting:
+                self._starting = None
+        self._start_failed = None
 
     async def _astart(self) -> None:
         url = getattr(self.engine, "base_url", None)
@@ -233,8 +256,14 @@ class Batcher:
         return self._from_cache(task, inp, self.key(task, inp))
 
     def resolve(self, task: Task, inp: BaseModel) -> Any:
-        """The result itself when cached (the fast path of a recalculating sheet), else a future of it."""
-        self.start()
+        """The result itself when cached (the fast path of a recalculating sheet), else a future of it.
+
+        Never waits for the engine: before it has started (loading a model, reaching a server
+        that may hang) the future covers the start too, and a recent failure to start is raised."""
+        if not self.ready:
+            loop = self._running_loop()
+            self._raise_recent_failure()
+            return asyncio.run_coroutine_threadsafe(self._start_then_ask(task, inp), loop)
         key = self.key(task, inp)
         hit = self._from_cache(task, inp, key)
         if hit is not None:
@@ -307,6 +336,11 @@ class Batcher:
         return data
 
     # ---------------------------------------------------------------- async core
+    async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
+        await self._shared_start()
+        key = self.key(task, inp)
+        return await self._ask(task, inp, key)  # it looks in the cache first
+
     async def _ask(self, task: Task, inp: BaseModel, key: str) -> Any:
         fut = self._inflight.get(key)
         if fut is None:
@@ -404,17 +438,31 @@ class Batcher:
                 self._inflight.pop(job.key, None)
 
     async def _call_engine(self, job: _Job) -> BaseModel:
+        """Ask, validate; an invalid answer is asked once more *with the validation error* in the
+        messages (the same request at temperature 0 could only get the same answer)."""
+        messages = job.messages
         last: OutputError | None = None
         for _ in range(1 + self.output_retries):
             with self._lock:
                 self.stats.engine_requests += 1
+            text = ""
             try:
-                text = await self.engine.complete(job.messages, job.task.schema_for(job.inp), self.params)
+                text = await self.engine.complete(messages, job.task.schema_for(job.inp), self.params)
                 return job.task.validate_output(text, job.inp)
             except OutputError as e:  # e.g. cut at max_tokens
                 last = e
             except (ValidationError, ValueError) as e:
-                detail = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
+                detail = _first_error(e)
                 last = OutputError(f"model answer does not match the schema: {detail}")
+            fix = f"这个回答不符合要求（{last}）。请改正，只输出符合 JSON Schema 的 JSON。"
+            messages = [*job.messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
         assert last is not None
         raise last
+
+
+def _first_error(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}" if where else err["msg"]
+    return str(e)

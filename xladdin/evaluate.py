@@ -18,6 +18,7 @@ from typing import Any
 from .batcher import Batcher
 from .errors import InputError, XladdinError
 from .pool import Pool, read_pool
+from .run import screen_records
 from .settings import Settings
 from .tasks.fields import parse_number
 from .tasks.screen import ScreenTask
@@ -68,10 +69,7 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
     task = ScreenTask(max_text_chars=settings.max_text_chars)
     try:
         batcher.start()
-        from tqdm import tqdm
-
-        with tqdm(total=len(pool.rows), unit="row", desc="eval", disable=not progress) as bar:
-            results = batcher.map(task, pool.records(), lambda *_: bar.update(1))
+        results, _, _ = screen_records(batcher, task, pool.records(), progress)
         model, engine = batcher.engine.model_id, batcher.engine.describe()
     finally:
         if own:

@@ -57,16 +57,17 @@ def error_text(err: BaseException) -> str:
 
 def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:
     """Header and rows of the report: input columns, result columns, error column."""
+    heads, verdicts = verdict_table(results, result_model)
+    rows = [row + verdict for row, verdict in zip(pool.typed_rows(), verdicts, strict=True)]
+    return list(pool.columns) + heads, rows
+
+
+def verdict_table(results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:
+    """The verdict columns (the result model's headers, then the error column) and their rows."""
     heads = result_model.headers()  # type: ignore[attr-defined]
-    header = list(pool.columns) + heads + [ERROR_HEADER]
-    rows = []
-    for row, res in zip(pool.typed_rows(), results, strict=True):
-        if isinstance(res, XladdinError):
-            row += [None] * len(heads) + [error_text(res)]
-        else:
-            row += res.cells() + [None]
-        rows.append(row)
-    return header, rows
+    rows = [[None] * len(heads) + [error_text(res)] if isinstance(res, XladdinError) else res.cells() + [None]
+            for res in results]  # fmt: skip
+    return heads + [ERROR_HEADER], rows
 
 
 REPORT_SUFFIXES = (".xlsx", ".csv", ".json")

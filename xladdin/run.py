@@ -34,6 +34,29 @@ class RunSummary:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
 
 
+def screen_records(batcher: Batcher, task: ScreenTask, records: list[Any], progress: bool,
+                   bar_class: Any = None) -> tuple[list[Any], int, int]:  # fmt: skip
+    """Results in input order, with a progress bar (rows, cache hits, errors, rows/s, ETA);
+    returns (results, cache hits, errors)."""
+    from tqdm import tqdm
+
+    hits = errors = 0
+    with (bar_class or tqdm)(total=len(records), unit="row", desc=task.name, disable=not progress,
+                             dynamic_ncols=True) as bar:  # fmt: skip
+
+        def on_result(_: int, res: Any) -> None:
+            nonlocal hits, errors
+            if isinstance(res, XladdinError):
+                errors += 1
+            elif res.provenance.cached:
+                hits += 1
+            bar.update(1)
+            bar.set_postfix(cached=hits, errors=errors, refresh=False)
+
+        results = batcher.map(task, records, on_result)
+    return results, hits, errors
+
+
 def screen_file(
     input_path: str | Path,
     output_path: str | Path,
@@ -54,21 +77,7 @@ def screen_file(
     interrupted = False
     try:
         batcher.start()  # an engine that cannot start at all is one error line, not a report of errors
-        hits = errors = 0
-        from tqdm import tqdm
-
-        with tqdm(total=len(records), unit="row", desc="screen", disable=not progress, dynamic_ncols=True) as bar:
-
-            def on_result(_: int, res: Any) -> None:
-                nonlocal hits, errors
-                if isinstance(res, XladdinError):
-                    errors += 1
-                elif res.provenance.cached:
-                    hits += 1
-                bar.update(1)
-                bar.set_postfix(cached=hits, errors=errors, refresh=False)
-
-            results = batcher.map(task, records, on_result)
+        results, hits, errors = screen_records(batcher, task, records, progress)
         seconds = time.perf_counter() - t0
         engine = batcher.engine
         note = STARTER_NOTE if engine.starter else None

@@ -83,10 +83,20 @@ class Task(ABC, Generic[In, Out, Res]):
         return self.schema
 
     def validate_output(self, data: str | dict[str, Any], inp: In | None = None) -> Out:
-        """The model's answer (JSON text, or a cached dict) as the output model; raises ValueError."""
+        """The model's answer (JSON text, or a cached dict) as the output model, after ``repair``;
+        raises ValueError."""
         if isinstance(data, str):
-            return self.output_model.model_validate_json(data)  # type: ignore[return-value]
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"not JSON: {e}") from None
+        if isinstance(data, dict):
+            data = self.repair(data)
         return self.output_model.model_validate(data)  # type: ignore[return-value]
+
+    def repair(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Mend in code what code can mend in a model's answer (never asked again for it)."""
+        return data
 
     @staticmethod
     def row_json(inp: BaseModel, exclude: set[str] | None = None) -> str:

@@ -198,6 +198,12 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     def identity(self) -> Hashable:
         return (*super().identity(), self.rules)  # rules are applied after the cache
 
+    def repair(self, data: dict[str, Any]) -> dict[str, Any]:
+        reason = data.get("reason")
+        if isinstance(reason, str) and len(reason) > MAX_REASON:  # an over-long reason is cut, not re-asked
+            data = {**data, "reason": reason[:MAX_REASON]}
+        return data
+
     def user_text(self, inp: StockSample) -> str:
         text, _ = trim_text(inp.report_text, self.max_text_chars)
         return self.row_json(inp.model_copy(update={"report_text": text}))

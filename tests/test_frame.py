@@ -1,0 +1,53 @@
+"""The pandas front door, ``xladdin.screen(df)``."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import TINY_MAX_TOKENS
+
+import xladdin
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.testing import ScriptedEngine, screen_answer
+
+
+def test_screen_adds_verdict_columns_and_keeps_the_frame(tmp_path):
+    df = pd.DataFrame(
+        {"代码": ["600519", "000001", "600036"], "名称": ["贵州茅台", "平安银行", "招商银行"],
+         "ROE(%)": [34.19, 11.38, "N/A x"], "市盈率TTM": [25.6, 4.1, 6.0],
+         "净利润(万元)": [7473400, 4645500, None],
+         "财报摘要": ["归母净利润747.34亿元。", "归母净利润464.55亿元。", None]},
+        index=["a", "b", "c"],
+    )  # fmt: skip
+    engine = ScriptedEngine(lambda _: screen_answer("稳健"))
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        out = xladdin.screen(df, batcher=b, progress=False)
+    assert list(out.index) == ["a", "b", "c"] and list(out.columns[:6]) == list(df.columns)
+    assert list(out["风险等级 risk"][:2]) == ["低", "中"] and out.loc["a", "评分 score"] == 100
+    assert out.loc["a", "净利润(亿元) net profit"] == pytest.approx(747.34)
+    assert "数据存疑" not in out.loc["a", "标记 flags"]  # 7,473,400 万元 = 747.34 亿元, as the text says
+    assert out.loc["a", "出处 evidence"] == "净利润「归母净利润747.34亿元」"
+    assert out.loc["c", "错误 error"] == "#QWEN! roe is not a number: 'N/A x'"
+    assert pd.isna(out.loc["a", "错误 error"]) and df.shape == (3, 6)  # the input frame is untouched
+    again = xladdin.screen(out.iloc[:, :6], batcher=Batcher(engine, Cache(tmp_path / "c")), progress=False)
+    assert list(again["缓存命中 cached"][:2]) == [True, True] and len(engine.calls) == 2
+
+
+@pytest.mark.slow
+def test_screen_in_a_plain_python_session(tiny_model_path, tmp_path):
+    code = (
+        "import pandas as pd, xladdin\n"
+        "df = pd.DataFrame({'代码': ['600519'], '名称': ['贵州茅台'], 'ROE': [34.19], '市盈率TTM': [25.6],\n"
+        "                   '财报摘要': ['2023年营业收入1505.60亿元，归母净利润747.34亿元。']})\n"
+        "out = xladdin.screen(df)\n"
+        "print(out.iloc[0][['风险等级 risk', '营收(亿元) revenue']].to_json(force_ascii=False))\n"
+    )
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"风险等级 risk": "低", "营收(亿元) revenue": 1505.6}
+    assert "1/1" in r.stderr  # the progress bar
