@@ -40,6 +40,16 @@ def tiny_model(tiny_model_path) -> ModelFile:
     return resolve_model(str(tiny_model_path), tiny_model_path.parent)
 
 
+def run_python(code: str, model_path, timeout: float = 120):
+    """``python -c code`` in a fresh process on the tiny model (a plain Python session, as a user's)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLADDIN_MODEL=str(model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def tiny_settings(tmp_path, **overrides) -> Settings:
     values = {"cache_dir": tmp_path / "cache", "max_tokens": TINY_MAX_TOKENS, "n_ctx": 4096, "timeout": 60}
     values.update(overrides)

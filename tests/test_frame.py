@@ -1,13 +1,10 @@
 """The pandas front door, ``xladdin.screen(df)``."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
-from conftest import TINY_MAX_TOKENS
+from conftest import run_python
 
 import xladdin
 from xladdin.batcher import Batcher
@@ -46,8 +43,7 @@ def test_screen_in_a_plain_python_session(tiny_model_path, tmp_path):
         "out = xladdin.screen(df)\n"
         "print(out.iloc[0][['风险等级 risk', '营收(亿元) revenue']].to_json(force_ascii=False))\n"
     )
-    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    r = run_python(code, tiny_model_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"风险等级 risk": "低", "营收(亿元) revenue": 1505.6}
     assert "1/1" in r.stderr  # the progress bar

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from conftest import TINY_MAX_TOKENS, Server, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, Server, run_python, tiny_settings, vllm_models
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
@@ -408,8 +408,7 @@ def test_a_process_that_used_a_udf_exits_cleanly(tiny_model_path, tmp_path):
         "assert out[0][0] == '600519.SH', out\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    r = run_python(code, tiny_model_path)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     assert "Task was destroyed" not in r.stderr and "Traceback" not in r.stderr, r.stderr
 
