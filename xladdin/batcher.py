@@ -24,6 +24,7 @@ import concurrent.futures
 import functools
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +40,7 @@ from .inflight import CONTROL_INTERVAL_S, Window
 from .settings import Settings
 from .tasks.base import Provenance, Task
 
+log = logging.getLogger(__name__)
 START_RETRY_S = 30.0  # an engine that failed to start is not asked again for this long
 
 
@@ -212,7 +214,10 @@ class Batcher:
                     await self.engine.aclose()
 
             # no lock held here: the loop thread may still be finishing requests that count stats
-            asyncio.run_coroutine_threadsafe(_stop(), loop).result(30)
+            try:
+                asyncio.run_coroutine_threadsafe(_stop(), loop).result(30)
+            except concurrent.futures.TimeoutError:
+                log.warning("the engine did not stop within 30 s; closing anyway")
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
         self.cache.close()

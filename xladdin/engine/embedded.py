@@ -98,7 +98,8 @@ class EmbeddedEngine(Engine):
             async with asyncio.timeout(self.settings.timeout):
                 result = await loop.run_in_executor(self._pool, self.chat, body)
         except TimeoutError:
-            raise EngineTimeout(f"embedded engine: no answer after {self.settings.timeout:g}s") from None
+            raise EngineTimeout(f"embedded engine: no answer after {self.settings.timeout:g}s (a slow CPU: raise "
+                                "XLADDIN_TIMEOUT or lower XLADDIN_MAX_PARALLEL)") from None  # fmt: skip
         choice = result["choices"][0]
         if choice.get("finish_reason") == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
@@ -113,10 +114,10 @@ class EmbeddedEngine(Engine):
             self._pool = None
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        self._server = None  # the server stops when the object is freed
+        """Release the engine. Requests still computing (abandoned after a timeout) are not waited
+        for here: each holds the server until its answer is done, then it is freed."""
+        self.abort()
+        self._server = None  # the server stops when the last reference goes
 
     def describe(self) -> str:
         where = f" at {self._model.path}" if self._model else ""
