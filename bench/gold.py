@@ -53,8 +53,11 @@ def _tushare_rows(limit: int) -> list[list[object]]:
             text = (f"{name}年报显示，报告期内营业收入{rev * 1e8:,.2f}元，净利润{np_ * 1e8:,.2f}元，"
                     f"净资产收益率{roe}%。")  # fmt: skip
         b = basics.get(code, {})
+        # gold only for what the text states: a figure it does not give cannot be read
+        gold_roe = roe if "收益率" in text else ""
+        gold_eps = eps if "每股收益" in text else ""
         out.append([code, name, b.get("industry", ""), b.get("pe", ""), roe, eps, text,
-                    round(rev, 6), round(np_, 6), roe, eps])  # fmt: skip
+                    round(rev, 6), round(np_, 6), gold_roe, gold_eps])  # fmt: skip
     return out
 
 

@@ -143,7 +143,8 @@ def loss_statement(text: str) -> str | None:
     m = _LOSS.search(t) or _LOSS_WORDS.search(t)
     if m is None:
         return None
-    start = max(0, m.start() - 8)
+    clause = max(t.rfind(p, 0, m.start()) for p in "，。；,;：:")  # from the start of its clause
+    start = max(clause + 1, m.start() - 12)
     return t[start : m.end()]
 
 
