@@ -110,7 +110,9 @@ class CellRuntime:
         """One row of cell values per record (``None`` → a blank row)."""
         batcher = self.batcher
         out: list[list[Any] | None] = [None] * len(records)
-        waiting: dict[int, tuple[str, concurrent.futures.Future]] = {}
+        # the key of a failed request is taken when it fails: before the engine has started (and
+        # named its model) no key can be final
+        waiting: dict[int, tuple[Callable[[], str], concurrent.futures.Future]] = {}
         identity = task.identity()
         for i, rec in enumerate(records):
             if rec is None:
@@ -134,7 +136,7 @@ class CellRuntime:
                 out[i] = error_row(e, width)
                 continue
             if isinstance(res, concurrent.futures.Future):
-                waiting[i] = (batcher.key(task, inp), res)
+                waiting[i] = (functools.partial(batcher.key, task, inp), res)
             else:
                 out[i] = self._convert(lambda r=res: r, to_row, width, memo_key)
         if waiting and caller is not None and self.rewrite is not None:
@@ -169,20 +171,20 @@ class CellRuntime:
             self.last_error = f"internal error: {e}"
             return error_row(e, width)
 
-    def _watch(self, caller: Any, requests: list[tuple[str, concurrent.futures.Future]]) -> None:
+    def _watch(self, caller: Any, requests: list[tuple[Callable[[], str], concurrent.futures.Future]]) -> None:
         key = caller_key(caller)
         with self._lock:
             if key in self._pending:  # an earlier call of this cell will recalculate it
                 return
             self._pending[key] = len(requests)
 
-        def one_done(request_key: str, fut: concurrent.futures.Future) -> None:
+        def one_done(request_key: Callable[[], str], fut: concurrent.futures.Future) -> None:
             error = None if fut.cancelled() else fut.exception()
             with self._lock:
                 if error is not None:
                     now = time.monotonic()
                     self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
-                    self._failed[request_key] = (now, error)
+                    self._failed[request_key()] = (now, error)
                 self._pending[key] -= 1
                 if self._pending[key]:
                     return
