@@ -51,3 +51,10 @@ def test_a_quote_must_be_in_the_text_and_state_the_number():
     assert not quote_supports(text, "营业收入1600亿元", 1600, "亿元")  # not in the text
     assert not quote_supports(text, "", 1, "亿元")
     assert quote_supports("本期亏损3.5亿元", "亏损3.5亿元", -3.5, "亿元")  # 亏损 means negative
+
+
+def test_the_share_count_is_read_in_hundred_millions():
+    from xladdin.tasks.figures import read_shares
+
+    assert read_shares("公司总股本为125,619.78万股").value == pytest.approx(12.5619780)
+    assert read_shares("总股本12.56亿股").quote == "总股本12.56亿股" and read_shares("无股本信息") is None

@@ -174,3 +174,11 @@ def test_figures_that_contradict_one_another_are_doubtful():
     fine = "营业收入100亿元；归母净利润10亿元，同比增长25%；销售净利率10.2%。"
     res = finish(dict(ROW, report_text=fine, revenue=100, net_profit=10, net_profit_prev=8), answer=screen_answer())
     assert Flag.DOUBTFUL not in res.flags, res.notes
+
+
+def test_eps_is_checked_against_profit_over_the_stated_share_count():
+    text = "归母净利润747.34亿元；总股本12.56亿股；基本每股收益59.49元。"  # 747.34 / 12.56 = 59.50
+    assert Flag.DOUBTFUL not in finish(dict(ROW, report_text=text), answer=screen_answer()).flags
+    wrong = text.replace("59.49元", "5.95元")
+    res = finish(dict(ROW, report_text=wrong, eps=5.95), answer=screen_answer())
+    assert Flag.DOUBTFUL in res.flags and "EPS: 文本5.95元 vs 净利润÷总股本59.50元「总股本12.56亿股」" in res.notes

@@ -4,7 +4,8 @@
 2. A figure the model read counts only when its quote is in the text and states that number;
    otherwise it is flagged 不可溯源, shown as blank, and kept out of every cross-check.
 3. Code and model disagreeing on a figure, figures that contradict one another (growth vs the
-   current and prior profit, net margin vs profit ÷ revenue) → 数据存疑 with the numbers.
+   current and prior profit, net margin vs profit ÷ revenue, EPS vs profit ÷ the share count the
+   text states) → 数据存疑 with the numbers.
 4. A text that reports a loss sets 亏损, whatever the model said.
 """
 
@@ -13,10 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..rules import Flag, relative_gap
-from .figures import FIGURES, convert, loss_statement, quote_supports, read_figures, split_figure
+from .figures import (
+    FIGURES,
+    Reading,
+    convert,
+    loss_statement,
+    quote_supports,
+    read_figures,
+    read_shares,
+    split_figure,
+)
 
 GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply
-MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue
+MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue (or EPS and profit ÷ shares)
 
 
 @dataclass
@@ -68,11 +78,11 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     if loss or (profit is not None and profit < 0):
         a.flags.add(Flag.LOSS)
         a.notes.append(f"文本报告亏损「{loss or a.quotes['net_profit']}」")
-    _consistency(a, net_profit_prev)
+    _consistency(a, net_profit_prev, read_shares(text))
     return a
 
 
-def _consistency(a: Audit, net_profit_prev: float | None) -> None:
+def _consistency(a: Audit, net_profit_prev: float | None, shares: Reading | None) -> None:
     v = a.values
     profit, growth = v.get("net_profit"), v.get("net_profit_growth")
     if profit is not None and growth is not None and net_profit_prev:
@@ -84,3 +94,8 @@ def _consistency(a: Audit, net_profit_prev: float | None) -> None:
         implied = profit / revenue * 100
         if relative_gap(implied, margin) > MARGIN_TOLERANCE and abs(implied - margin) > 1.0:
             a.doubt(f"净利率: 文本{margin:g}% vs 净利润÷营收{implied:.1f}%")
+    eps = v.get("eps")
+    if profit is not None and eps is not None and shares is not None and shares.value:
+        implied = profit / shares.value  # 亿元 ÷ 亿股 = 元/股
+        if relative_gap(implied, eps) > MARGIN_TOLERANCE and abs(implied - eps) > 0.01:
+            a.doubt(f"EPS: 文本{eps:g}元 vs 净利润÷总股本{implied:.2f}元「{shares.quote}」")

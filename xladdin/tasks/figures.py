@@ -137,6 +137,18 @@ def read_figures(text: str) -> dict[str, Reading]:
     return out
 
 
+_SHARES = re.compile(r"(?:总股本|股本总数|总股数)" + _GAP + r"(?P<n>" + _NUM + r")(?P<scale>亿|万)?股")
+
+
+def read_shares(text: str) -> Reading | None:
+    """The share count a text states (``总股本12.56亿股``), in 亿股, with its quote."""
+    m = _SHARES.search(normalize(text))
+    if m is None:
+        return None
+    scale = {"亿": 1.0, "万": 1e-4, None: 1e-8}[m.group("scale")]
+    return Reading("shares", round(_number(m.group("n")) * scale, 10), m.group(0))
+
+
 def loss_statement(text: str) -> str | None:
     """The words by which ``text`` reports a loss (``由盈转亏``, ``亏损3152.1万港元``), if it does."""
     t = normalize(text)
