@@ -144,7 +144,8 @@ def test_long_text_is_trimmed_keeping_head_and_figures():
 def test_a_figure_without_its_quote_in_the_text_is_not_shown_or_used():
     # the model "reads" 800 亿元 with a quote that is not in the text: blank, flagged, never cross-checked
     res = finish(answer=screen_answer(net_profit=("800", "亿元", "净利润800亿元"), revenue=("9999", "亿元")))
-    assert Flag.UNTRACEABLE in res.flags and "找不到出处" in res.notes
+    assert Flag.UNTRACEABLE in res.flags
+    assert "模型读数在原文中找不到出处, 未采用: 营收9999亿元「9999亿元」, 净利润800亿元「净利润800亿元」" in res.notes
     assert res.net_profit == pytest.approx(747.34)  # what code read, with its own quote
     assert "净利润「归母净利润747.34亿元」" in res.evidence and res.revenue == pytest.approx(1505.6)
     assert "模型800 vs 原文747.34" not in res.notes  # an unverified figure is kept out of cross-checks

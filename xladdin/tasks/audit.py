@@ -50,6 +50,7 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     quote) or ``None``; ``net_profit_prev`` (亿元, a given field) lets growth be checked."""
     a = Audit()
     code = read_figures(text)
+    untraced: list[str] = []
     for name, (label, unit) in FIGURES.items():
         read = model.get(name)
         model_value = None
@@ -58,7 +59,7 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             model_value = convert(number, written, unit, digits=6)
             if model_value is None or not quote_supports(text, read[1], model_value, unit):
                 a.flags.add(Flag.UNTRACEABLE)
-                a.notes.append(f"{label}: 模型读数{read[0]}在原文中找不到出处「{read[1][:20]}」")
+                untraced.append(f"{label}{read[0]}「{read[1][:12]}」")
                 model_value = None
         found = code.get(name)
         if found is not None and found.value is None:
@@ -73,6 +74,8 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             a.values[name], a.quotes[name] = model_value, read[1]
         else:
             a.values[name] = None
+    if untraced:
+        a.notes.append("模型读数在原文中找不到出处, 未采用: " + ", ".join(untraced))
     loss = loss_statement(text)
     profit = a.values.get("net_profit")
     if loss or (profit is not None and profit < 0):
