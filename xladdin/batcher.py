@@ -35,9 +35,10 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
-from .errors import EngineError, EngineOffline, OutputError, XladdinError
+from .errors import EngineError, EngineOffline, XladdinError
 from .inflight import CONTROL_INTERVAL_S, Window
 from .settings import Settings
+from .structured import structured_call
 from .tasks.base import Provenance, Task
 
 log = logging.getLogger(__name__)
@@ -430,7 +431,8 @@ class Batcher:
             self._in_engine += 1
             self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
             try:
-                out = await self._call_engine(job)
+                out = await structured_call(self.engine, job.task, job.inp, job.messages, self.params,
+                                            retries=self.output_retries, asked=self._count_request)  # fmt: skip
             except XladdinError as e:
                 job.future.set_exception(e)
             except Exception as e:
@@ -442,32 +444,6 @@ class Batcher:
                 self._in_engine -= 1
                 self._inflight.pop(job.key, None)
 
-    async def _call_engine(self, job: _Job) -> BaseModel:
-        """Ask, validate; an invalid answer is asked once more *with the validation error* in the
-        messages (the same request at temperature 0 could only get the same answer)."""
-        messages = job.messages
-        last: OutputError | None = None
-        for _ in range(1 + self.output_retries):
-            with self._lock:
-                self.stats.engine_requests += 1
-            text = ""
-            try:
-                text = await self.engine.complete(messages, job.task.schema_for(job.inp), self.params)
-                return job.task.validate_output(text, job.inp)
-            except OutputError as e:  # e.g. cut at max_tokens
-                last = e
-            except (ValidationError, ValueError) as e:
-                detail = _first_error(e)
-                last = OutputError(f"model answer does not match the schema: {detail}")
-            fix = f"这个回答不符合要求（{last}）。请改正，只输出符合 JSON Schema 的 JSON。"
-            messages = [*job.messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
-        assert last is not None
-        raise last
-
-
-def _first_error(e: Exception) -> str:
-    if isinstance(e, ValidationError):
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        return f"{where}: {err['msg']}" if where else err["msg"]
-    return str(e)
+    def _count_request(self) -> None:
+        with self._lock:
+            self.stats.engine_requests += 1

@@ -1,0 +1,47 @@
+"""One structured call: ask the engine for a task's answer, validate it, and when it does not
+match, ask once more *with the validation error* in the messages (the same request at
+temperature 0 with the same seed could only get the same answer). What code can mend, the
+task's ``repair`` mends before validation; what is still wrong is a typed ``OutputError``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .engine import Engine, SamplingParams
+from .errors import OutputError
+from .tasks.base import Task
+
+
+async def structured_call(engine: Engine, task: Task, inp: BaseModel, messages: list[dict[str, str]],
+                          params: SamplingParams, *, retries: int = 1,
+                          asked: Callable[[], Any] | None = None) -> BaseModel:  # fmt: skip
+    """The validated answer; ``asked`` is called before each request to the engine."""
+    schema = task.schema_for(inp)
+    sent = messages
+    last: OutputError | None = None
+    for _ in range(1 + retries):
+        if asked:
+            asked()
+        text = ""
+        try:
+            text = await engine.complete(sent, schema, params)
+            return task.validate_output(text, inp)
+        except OutputError as e:  # e.g. cut at max_tokens
+            last = e
+        except (ValidationError, ValueError) as e:
+            last = OutputError(f"model answer does not match the schema: {first_error(e)}")
+        fix = f"这个回答不符合要求（{last}）。请改正，只输出符合 JSON Schema 的 JSON。"
+        sent = [*messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
+    assert last is not None
+    raise last
+
+
+def first_error(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}" if where else err["msg"]
+    return str(e)
