@@ -83,8 +83,8 @@ class OpenAIHTTPEngine(Engine):
             raise self._translate(e, started) from None
 
     async def start(self) -> None:
-        if self.model_id:
-            return
+        if self.model_id and self.served:
+            return  # (a model id remembered for an offline server has no served name yet)
         raw = await self._bounded(self._client.models.with_raw_response.list())
         try:
             listed = json.loads(raw.http_response.text)["data"]
