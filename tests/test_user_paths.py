@@ -466,7 +466,7 @@ def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp
     assert (net["rows"], net["correct"], net["evidence_rate"]) == (4, 3, 0.75)  # read in code, with quotes
     assert net["misses"][0]["code"] == "600036" and net["misses"][0]["read"] is None
     assert report["fields"]["gold_revenue"]["accuracy"] == 1.0
-    assert report["fields"]["gold_risk"] == {"rows": 3, "correct": 3, "accuracy": 1.0, "evidence_rate": 0.0,
+    assert report["fields"]["gold_risk"] == {"rows": 3, "correct": 3, "accuracy": 1.0, "evidence_rate": None,
                                              "misses": []}  # fmt: skip
     assert "gold_net_profit" in r.stdout and "75.0%" in r.stdout
 

@@ -38,11 +38,13 @@ RELATIVE_TOLERANCE = 0.01  # a figure within 1% of the gold value (or 0.01 absol
 class FieldScore:
     rows: int = 0
     correct: int = 0
-    quoted: int = 0
+    quoted: int | None = 0  # None: a field without quotes (the risk level is computed, not read)
     misses: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        rate = (lambda n: round(n / self.rows, 3) if self.rows else None)  # noqa: E731
+        def rate(n: int | None) -> float | None:
+            return round(n / self.rows, 3) if self.rows and n is not None else None
+
         return {"rows": self.rows, "correct": self.correct, "accuracy": rate(self.correct),
                 "evidence_rate": rate(self.quoted), "misses": (self.misses or [])[:20]}  # fmt: skip
 
@@ -74,7 +76,7 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
     finally:
         if own:
             batcher.close()
-    scores = {name: FieldScore(misses=[]) for name in gold}
+    scores = {name: FieldScore(misses=[], quoted=None if name == "gold_risk" else 0) for name in gold}
     errors = []
     for i, (raw, res) in enumerate(zip(pool.rows, results, strict=True)):
         code = raw[pool.mapping["code"]] if pool.mapping["code"] < len(raw) else None
@@ -100,7 +102,7 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
             read = getattr(res, attr)
             s = scores[name]
             s.rows += 1
-            s.quoted += f"{label}「" in res.evidence
+            s.quoted = (s.quoted or 0) + (f"{label}「" in res.evidence)
             if close_enough(read, value):
                 s.correct += 1
             else:
@@ -115,7 +117,7 @@ def table(report: dict[str, Any]) -> str:
              f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9}"]  # fmt: skip
     for name, f in report["fields"].items():
         acc = "" if f["accuracy"] is None else f"{f['accuracy']:.1%}"
-        ev = "" if f["evidence_rate"] is None or name == "gold_risk" else f"{f['evidence_rate']:.1%}"
+        ev = "" if f["evidence_rate"] is None else f"{f['evidence_rate']:.1%}"
         lines.append(f"{name:<24} {f['rows']:>5} {acc:>9} {ev:>9}")
     return "\n".join(lines)
 
