@@ -137,3 +137,21 @@ def test_close_leaves_a_shared_engine_open(make):
     b.run(TASK, TASK.parse(row(0)))
     b.close()
     assert engine.closed is False
+
+
+def test_map_is_bounded_when_the_engine_stalls(tmp_path):
+    import asyncio
+
+    class Stalling(ScriptedEngine):
+        async def complete(self, messages, schema, params):
+            if len(self.calls) >= 2:  # answers two requests, then never again
+                self.calls.append(messages)
+                await asyncio.sleep(3600)
+            return await super().complete(messages, schema, params)
+
+    engine = Stalling(lambda _: screen_answer(), max_parallel=1)
+    with Batcher(engine, Cache(tmp_path / "c"), request_timeout=1.0, window_ms=0) as b:
+        rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 10, "pe_ttm": 20} for i in range(5)]
+        results = b.map(TASK, rows)
+    assert [type(r).__name__ for r in results[:2]] == ["ScreenResult", "ScreenResult"]
+    assert all(str(r).startswith("no answer within 1s") for r in results[2:])

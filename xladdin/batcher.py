@@ -322,16 +322,30 @@ class Batcher:
                 continue
             results.append(None)
             pending[fut] = i
-        for fut in concurrent.futures.as_completed(pending):
-            i = pending[fut]
-            try:
-                results[i] = fut.result()
-            except XladdinError as e:
-                results[i] = e
-            except Exception as e:  # a bug in one row never loses the others
-                results[i] = XladdinError(f"internal error: {e.__class__.__name__}: {e}")
-            if on_result:
-                on_result(i, results[i])
+        remaining = set(pending)
+        while remaining:
+            # bounded: if no answer at all arrives for request_timeout, the engine has stalled and
+            # the rows still waiting are errors (their requests are cancelled)
+            done, remaining = concurrent.futures.wait(remaining, timeout=self.request_timeout,
+                                                      return_when=concurrent.futures.FIRST_COMPLETED)  # fmt: skip
+            stalled: set[concurrent.futures.Future] = set()
+            if not done:
+                error = XladdinError(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})")
+                for fut in remaining:
+                    fut.cancel()
+                    results[pending[fut]] = error
+                stalled, done, remaining = remaining, remaining, set()
+            for fut in done:
+                i = pending[fut]
+                if fut not in stalled:
+                    try:
+                        results[i] = fut.result()
+                    except XladdinError as e:
+                        results[i] = e
+                    except Exception as e:  # a bug in one row never loses the others
+                        results[i] = XladdinError(f"internal error: {e.__class__.__name__}: {e}")
+                if on_result:
+                    on_result(i, results[i])
         return results
 
     def snapshot(self) -> dict[str, Any]:
