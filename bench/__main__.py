@@ -94,7 +94,7 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         "",
         "Goal: b/c ≥ 0.95. On 2 CPU cores decoding is compute-bound, so several slots at once gain little over",
         "one request at a time (b/a); what this machine shows is that the batcher keeps the engine as busy as a",
-        "bare client firing at full concurrency (b/c). A GPU server batches far better; not measured here.",
+        "bare client firing at full concurrency (b/c). A GPU server batches far better: section 6.",
         "",
         "## 2. Cached recalculation through the UDF path",
         "",
