@@ -73,12 +73,18 @@ def verdict_table(results: Sequence[Any], result_model: type[BaseModel]) -> tupl
 REPORT_SUFFIXES = (".xlsx", ".csv", ".json")
 
 
-def check_output(path: str | Path, input_path: str | Path | None = None) -> Path:
-    """Refuse an output this module cannot write — before any row is screened: a wrong suffix,
-    a directory, the input file itself, a folder that cannot be created or written."""
+def report_path(path: str | Path) -> Path:
+    """``path`` when its suffix names a report format."""
     path = Path(path)
     if path.suffix.lower() not in REPORT_SUFFIXES:
         raise InputError("output", f"{path.name}: expected .xlsx, .csv or .json")
+    return path
+
+
+def check_output(path: str | Path, input_path: str | Path | None = None) -> Path:
+    """Refuse an output this module cannot write — before any row is screened: a wrong suffix,
+    a directory, the input file itself, a folder that cannot be created or written."""
+    path = report_path(path)
     if path.is_dir():
         raise InputError("output", f"{path} is a directory: name a report file, e.g. {path / 'report.xlsx'}")
     if input_path is not None and path.exists() and os.path.samefile(path, input_path):
@@ -96,10 +102,12 @@ def check_output(path: str | Path, input_path: str | Path | None = None) -> Path
 
 def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
                  run: dict[str, Any]) -> Path:  # fmt: skip
-    """Write the report; if that fails, save the rows as JSON beside it and say where."""
-    path = check_output(path)
+    """Write the report (its folder checked before the run: ``check_output``); if that fails,
+    save the rows as JSON beside it and say where."""
+    path = report_path(path)
     header, rows = table(pool, results, result_model)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         _write(path, header, rows, results, pool, run)
     except Exception as e:
         rescue = path.with_name(path.stem + ".rescued.json")
