@@ -1,0 +1,40 @@
+"""The resolver: every request's outcome at once — Done, Pending or Failed."""
+
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.errors import EngineError
+from xladdin.resolver import Done, Failed, Pending, Resolver
+from xladdin.tasks import ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+TASK = ScreenTask()
+ROW = {"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25}
+
+
+def test_outcomes(tmp_path):
+    engine = ScriptedEngine(lambda _: screen_answer("稳健"))
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        r = Resolver(b)
+        first = r.resolve(TASK, ROW)
+        assert isinstance(first, Pending)
+        assert first.ticket.result(10).reason == "稳健"
+        second = r.resolve(TASK, ROW)  # from the disk cache, then remembered
+        assert isinstance(second, Done) and second.result.provenance.cached
+        assert isinstance(r.resolve(TASK, ROW), Done) and len(engine.calls) == 1
+        bad = r.resolve(TASK, {**ROW, "roe": "N/A x"})
+        assert isinstance(bad, Failed) and str(bad.error) == "roe is not a number: 'N/A x'"
+
+
+def test_a_failure_is_returned_for_a_while_then_asked_again(tmp_path):
+    def fail(_):
+        raise EngineError("engine error 503 (http://gpu:8000/v1): overloaded")
+
+    engine = ScriptedEngine(fail)
+    with Batcher(engine, Cache(tmp_path / "c"), output_retries=0) as b:
+        r = Resolver(b, error_ttl=60)
+        pending = r.resolve(TASK, ROW)
+        assert isinstance(pending, Pending) and isinstance(pending.ticket.exception(10), EngineError)
+        again = r.resolve(TASK, ROW)
+        assert isinstance(again, Failed) and "overloaded" in str(again.error) and len(engine.calls) == 1
+        r.error_ttl = 0
+        assert isinstance(r.resolve(TASK, ROW), Pending)

@@ -1,0 +1,104 @@
+"""What a request comes to, at once: ``Done``, ``Pending`` or ``Failed``.
+
+The resolver owns each request's fate for front ends that cannot wait (Excel cells): it answers
+from memory (results already read in this process), else the disk cache through the batcher,
+joins a request in flight, or remembers a recent failure for ``ERROR_TTL`` seconds so that a
+down engine is not asked again in a loop. It never blocks on the engine: before the engine has
+started, the ticket covers the start too.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import functools
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from .batcher import Batcher
+from .errors import XladdinError
+from .tasks.base import Task
+
+MEMO_ROWS = 50_000
+ERROR_TTL = 30.0  # seconds a failed request is returned as its error before it is asked again
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    ticket: concurrent.futures.Future
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: XladdinError
+
+
+Outcome = Done | Pending | Failed
+
+
+def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
+    try:
+        key = (identity, tuple(record.items()) if isinstance(record, dict) else record)
+        hash(key)
+    except TypeError:  # a value Excel never passes (a list): no memo for it
+        return None
+    return key
+
+
+class Resolver:
+    def __init__(self, batcher: Batcher, *, error_ttl: float = ERROR_TTL, memo_rows: int = MEMO_ROWS):
+        self.batcher = batcher
+        self.error_ttl = error_ttl
+        self.memo_rows = memo_rows
+        self._lock = threading.Lock()
+        # (task identity, input values) → result, for answers already read: a recalculation of an
+        # open workbook skips parsing, hashing and the disk entirely
+        self._memo: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._failed: dict[str, tuple[float, XladdinError]] = {}  # request key → (when, error)
+
+    def resolve(self, task: Task, record: Any) -> Outcome:
+        memo_key = _memo_key(task.identity(), record)
+        if memo_key is not None and (hit := self._memo.get(memo_key)) is not None:
+            return Done(hit)
+        try:
+            inp = task.parse(record)
+            if self._failed:
+                failed = self._failed.get(self.batcher.key(task, inp))
+                if failed is not None and time.monotonic() - failed[0] < self.error_ttl:
+                    return Failed(failed[1])
+            res = self.batcher.resolve(task, inp)
+        except XladdinError as e:
+            return Failed(e)
+        if isinstance(res, concurrent.futures.Future):
+            # keyed when it settles: before the engine has named its model no key is final
+            res.add_done_callback(functools.partial(self._settled, functools.partial(self.batcher.key, task, inp)))
+            return Pending(res)
+        self.remember(memo_key, res)
+        return Done(res)
+
+    def remember(self, memo_key: Hashable | None, result: Any) -> None:
+        if memo_key is None:
+            return
+        with self._lock:
+            self._memo[memo_key] = result
+            if len(self._memo) > self.memo_rows:
+                self._memo.popitem(last=False)
+
+    def _settled(self, key: Callable[[], str], fut: concurrent.futures.Future) -> None:
+        error = None if fut.cancelled() else fut.exception()
+        if error is None:
+            return  # the answer is in the cache: the next resolve reads and remembers it
+        if not isinstance(error, XladdinError):
+            error = XladdinError(f"internal error: {error.__class__.__name__}: {error}")
+        now = time.monotonic()
+        with self._lock:
+            self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
+            self._failed[key()] = (now, error)
