@@ -1,15 +1,18 @@
 """Engines: how a request reaches a model.
 
-Built-in engines are registered in ``ENGINES`` like any other (name → "module:Class").
-``build_engine`` picks ``openai_http`` when an engine URL is configured, else ``embedded``.
+Built-in engines are registered in ``ENGINES`` like any other (name → "module:Class"), and
+every engine is built from it: the ``engine`` setting names one, or ``auto`` picks
+``openai_http`` when an engine URL is configured, else ``embedded``. Each engine reads its own
+pydantic options (``options_model``, unknown keys are errors).
 """
 
 from __future__ import annotations
 
 import importlib
 
+from ..errors import ConfigError
 from ..settings import Settings
-from .base import Engine, SamplingParams, response_format
+from .base import Engine, EngineOptions, SamplingParams, response_format
 
 ENGINES: dict[str, str] = {
     "openai_http": "xladdin.engine.openai_http:OpenAIHTTPEngine",
@@ -22,9 +25,17 @@ def engine_class(kind: str) -> type[Engine]:
     return getattr(importlib.import_module(module), cls)
 
 
+def engine_kind(settings: Settings) -> str:
+    if settings.engine == "auto":
+        return "openai_http" if settings.engine_url else "embedded"
+    if settings.engine not in ENGINES:
+        raise ConfigError(f"unknown engine {settings.engine!r} (XLADDIN_ENGINE); known: auto, {', '.join(ENGINES)}")
+    return settings.engine
+
+
 def build_engine(settings: Settings) -> Engine:
-    kind = "openai_http" if settings.engine_url else "embedded"
-    return engine_class(kind)(settings)  # type: ignore[call-arg]
+    return engine_class(engine_kind(settings))(settings)  # type: ignore[call-arg]
 
 
-__all__ = ["ENGINES", "Engine", "SamplingParams", "build_engine", "engine_class", "response_format"]
+__all__ = ["ENGINES", "Engine", "EngineOptions", "SamplingParams", "build_engine", "engine_class", "engine_kind",
+           "response_format"]  # fmt: skip

@@ -6,7 +6,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SamplingParams(BaseModel):
@@ -17,10 +17,21 @@ class SamplingParams(BaseModel):
     max_tokens: int = 384
 
 
+class EngineOptions(BaseModel):
+    """What every engine is configured with; each engine extends it. A typo is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout: float = Field(120.0, gt=0, description="seconds for one request, retries included")
+    max_parallel: int | None = Field(None, ge=1, description="requests in flight (default: the engine's own)")
+    structured_output: bool = True
+
+
 class Engine(ABC):
-    """A way to reach a model. Capabilities are class flags."""
+    """A way to reach a model. Capabilities are class flags; ``options_model`` is its configuration."""
 
     kind: ClassVar[str]
+    options_model: ClassVar[type[EngineOptions]] = EngineOptions
     supports_json_schema: ClassVar[bool] = True
     reports_load: bool = False  # server_load() may answer: the batcher adapts its window to it
 

@@ -7,22 +7,40 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineTimeout, OutputError
 from ..models import ModelFile, resolve_model
 from ..settings import Settings
-from .base import Engine, SamplingParams, request_fields
+from .base import Engine, EngineOptions, SamplingParams, request_fields
 
 DEFAULT_SLOTS = 4
 
 
+class EmbeddedOptions(EngineOptions):
+    model: str | None = None
+    models_dir: Path
+    n_ctx: int = 4096
+    n_threads: int = 2
+    seed: int = 42
+    prompt_cache_mib: int = 0
+    verbose: bool = False
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> EmbeddedOptions:
+        return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output,
+                   model=s.model, models_dir=s.models_dir, n_ctx=s.n_ctx, n_threads=s.n_threads, seed=s.seed,
+                   prompt_cache_mib=s.prompt_cache_mib, verbose=s.engine_verbose)  # fmt: skip
+
+
 class EmbeddedEngine(Engine):
     kind: ClassVar[str] = "embedded"
+    options_model = EmbeddedOptions
 
-    def __init__(self, settings: Settings, model: ModelFile | None = None):
-        self.settings = settings
-        self.max_parallel = settings.max_parallel or DEFAULT_SLOTS
+    def __init__(self, settings: Settings | EmbeddedOptions, model: ModelFile | None = None):
+        self.options = settings if isinstance(settings, EmbeddedOptions) else EmbeddedOptions.from_settings(settings)
+        self.max_parallel = self.options.max_parallel or DEFAULT_SLOTS
         self._model = model
         self._server: Any = None
         self._pool: ThreadPoolExecutor | None = None
@@ -37,7 +55,7 @@ class EmbeddedEngine(Engine):
 
     def identify(self) -> None:
         if self._model is None:
-            self._model = resolve_model(self.settings.model, self.settings.models_dir)
+            self._model = resolve_model(self.options.model, self.options.models_dir)
         self.model_id = self._model.model_id
         self.starter = self._model.starter
 
@@ -54,19 +72,19 @@ class EmbeddedEngine(Engine):
         p = xlc.CommonParams()
         p.model.path = str(self._model.path)
         p.n_parallel = self.max_parallel
-        p.n_ctx = self.settings.n_ctx * self.max_parallel
-        p.cpuparams.n_threads = self.settings.n_threads
-        p.cpuparams_batch.n_threads = self.settings.n_threads
-        p.sampling.seed = self.settings.seed
+        p.n_ctx = self.options.n_ctx * self.max_parallel
+        p.cpuparams.n_threads = self.options.n_threads
+        p.cpuparams_batch.n_threads = self.options.n_threads
+        p.sampling.seed = self.options.seed
         # llama.cpp keeps up to 8 GiB of past prompts' KV state in RAM by default: in a long
         # Excel session of distinct rows that is steady growth (bench/: memory), so it is capped.
-        p.cache_ram_mib = self.settings.prompt_cache_mib
+        p.cache_ram_mib = self.options.prompt_cache_mib
         p.port = port
         p.hostnames = [host]
         p.model_alias = {self.model_id}
         if api_key:
             p.api_keys = [api_key]
-        p.verbosity = 3 if self.settings.engine_verbose else -1
+        p.verbosity = 3 if self.options.verbose else -1
         try:
             self._server = xlc.Server(p)
         except Exception as e:
@@ -87,7 +105,7 @@ class EmbeddedEngine(Engine):
         if self._server is None:
             await asyncio.to_thread(self._load_once)
         body = {
-            **request_fields(messages, schema, self.settings.structured_output),
+            **request_fields(messages, schema, self.options.structured_output),
             "temperature": params.temperature,
             "seed": params.seed,
             "max_tokens": params.max_tokens,
@@ -95,10 +113,10 @@ class EmbeddedEngine(Engine):
         }
         loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(self.settings.timeout):
+            async with asyncio.timeout(self.options.timeout):
                 result = await loop.run_in_executor(self._pool, self.chat, body)
         except TimeoutError:
-            raise EngineTimeout(f"embedded engine: no answer after {self.settings.timeout:g}s (a slow CPU: raise "
+            raise EngineTimeout(f"embedded engine: no answer after {self.options.timeout:g}s (a slow CPU: raise "
                                 "XLADDIN_TIMEOUT or lower XLADDIN_MAX_PARALLEL)") from None  # fmt: skip
         choice = result["choices"][0]
         if choice.get("finish_reason") == "length":

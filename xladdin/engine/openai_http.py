@@ -20,9 +20,9 @@ import json
 import time
 from typing import Any, ClassVar
 
-from ..errors import EngineError, EngineOffline, EngineTimeout, OutputError
+from ..errors import ConfigError, EngineError, EngineOffline, EngineTimeout, OutputError
 from ..settings import Settings
-from .base import Engine, SamplingParams, request_fields
+from .base import Engine, EngineOptions, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
@@ -34,26 +34,41 @@ def normalize_base_url(url: str) -> str:
     return url if url.endswith("/v1") else url + "/v1"
 
 
+class HTTPOptions(EngineOptions):
+    url: str
+    api_key: str | None = None
+    served_model: str | None = None
+    retries: int = 2
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> HTTPOptions:
+        return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output,
+                   url=s.engine_url or "", api_key=s.api_key, served_model=s.served_model,
+                   retries=s.retries)  # fmt: skip
+
+
 class OpenAIHTTPEngine(Engine):
     kind: ClassVar[str] = "openai_http"
+    options_model = HTTPOptions
 
-    def __init__(self, settings: Settings, cache: Any = None):
+    def __init__(self, settings: Settings | HTTPOptions):
         import openai
 
-        assert settings.engine_url
-        self.settings = settings
-        self.base_url = normalize_base_url(settings.engine_url)
-        self.max_parallel = settings.max_parallel or DEFAULT_PARALLEL
+        self.options = settings if isinstance(settings, HTTPOptions) else HTTPOptions.from_settings(settings)
+        if not self.options.url:
+            raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
+        self.base_url = normalize_base_url(self.options.url)
+        self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
         self._http = openai.DefaultAsyncHttpxClient()  # shared by the API calls and the load readings
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url,
-            api_key=settings.api_key or "EMPTY",
-            timeout=settings.timeout,
-            max_retries=settings.retries,
+            api_key=self.options.api_key or "EMPTY",
+            timeout=self.options.timeout,
+            max_retries=self.options.retries,
             http_client=self._http,
         )
-        self.served = settings.served_model or ""  # the name requests use
+        self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
 
     def _translate(self, e: Exception, started: float) -> EngineError:
@@ -77,7 +92,7 @@ class OpenAIHTTPEngine(Engine):
         """Await ``call`` (retries included) within ``timeout``; errors become ``EngineError``."""
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self.settings.timeout):
+            async with asyncio.timeout(self.options.timeout):
                 return await call
         except (self._openai.OpenAIError, TimeoutError) as e:
             raise self._translate(e, started) from None
@@ -100,13 +115,13 @@ class OpenAIHTTPEngine(Engine):
             raise EngineError(f"{self.base_url} does not serve {name!r}; it serves {', '.join(models)}")
         self.served, self.model_id = name, model_identity(models[name])
         self.max_model_len = models[name].get("max_model_len")
-        if self.settings.max_parallel is None and await self.server_load() is not None:
+        if self.options.max_parallel is None and await self.server_load() is not None:
             self.reports_load, self.max_parallel = True, ADAPTIVE_CAP  # the batcher adapts within this
 
     async def server_load(self) -> tuple[int, int] | None:
         """vLLM's requests running and waiting (``/metrics``, summed over engines), else ``None``."""
         url = self.base_url.removesuffix("/v1") + "/metrics"
-        headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+        headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
         try:
             resp = await self._http.get(url, headers=headers, timeout=2.0)
         except Exception:  # the transport's own errors (httpx): no reading
@@ -135,7 +150,7 @@ class OpenAIHTTPEngine(Engine):
                 seed=params.seed,
                 max_tokens=params.max_tokens,
                 extra_body={"chat_template_kwargs": {"enable_thinking": False}},
-                **request_fields(messages, schema, self.settings.structured_output),  # type: ignore[arg-type]
+                **request_fields(messages, schema, self.options.structured_output),  # type: ignore[arg-type]
             )
         )
         choice = resp.choices[0]
