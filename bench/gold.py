@@ -15,14 +15,15 @@ import json
 import sys
 from pathlib import Path
 
+from .gpu import load_basics
+
 DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare"
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要",
           "gold_revenue", "gold_net_profit", "gold_roe", "gold_eps"]  # fmt: skip
 
 
 def _tushare_rows(limit: int) -> list[list[object]]:
-    with (DATA / "wengowl_stock_tushare2016" / "stock_basics.csv").open(encoding="utf-8") as f:
-        basics = {r["code"].zfill(6): r for r in csv.DictReader(f)}
+    basics = load_basics() or {}
     candidates = []
     seen = set()
     with (DATA / "wengowl_stock_tushare2016" / "profit2015_4.csv").open(encoding="utf-8") as f:

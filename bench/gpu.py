@@ -61,15 +61,22 @@ MARKET_SOURCES = (
 )
 
 
+def load_basics() -> dict[str, dict[str, str]] | None:
+    """tushare's stock_basics (industry, PE …) by six-digit code; ``None`` without ``../shared/data``."""
+    path = DATA / "stock_basics.csv"
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as f:
+        return {r["code"].zfill(6): r for r in csv.DictReader(f)}
+
+
 def build_market_pool(path: Path, limit: int = 5400) -> Path | None:
     """Up to ``limit`` distinct rows from real results: each A-share's FY2015 annual report,
     2016 half-year report and FY2015 profitability (tushare, ~2,900 companies each), joined with
     its industry and PE. ``None`` without ``../shared/data``."""
-    basics_path = DATA / "stock_basics.csv"
-    if not basics_path.is_file():
+    basics = load_basics()
+    if basics is None:
         return None
-    with basics_path.open(encoding="utf-8") as f:
-        basics = {r["code"].zfill(6): r for r in csv.DictReader(f)}
     seen: set[tuple[str, str]] = set()
     with path.open("w", encoding="utf-8", newline="") as out:
         w = csv.writer(out)

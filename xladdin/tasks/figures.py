@@ -10,6 +10,7 @@ A figure in another currency (港元, 美元) is recognised and never treated as
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ def convert(value: float, from_unit: str, to_unit: str, digits: int = 10) -> flo
 
 
 # ------------------------------------------------------------------ reading text in code
+@functools.lru_cache(maxsize=64)
 def normalize(text: str) -> str:
-    """Width-folded (NFKC: full-width digits and punctuation), without whitespace, minus sign unified."""
+    """Width-folded (NFKC: full-width digits and punctuation), without whitespace, minus sign unified.
+    Remembered: one row's report text is read by several checks (figures, loss, shares, quotes)."""
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).replace("−", "-")
 
 
