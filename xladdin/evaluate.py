@@ -21,15 +21,16 @@ from .pool import Pool, read_pool
 from .run import screen_records
 from .settings import Settings
 from .tasks.fields import parse_number
-from .tasks.screen import ScreenTask
+from .tasks.figures import FIGURES
+from .tasks.screen import RESULT_FIGURES, ScreenTask
 
-# gold column → (result attribute, label in the evidence column)
+# gold column → the result's figure column (its label in the evidence column comes from FIGURES)
 GOLD_FIGURES = {
-    "gold_revenue": ("revenue", "营收"),
-    "gold_net_profit": ("net_profit", "净利润"),
-    "gold_net_profit_growth": ("net_profit_growth", "净利增长"),
-    "gold_roe": ("roe_text", "ROE"),
-    "gold_eps": ("eps_text", "EPS"),
+    "gold_revenue": "revenue",
+    "gold_net_profit": "net_profit",
+    "gold_net_profit_growth": "net_profit_growth",
+    "gold_roe": "roe_text",
+    "gold_eps": "eps_text",
 }
 RELATIVE_TOLERANCE = 0.01  # a figure within 1% of the gold value (or 0.01 absolute) is right
 
@@ -98,7 +99,8 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
             value = parse_number(given, name)
             if value is None:
                 continue
-            attr, label = GOLD_FIGURES[name]
+            attr = GOLD_FIGURES[name]
+            label = FIGURES[RESULT_FIGURES[attr]][0]
             read = getattr(res, attr)
             s = scores[name]
             s.rows += 1
