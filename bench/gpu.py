@@ -139,7 +139,7 @@ def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         for r in rows(n, seed=100):
             inp = TASK.parse(r)
-            TASK.validate_output(await engine.complete(TASK.messages(inp), TASK.schema, params))
+            TASK.validate_output(await engine.complete(TASK.messages(inp), TASK.schema_for(inp), params), inp)
         seconds = time.perf_counter() - t0
         await engine.aclose()
         return seconds
@@ -174,28 +174,29 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
 
     async def go(data: list[dict[str, Any]], limit: int | None) -> tuple[float, int]:
         await engine.start()
-        client = openai.AsyncOpenAI(base_url=engine.base_url, api_key="EMPTY", timeout=600, max_retries=0)
+        clients = [openai.AsyncOpenAI(base_url=u, api_key="EMPTY", timeout=600, max_retries=0) for u in engine.urls]
         sem = asyncio.Semaphore(limit or len(data))
         errors = 0
 
-        async def one(r: dict[str, Any]) -> None:
+        async def one(i: int, r: dict[str, Any]) -> None:
             nonlocal errors
             inp = TASK.parse(r)
             async with sem:
                 try:
-                    resp = await client.chat.completions.create(
+                    resp = await clients[i % len(clients)].chat.completions.create(
                         model=engine.served, temperature=0.0, seed=42, max_tokens=settings.max_tokens,
                         extra_body={"chat_template_kwargs": {"enable_thinking": False}},
-                        **request_fields(TASK.messages(inp), TASK.schema, True),
+                        **request_fields(TASK.messages(inp), TASK.schema_for(inp), True),
                     )  # fmt: skip
-                    TASK.validate_output(resp.choices[0].message.content or "")
+                    TASK.validate_output(resp.choices[0].message.content or "", inp)
                 except Exception:
                     errors += 1
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(one(r) for r in data))
+        await asyncio.gather(*(one(i, r) for i, r in enumerate(data)))
         seconds = time.perf_counter() - t0
-        await client.close()
+        for client in clients:
+            await client.close()
         return seconds, errors
 
     for k, limit in enumerate(concurrency):
@@ -227,7 +228,9 @@ def _get_json(url: str) -> Any:
 
 
 def server_facts(url: str) -> dict[str, Any]:
-    root = url.rstrip("/").removesuffix("/v1")
+    """What serves ``url`` (the first of several replicas: they serve one model)."""
+    urls = url.split(",")
+    root = urls[0].strip().rstrip("/").removesuffix("/v1")
     models = _get_json(root + "/v1/models") or {}
     first = (models.get("data") or [{}])[0]
     version = _get_json(root + "/version") or {}
@@ -237,7 +240,8 @@ def server_facts(url: str) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         gpu = None
     return {"gpu": gpu, "vllm": version.get("version"), "model": first.get("root") or first.get("id"),
-            "served_model": first.get("id"), "max_model_len": first.get("max_model_len")}  # fmt: skip
+            "served_model": first.get("id"), "max_model_len": first.get("max_model_len"),
+            "servers": len(urls)}  # fmt: skip
 
 
 def summarise(data: dict[str, Any]) -> dict[str, Any]:

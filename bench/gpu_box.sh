@@ -5,7 +5,10 @@
 # where ../shared/data is) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm).
 #   bash bench/gpu_box.sh setup            unpack vLLM 0.26.0 + the client's wheels
 #   bash bench/gpu_box.sh serve [FLAGS…]   start vLLM (CUDA graphs, xgrammar compact JSON), wait until ready
+#   bash bench/gpu_box.sh replicas N [FLAGS…]  N independent vLLM servers on ports 8000… sharing the GPU
+#   bash bench/gpu_box.sh stop             stop every server started here
 #   bash bench/gpu_box.sh bench PARTS      python -m bench gpu --parts PARTS, results in /tmp/gpu.json
+#                                          (URLS=http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1 for replicas)
 set -euo pipefail
 MAX_SEQS=${MAX_SEQS:-1024}
 case "${1:-}" in
@@ -19,13 +22,37 @@ case "${1:-}" in
     MAX_SEQS=$MAX_SEQS EAGER_FLAG= bash /tmp/vb/scripts/serve.sh "$@"
     grep -E "KV cache|Maximum concurrency|cudagraph|CUDA graph" /tmp/vb/vllm.log | tail -6 || true
     ;;
+  replicas)
+    n=$2; shift 2
+    . /tmp/vb/scripts/env.sh
+    for i in $(seq 0 $((n - 1))); do
+      port=$((8000 + i))
+      (cd /tmp/vb && setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL_DIR" --served-model-name "$SERVED" \
+        --load-format dummy --dtype bfloat16 --max-model-len 8192 --max-num-seqs "$MAX_SEQS" \
+        --gpu-memory-utilization "$(python3 -c "print(round(0.9 / $n, 3))")" --generation-config vllm --seed 0 \
+        --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' \
+        --host 127.0.0.1 --port $port --uvicorn-log-level warning --disable-uvicorn-access-log "$@" \
+        > /tmp/vb/vllm-$port.log 2>&1 < /dev/null & echo $! > /tmp/vb/vllm-$port.pid)
+      # one at a time: each measures the GPU memory left when it starts
+      until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=2)" 2>/dev/null; do
+        kill -0 "$(cat /tmp/vb/vllm-$port.pid)" 2>/dev/null || { tail -40 /tmp/vb/vllm-$port.log; exit 1; }
+        sleep 1
+      done
+      echo "server $port ready"; grep -E "KV cache|Maximum concurrency" /tmp/vb/vllm-$port.log | tail -2 || true
+    done
+    ;;
+  stop)
+    for f in /tmp/vb/vllm*.pid; do kill -TERM -- -"$(cat "$f")" 2>/dev/null || true; done
+    sleep 8
+    for f in /tmp/vb/vllm*.pid; do kill -KILL -- -"$(cat "$f")" 2>/dev/null || true; rm -f "$f"; done
+    ;;
   bench)
     export PYTHONPATH=/tmp/site:/tmp/vb/site:$PWD PYTHONUNBUFFERED=1
     flags="vllm serve (dummy weights, Qwen3-8B shape, bf16, CUDA graphs) --max-model-len 8192"
     flags+=" --gpu-memory-utilization 0.90 --max-num-seqs $MAX_SEQS --generation-config vllm --seed 0"
-    flags+=" --structured-outputs-config {\"backend\":\"xgrammar\",\"disable_any_whitespace\":true}"
-    python3 -m bench gpu --engine-url http://127.0.0.1:8000/v1 --parts "$2" --pool .gpu/run/market.csv \
+    flags+=" --structured-outputs-config {\"backend\":\"xgrammar\",\"disable_any_whitespace\":true} ${EXTRA_FLAGS:-}"
+    python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
       --server-flags "$flags" --out /tmp/gpu.json
     ;;
-  *) echo "usage: $0 setup|serve|bench PARTS" >&2; exit 2 ;;
+  *) echo "usage: $0 setup|serve|replicas N|stop|bench PARTS" >&2; exit 2 ;;
 esac

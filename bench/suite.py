@@ -41,7 +41,7 @@ def batched_vs_per_cell(env: Env, sizes: tuple[int, ...]) -> dict[str, Any]:
     engine, params = env.engine, _params(env)
 
     def prepared(n: int, seed: int):
-        return [(TASK.messages(TASK.parse(r)), TASK.schema) for r in rows(n, seed)]
+        return [(TASK.messages(inp), TASK.schema_for(inp)) for inp in (TASK.parse(r) for r in rows(n, seed))]
 
     async def sequential(reqs):
         for messages, schema in reqs:
@@ -138,8 +138,8 @@ def stack_overhead(env: Env, samples: int) -> dict[str, Any]:
     try:
         pairs = zip(rows(samples, 30), rows(samples, 31), strict=True)
         for r_bare, r_stack in pairs:
-            msgs = TASK.messages(TASK.parse(r_bare))
-            t, _ = timed(asyncio.run, engine.complete(msgs, TASK.schema, params))
+            inp = TASK.parse(r_bare)
+            t, _ = timed(asyncio.run, engine.complete(TASK.messages(inp), TASK.schema_for(inp), params))
             bare.append(t)
             cells = [[r_stack[k] for k in ("code", "name", "industry", "pe_ttm", "roe", "eps", "report_text")]]
             t, _ = timed(udfs.QWEN_SCREEN, cells)

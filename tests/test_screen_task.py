@@ -183,3 +183,20 @@ def test_eps_is_checked_against_profit_over_the_stated_share_count():
     wrong = text.replace("59.49元", "5.95元")
     res = finish(dict(ROW, report_text=wrong, eps=5.95), answer=screen_answer())
     assert Flag.DOUBTFUL in res.flags and "EPS: 文本5.95元 vs 净利润÷总股本59.50元「总股本12.56亿股」" in res.notes
+
+
+def test_figures_code_reads_are_not_asked_of_the_model():
+    task = ScreenTask()
+    text = "2023年营业收入1505.60亿元，同比增长18.04%；归属于上市公司股东的净利润747.34亿元。毛利率约九成。"
+    inp = task.parse({**ROW, "report_text": text})
+    schema = task.schema_for(inp)
+    asked = set(schema["properties"])
+    assert asked == set(ScreenExtraction.model_fields) - {"revenue", "revenue_growth", "net_profit"}
+    assert set(schema["required"]) == asked and schema["additionalProperties"] is False
+    assert task.schema_for(task.parse({**ROW, "report_text": ""})) == task.schema  # nothing read: everything asked
+    # the model answers only what it was asked; the figures come from code, with their quotes
+    answer = {k: None for k in asked} | {"reason": "增长稳健", "contradiction": False}
+    out = task.validate_output(json.dumps(answer), inp)
+    res = task.finish(inp, out, PROV)
+    assert res.revenue == 1505.6 and res.revenue_growth == 18.04 and res.net_profit == 747.34
+    assert "营收「营业收入1505.60亿元,同比增长18.04%」" in res.evidence and Flag.UNTRACEABLE not in res.flags

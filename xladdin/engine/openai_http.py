@@ -10,6 +10,11 @@ The model is identified by what it is, not by the name it is served under
 (every profile serves as ``qwen``): vLLM's ``/v1/models`` gives ``root``, the
 model path or repo; llama.cpp gives ``meta`` (parameters, size, vocabulary).
 That identity keys the cache and is each result's provenance.
+
+Several servers of one model (``URL1,URL2``: independent vLLM replicas, on one GPU or many) are
+one engine: each request goes to the server with the fewest requests in flight from here, their
+load readings add up, and they must all serve the same model. On one H200 a single vLLM server
+is bound by its own per-step CPU work long before the GPU is full (``docs/BENCHMARKS.md``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import hashlib
 import json
 import time
 from typing import Any, ClassVar
+
+from pydantic import Field
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineTimeout, OutputError
 from ..settings import Settings
@@ -34,8 +41,13 @@ def normalize_base_url(url: str) -> str:
     return url if url.endswith("/v1") else url + "/v1"
 
 
+def split_urls(urls: str) -> list[str]:
+    """``URL`` or ``URL1,URL2,…`` (replicas of one model) as normalised base URLs."""
+    return [normalize_base_url(u.strip()) for u in urls.split(",") if u.strip()]
+
+
 class HTTPOptions(EngineOptions):
-    url: str
+    url: str = Field(description="base URL, or several comma-separated (replicas of one model)")
     api_key: str | None = None
     served_model: str | None = None
     retries: int = 2
@@ -57,17 +69,22 @@ class OpenAIHTTPEngine(Engine):
         self.options = settings if isinstance(settings, HTTPOptions) else HTTPOptions.from_settings(settings)
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
-        self.base_url = normalize_base_url(self.options.url)
+        self.urls = split_urls(self.options.url)
+        self.base_url = ",".join(self.urls)  # what the server is known by (errors, the offline memory)
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
         self._http = openai.DefaultAsyncHttpxClient()  # shared by the API calls and the load readings
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=self.options.api_key or "EMPTY",
-            timeout=self.options.timeout,
-            max_retries=self.options.retries,
-            http_client=self._http,
-        )
+        self._clients = [
+            openai.AsyncOpenAI(
+                base_url=url,
+                api_key=self.options.api_key or "EMPTY",
+                timeout=self.options.timeout,
+                max_retries=self.options.retries,
+                http_client=self._http,
+            )  # fmt: skip
+            for url in self.urls
+        ]
+        self._busy = [0] * len(self.urls)  # requests in flight per server
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
 
@@ -100,27 +117,43 @@ class OpenAIHTTPEngine(Engine):
     async def start(self) -> None:
         if self.model_id and self.served:
             return  # (a model id remembered for an offline server has no served name yet)
-        raw = await self._bounded(self._client.models.with_raw_response.list())
+        found = {await self._listed(client) for client in self._clients}
+        if len(found) > 1:
+            raise EngineError(f"the servers {self.base_url} serve different models: "
+                              + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))  # fmt: skip
+        self.served, self.model_id, self.max_model_len = found.pop()
+        if self.options.max_parallel is None and await self.server_load() is not None:
+            # the batcher adapts within this
+            self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self._clients)
+
+    async def _listed(self, client: Any) -> tuple[str, str, int | None]:
+        """(served name, model identity, context length) of the model one server serves."""
+        url = str(client.base_url).rstrip("/")
+        raw = await self._bounded(client.models.with_raw_response.list())
         try:
             listed = json.loads(raw.http_response.text)["data"]
             models = {m["id"]: m for m in listed}
         except (ValueError, KeyError, TypeError):
             snippet = " ".join(raw.http_response.text.split())[:80]
-            raise EngineError(f"{self.base_url}/models did not list models as JSON: {snippet!r} — is "
+            raise EngineError(f"{url}/models did not list models as JSON: {snippet!r} — is "
                               "this an OpenAI-compatible server?") from None  # fmt: skip
         if not models:
-            raise EngineError(f"{self.base_url} serves no model")
+            raise EngineError(f"{url} serves no model")
         name = self.served or next(iter(models))
         if name not in models:
-            raise EngineError(f"{self.base_url} does not serve {name!r}; it serves {', '.join(models)}")
-        self.served, self.model_id = name, model_identity(models[name])
-        self.max_model_len = models[name].get("max_model_len")
-        if self.options.max_parallel is None and await self.server_load() is not None:
-            self.reports_load, self.max_parallel = True, ADAPTIVE_CAP  # the batcher adapts within this
+            raise EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
+        return name, model_identity(models[name]), models[name].get("max_model_len")
 
     async def server_load(self) -> tuple[int, int] | None:
-        """vLLM's requests running and waiting (``/metrics``, summed over engines), else ``None``."""
-        url = self.base_url.removesuffix("/v1") + "/metrics"
+        """vLLM's requests running and waiting (``/metrics``, summed over engines and servers),
+        else ``None``."""
+        readings = [await self._load(url) for url in self.urls]
+        if any(r is None for r in readings):
+            return None
+        return sum(r[0] for r in readings), sum(r[1] for r in readings)  # type: ignore[index]
+
+    async def _load(self, base_url: str) -> tuple[int, int] | None:
+        url = base_url.removesuffix("/v1") + "/metrics"
         headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
         try:
             resp = await self._http.get(url, headers=headers, timeout=2.0)
@@ -143,8 +176,21 @@ class OpenAIHTTPEngine(Engine):
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
             await self.start()
-        resp = await self._bounded(
-            self._client.chat.completions.create(
+        i = min(range(len(self._clients)), key=self._busy.__getitem__)  # the least busy server
+        self._busy[i] += 1
+        try:
+            resp = await self._ask(self._clients[i], messages, schema, params)
+        finally:
+            self._busy[i] -= 1
+        choice = resp.choices[0]
+        if choice.finish_reason == "length":
+            raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
+        return choice.message.content or ""
+
+    async def _ask(self, client: Any, messages: list[dict[str, str]], schema: dict[str, Any],
+                   params: SamplingParams) -> Any:  # fmt: skip
+        return await self._bounded(
+            client.chat.completions.create(
                 model=self.served,
                 temperature=params.temperature,
                 seed=params.seed,
@@ -153,13 +199,10 @@ class OpenAIHTTPEngine(Engine):
                 **request_fields(messages, schema, self.options.structured_output),  # type: ignore[arg-type]
             )
         )
-        choice = resp.choices[0]
-        if choice.finish_reason == "length":
-            raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
-        return choice.message.content or ""
 
     async def aclose(self) -> None:
-        await self._client.close()
+        for client in self._clients:
+            await client.close()
 
     def describe(self) -> str:
         shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"

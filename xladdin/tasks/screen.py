@@ -3,10 +3,18 @@
 The model reads the report text (figures, the one most important reason, a
 contradiction); ``xladdin.rules`` computes risk level and score from the given
 fields; this module cross-checks the model's figures against the fields.
+
+Code reads what code can read first (``figures.read_figures``): a figure it found, with its
+quote, is left out of the schema the model is given for that row, so no GPU step is spent
+writing it again (on the market pool that is most of an answer's tokens). The model reads
+the rest; ``audit`` checks both the same way.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import re
 from collections.abc import Hashable
 from typing import Any, ClassVar
@@ -17,7 +25,7 @@ from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task
 from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
-from .figures import FIGURES, Figure
+from .figures import FIGURES, Figure, read_figures
 
 MAX_REASON = 30
 MAX_QUOTE = 60
@@ -178,9 +186,20 @@ RESULT_FIGURES = {"revenue": "revenue", "net_profit": "net_profit", "revenue_gro
                   "roe_text": "roe", "eps_text": "eps"}  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)
+def _schema_without(names: frozenset[str]) -> dict[str, Any]:
+    schema = copy.deepcopy(ScreenExtraction.model_json_schema())
+    for name in names:
+        del schema["properties"][name]
+    schema["required"] = [n for n in schema["required"] if n not in names]
+    if not any("$ref" in json.dumps(v) for v in schema["properties"].values()):
+        schema.pop("$defs", None)
+    return schema
+
+
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     name: ClassVar[str] = "screen"
-    version: ClassVar[str] = "screen-3"
+    version: ClassVar[str] = "screen-4"
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
@@ -203,6 +222,24 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         if isinstance(reason, str) and len(reason) > MAX_REASON:  # an over-long reason is cut, not re-asked
             data = {**data, "reason": reason[:MAX_REASON]}
         return data
+
+    def schema_for(self, inp: StockSample) -> dict[str, Any]:
+        """The schema without the figures code has already read from this row's text."""
+        return _schema_without(self.code_read(inp))
+
+    @staticmethod
+    def code_read(inp: StockSample) -> frozenset[str]:
+        return frozenset(read_figures(inp.report_text).keys() & FIGURES.keys())
+
+    def validate_output(self, data: str | dict[str, Any], inp: StockSample | None = None) -> ScreenExtraction:
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"not JSON: {e}") from None
+        if inp is not None and isinstance(data, dict):  # the figures not asked for (read by code) are None
+            data = {**dict.fromkeys(self.code_read(inp)), **data}
+        return super().validate_output(data, inp)
 
     def user_text(self, inp: StockSample) -> str:
         text, _ = trim_text(inp.report_text, self.max_text_chars)
