@@ -7,12 +7,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TINY_MAX_TOKENS, Server, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, Server, free_port, tiny_settings, vllm_models
 
 from xladdin import scheduler as scheduler_module
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
+from xladdin.errors import EngineError
 from xladdin.inflight import INITIAL, Window, margin
 from xladdin.tasks import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
@@ -111,6 +112,46 @@ def test_a_vllm_server_makes_the_default_window_adaptive(tmp_path):
     finally:
         server.close()
         plain.close()
+
+
+def test_replicas_are_one_engine_of_one_model(tmp_path):
+    a = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(300, 40)})
+    b = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(100, 0)})
+    other = Server({"/v1/models": vllm_models("Qwen/Qwen3-4B")})
+    try:
+        engine = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=f"{a.url}, {b.url}"))
+        asyncio.run(engine.start())
+        assert engine.urls == [a.url, b.url] and engine.model_id == "Qwen/Qwen3-8B"
+        assert asyncio.run(engine.server_load()) == (400, 40) and engine.max_parallel == 2 * ADAPTIVE_CAP
+        mixed = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=f"{a.url},{other.url}"))
+        with pytest.raises(EngineError, match="serve different models"):
+            asyncio.run(mixed.start())
+    finally:
+        for s in (a, b, other):
+            s.close()
+
+
+@pytest.mark.slow
+def test_requests_spread_over_two_real_servers(tiny_model_path, tmp_path):
+    """Two CPU servers (llama.cpp) of one model behind one engine URL list: both answer."""
+    from server import launcher
+    from xladdin.tasks import ScreenResult
+
+    env = dict(os.environ, XLADDIN_N_THREADS="1")
+    ports = [free_port(), free_port()]
+    cmds = [launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=p, parallel=1) for p in ports]
+    with launcher.ServerProcess(cmds[0], f"http://127.0.0.1:{ports[0]}", env=env) as s1, \
+         launcher.ServerProcess(cmds[1], f"http://127.0.0.1:{ports[1]}", env=env) as s2:  # fmt: skip
+        s1.wait_ready(120)
+        s2.wait_ready(120)
+        url = ",".join(f"http://127.0.0.1:{p}/v1" for p in ports)
+        rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}
+                for i in range(4)]  # fmt: skip
+        with Batcher.from_settings(tiny_settings(tmp_path, engine_url=url)) as b:
+            results = b.map(ScreenTask(), rows)
+            answered = list(b.engine.answered)
+    assert all(isinstance(r, ScreenResult) for r in results), results
+    assert sum(answered) == 4 and min(answered) >= 1, answered
 
 
 @pytest.mark.slow

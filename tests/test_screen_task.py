@@ -36,7 +36,7 @@ def test_schema_is_bounded_and_round_trips():
     assert set(schema["required"]) == set(ScreenExtraction.model_fields)  # every key must be emitted
     assert schema["properties"]["reason"]["maxLength"] == 30
     read = schema["$defs"]["Read"]
-    assert read["required"] == ["value", "quote"] and read["properties"]["quote"]["maxLength"] == 60
+    assert read["required"] == ["value", "quote"] and read["properties"]["quote"]["maxLength"] == 40
     fig = read["properties"]["value"]
     assert fig["type"] == "string" and fig["pattern"].startswith("^-?[0-9]{1,12}")
     assert split_figure("1505.60亿元") == (1505.6, "亿元") and split_figure("-3.5%") == (-3.5, "%")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TINY_MAX_TOKENS, tiny_settings
+from conftest import TINY_MAX_TOKENS, free_port, tiny_settings
 
 from server import launcher, profiles
 from server.cli import main as server_main
@@ -20,12 +20,6 @@ from xladdin.pool import SAMPLE_POOL
 from xladdin.tasks import ScreenResult, ScreenTask
 
 ALL = profiles.load_profiles()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_profiles_each_explained():

@@ -85,6 +85,7 @@ class OpenAIHTTPEngine(Engine):
             for url in self.urls
         ]
         self._busy = [0] * len(self.urls)  # requests in flight per server
+        self.answered = [0] * len(self.urls)  # answers per server
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
 
@@ -180,6 +181,7 @@ class OpenAIHTTPEngine(Engine):
         self._busy[i] += 1
         try:
             resp = await self._ask(self._clients[i], messages, schema, params)
+            self.answered[i] += 1
         finally:
             self._busy[i] -= 1
         choice = resp.choices[0]
