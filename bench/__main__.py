@@ -20,6 +20,10 @@ def main() -> None:
         from . import gpu
 
         sys.exit(gpu.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["schema"]:
+        from . import schema
+
+        sys.exit(schema.main(sys.argv[2:]))
     if sys.argv[1:2] == ["gold"]:
         from . import gold
 

@@ -29,6 +29,7 @@ from typing import Any
 from xladdin.batcher import Batcher
 from xladdin.engine.base import SamplingParams, request_fields
 from xladdin.engine.openai_http import OpenAIHTTPEngine
+from xladdin.resolver import Resolver
 from xladdin.run import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
@@ -119,7 +120,7 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
     with Batcher.from_settings(settings) as b:
         b.start()
         t0 = time.perf_counter()
-        results = b.map(TASK, data)
+        results = Resolver(b).map(TASK, data)
         seconds = time.perf_counter() - t0
         snap = b.snapshot()
     errors = [r for r in results if isinstance(r, Exception)]

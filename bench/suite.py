@@ -15,6 +15,7 @@ from xladdin.engine.base import SamplingParams
 from xladdin.excel import udfs
 from xladdin.excel.pending import CellRuntime
 from xladdin.pool import SAMPLE_POOL
+from xladdin.resolver import Resolver
 from xladdin.run import screen_file
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
@@ -78,7 +79,7 @@ def cached_recalc(env: Env, cells: int) -> dict[str, Any]:
     settings = env.settings_for("recalc")
     with Batcher(filler, Cache(settings.cache_dir), params=_params(env)) as b:
         warm = {"code": 600000, "name": "预热", "industry": "", "pe_ttm": 10, "roe": 10, "eps": 1, "report_text": ""}
-        b.map(TASK, [*data, warm])  # the cache as the engine would have left it (the timed path never asks it)
+        Resolver(b).map(TASK, [*data, warm])  # the cache as the engine left it (the timed path never asks it)
     batcher = Batcher(env.engine, Cache(settings.cache_dir), params=_params(env))
     udfs.set_runtime(CellRuntime(batcher=batcher))
     try:
@@ -115,11 +116,11 @@ def memory(env: Env, requests: int) -> dict[str, Any]:
     samples = []
     with _no_cache_batcher(env) as b:
         b.start()
-        b.map(task, data[:warm])  # warm-up: allocator pools, prompt cache, grammar cache
+        Resolver(b).map(task, data[:warm])  # warm-up: allocator pools, prompt cache, grammar cache
         start = rss_mib()
         t0 = time.perf_counter()
         for i in range(warm, requests, chunk):  # results are dropped, as a long-lived Excel session does
-            failed += sum(isinstance(r, Exception) for r in b.map(task, data[i : i + chunk]))
+            failed += sum(isinstance(r, Exception) for r in Resolver(b).map(task, data[i : i + chunk]))
             samples.append(round(rss_mib(), 1))
         t = time.perf_counter() - t0
         end = rss_mib()

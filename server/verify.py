@@ -19,6 +19,7 @@ from typing import Any
 from xladdin.batcher import Batcher
 from xladdin.errors import ConfigError, XladdinError
 from xladdin.pool import SAMPLE_POOL, read_pool
+from xladdin.resolver import Resolver
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenResult, ScreenTask
 
@@ -96,7 +97,7 @@ def check_hashes(model_path: Path, manifest: Path) -> list[Check]:
 
 def screen_rows(settings: Settings, rows: list[dict[str, Any]]) -> tuple[str, list[Any]]:
     with Batcher.from_settings(settings.model_copy(update={"no_cache": True})) as b:
-        results = b.map(ScreenTask(), rows)
+        results = Resolver(b).map(ScreenTask(), rows)
         return b.engine.describe(), results
 
 

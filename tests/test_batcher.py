@@ -6,6 +6,7 @@ import pytest
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.errors import EngineError, InputError, OutputError
+from xladdin.resolver import Resolver
 from xladdin.tasks import ScreenResult, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
@@ -39,11 +40,11 @@ def make(tmp_path):
 def test_results_in_order_and_second_pass_all_cached(make):
     b, engine = make()
     rows = [row(i) for i in range(12)]
-    first = b.map(TASK, rows)
+    first = Resolver(b).map(TASK, rows)
     assert [r.code for r in first] == [f"{600000 + i}.SH" for i in range(12)]
     assert all(isinstance(r, ScreenResult) and not r.provenance.cached for r in first)
     assert len(engine.calls) == 12
-    second = b.map(TASK, rows)
+    second = Resolver(b).map(TASK, rows)
     assert all(r.provenance.cached for r in second) and len(engine.calls) == 12
     assert [r.model_dump(exclude={"provenance"}) for r in second] == [
         r.model_dump(exclude={"provenance"}) for r in first
@@ -62,7 +63,7 @@ def test_identical_requests_share_one_engine_call(make):
 
 def test_concurrency_is_bounded_and_used(make):
     b, engine = make(delay=0.02, max_parallel=3)
-    b.map(TASK, [row(i) for i in range(30)])
+    Resolver(b).map(TASK, [row(i) for i in range(30)])
     assert engine.peak == 3
     assert b.snapshot()["peak_in_engine"] == 3
 
@@ -70,7 +71,7 @@ def test_concurrency_is_bounded_and_used(make):
 def test_burst_is_sent_longest_prompt_first(make):
     b, engine = make(window_ms=100, max_parallel=1)
     rows = [row(i, text="长" * n) for i, n in enumerate([5, 50, 20, 80, 1])]
-    b.map(TASK, rows)
+    Resolver(b).map(TASK, rows)
     sent = [len(json.loads(m[1]["content"])["report_text"]) for m in engine.calls]
     assert sent == [80, 50, 20, 5, 1]
 
@@ -82,18 +83,18 @@ def test_one_failure_fails_only_its_row_and_is_not_cached(make):
         return screen_answer()
 
     b, engine = make(respond)
-    results = b.map(TASK, [row(i) for i in range(6)])
+    results = Resolver(b).map(TASK, [row(i) for i in range(6)])
     assert isinstance(results[3], EngineError)
     assert all(isinstance(r, ScreenResult) for i, r in enumerate(results) if i != 3)
     calls = len(engine.calls)
-    again = b.map(TASK, [row(i) for i in range(6)])
+    again = Resolver(b).map(TASK, [row(i) for i in range(6)])
     assert len(engine.calls) == calls + 1  # only the failed row is asked again
     assert isinstance(again[3], EngineError) and b.snapshot()["last_error"] == "engine offline (http://x)"
 
 
 def test_bad_input_is_a_value_in_place(make):
     b, engine = make()
-    results = b.map(TASK, [row(0), {"code": "abc", "name": "x"}, row(2)])
+    results = Resolver(b).map(TASK, [row(0), {"code": "abc", "name": "x"}, row(2)])
     assert isinstance(results[1], InputError) and str(results[1]).startswith("code ")
     assert isinstance(results[0], ScreenResult) and isinstance(results[2], ScreenResult)
 
@@ -152,6 +153,6 @@ def test_map_is_bounded_when_the_engine_stalls(tmp_path):
     engine = Stalling(lambda _: screen_answer(), max_parallel=1)
     with Batcher(engine, Cache(tmp_path / "c"), request_timeout=1.0, window_ms=0) as b:
         rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 10, "pe_ttm": 20} for i in range(5)]
-        results = b.map(TASK, rows)
+        results = Resolver(b).map(TASK, rows)
     assert [type(r).__name__ for r in results[:2]] == ["ScreenResult", "ScreenResult"]
     assert all(str(r).startswith("no answer within 1s") for r in results[2:])

@@ -18,6 +18,7 @@ from server import launcher
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.errors import EngineOffline, EngineTimeout, InputError, OutputError
+from xladdin.resolver import Resolver
 from xladdin.rules import Flag, assess
 from xladdin.run import screen_file
 from xladdin.tasks import Provenance, ScreenResult, ScreenTask, StockSample
@@ -46,7 +47,7 @@ def test_engine_down_every_row_says_where(tmp_path, url, kind, text):
     s = tiny_settings(tmp_path, engine_url=url, served_model="m", timeout=2, retries=1)
     t0 = time.monotonic()
     with Batcher.from_settings(s) as b:
-        results = b.map(TASK, ROWS)
+        results = Resolver(b).map(TASK, ROWS)
     assert time.monotonic() - t0 < 15
     assert all(isinstance(r, kind) and str(r) == text for r in results)
     assert Cache(tmp_path / "cache").stats()["entries"] == 0
@@ -61,7 +62,7 @@ def test_engine_that_never_answers_times_out(tmp_path):
         s = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", served_model="m", timeout=1, retries=0)
         t0 = time.monotonic()
         with Batcher.from_settings(s) as b:
-            results = b.map(TASK, ROWS)
+            results = Resolver(b).map(TASK, ROWS)
         assert time.monotonic() - t0 < 10
         assert all(isinstance(r, EngineTimeout) and "timeout after 1s" in str(r) for r in results)
     finally:
@@ -72,7 +73,7 @@ def test_engine_that_never_answers_times_out(tmp_path):
 def test_offline_server_still_serves_its_cached_answers(tiny_engine, tmp_path):
     online = tiny_settings(tmp_path, engine_url=tiny_engine.address)
     with Batcher.from_settings(online) as b:
-        first = b.map(TASK, ROWS[:2])
+        first = Resolver(b).map(TASK, ROWS[:2])
         served_id = b.engine.model_id
     assert all(isinstance(r, ScreenResult) for r in first)
     offline = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9", retries=0, timeout=2)
@@ -84,7 +85,7 @@ def test_offline_server_still_serves_its_cached_answers(tiny_engine, tmp_path):
     cache.set_meta("model@http://127.0.0.1:9/v1", served_id)
     cache.close()
     with Batcher.from_settings(offline) as b:
-        again = b.map(TASK, ROWS)
+        again = Resolver(b).map(TASK, ROWS)
     assert [r.provenance.cached for r in again[:2]] == [True, True] and isinstance(again[2], EngineOffline)
 
 
@@ -93,7 +94,7 @@ def test_offline_server_still_serves_its_cached_answers(tiny_engine, tmp_path):
 def test_server_without_constrained_decoding_is_retried_then_an_error(tiny_engine, tmp_path):
     s = tiny_settings(tmp_path, engine_url=tiny_engine.address, structured_output=False, max_tokens=64)
     with Batcher.from_settings(s) as b:
-        results = b.map(TASK, ROWS)
+        results = Resolver(b).map(TASK, ROWS)
         assert all(isinstance(r, OutputError) for r in results), results
         assert b.snapshot()["engine_requests"] == 2 * len(ROWS)  # one bounded retry each
     assert Cache(tmp_path / "cache").stats()["entries"] == 0
@@ -166,7 +167,7 @@ def test_text_longer_than_the_context_is_trimmed_not_an_engine_error(tiny_engine
     text = "2023年营业收入100亿元。" + "公司经营情况良好，" * 11000 + "归母净利润12.5亿元。"  # ~100 kB
     row = {"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25, "report_text": text}
     with Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine) as b:
-        (res,) = b.map(ScreenTask(max_text_chars=800), [row])
+        (res,) = Resolver(b).map(ScreenTask(max_text_chars=800), [row])
     assert isinstance(res, ScreenResult), res
     assert Flag.TRIMMED in res.flags and "已截断" in res.notes
 
@@ -217,7 +218,7 @@ def test_report_text_cannot_change_level_or_score(tiny_engine, tmp_path):
     rows = [{"code": f"60000{i}", "name": f"*ST测试{i}", "roe": -20, "pe_ttm": -3, "report_text": t}
             for i, t in enumerate(orders)]  # fmt: skip
     with Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine) as b:
-        results = b.map(TASK, rows)
+        results = Resolver(b).map(TASK, rows)
     for res in results:
         assert isinstance(res, ScreenResult)
         assert (res.risk_level.value, res.score) == ("高", 0) and Flag.ST in res.flags and Flag.LOSS in res.flags

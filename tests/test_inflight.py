@@ -15,6 +15,7 @@ from xladdin.cache import Cache
 from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
 from xladdin.errors import EngineError
 from xladdin.inflight import INITIAL, Window, margin
+from xladdin.resolver import Resolver
 from xladdin.tasks import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
@@ -67,7 +68,7 @@ def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
         limits = []
         update = b.window.update
         b.window.update = lambda *a, **kw: limits.append(update(*a, **kw)) or limits[-1]
-        results = b.map(ScreenTask(), rows)
+        results = Resolver(b).map(ScreenTask(), rows)
         assert not [r for r in results if isinstance(r, Exception)]
         assert engine.readings >= 2 and b.peak_in_engine > INITIAL  # it grew past the start
         assert 100 + margin(100) in limits  # and settled at what the server runs, plus a margin
@@ -148,7 +149,7 @@ def test_requests_spread_over_two_real_servers(tiny_model_path, tmp_path):
         rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}
                 for i in range(4)]  # fmt: skip
         with Batcher.from_settings(tiny_settings(tmp_path, engine_url=url)) as b:
-            results = b.map(ScreenTask(), rows)
+            results = Resolver(b).map(ScreenTask(), rows)
             answered = list(b.engine.answered)
     assert all(isinstance(r, ScreenResult) for r in results), results
     assert sum(answered) == 4 and min(answered) >= 1, answered

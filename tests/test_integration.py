@@ -16,6 +16,7 @@ from xladdin.cache import Cache
 from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import EngineOffline
 from xladdin.pool import SAMPLE_POOL, read_pool
+from xladdin.resolver import Resolver
 from xladdin.rules import assess
 from xladdin.tasks import ScreenResult, ScreenTask
 
@@ -39,13 +40,13 @@ def test_embedded_engine_screens_by_the_rules(tiny_engine, tmp_path):
     settings = tiny_settings(tmp_path)
     recs = sample_records(8)
     with Batcher.from_settings(settings, engine=tiny_engine) as b:
-        results = b.map(TASK, recs)
+        results = Resolver(b).map(TASK, recs)
         assert all(isinstance(r, ScreenResult) for r in results), results
         for rec, res in zip(recs, results, strict=True):
             v = expected(rec)
             assert (res.risk_level, res.score) == (v.risk_level, v.score)
             assert len(res.reason) <= 30 and res.provenance.model == tiny_engine.model_id
-        again = b.map(TASK, recs)
+        again = Resolver(b).map(TASK, recs)
         assert all(r.provenance.cached for r in again)
         assert [r.model_dump(exclude={"provenance"}) for r in again] == [
             r.model_dump(exclude={"provenance"}) for r in results
@@ -56,11 +57,11 @@ def test_embedded_engine_screens_by_the_rules(tiny_engine, tmp_path):
 def test_http_engine_gives_the_same_results(tiny_engine, tmp_path):
     recs = sample_records(4)
     with Batcher.from_settings(tiny_settings(tmp_path / "a"), engine=tiny_engine) as b:
-        direct = b.map(TASK, recs)
+        direct = Resolver(b).map(TASK, recs)
     settings = tiny_settings(tmp_path / "b", engine_url=tiny_engine.address)
     with Batcher.from_settings(settings) as b:
         assert isinstance(b.engine, OpenAIHTTPEngine)
-        over_http = b.map(TASK, recs)
+        over_http = Resolver(b).map(TASK, recs)
         # the server's name for its model, plus a fingerprint of what llama.cpp says it is
         assert b.engine.model_id.startswith(tiny_engine.model_id + "#")
     assert all(isinstance(r, ScreenResult) for r in over_http), over_http
@@ -72,7 +73,7 @@ def test_engine_offline_is_an_error_value_within_the_timeout(tmp_path):
     settings = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9/v1", served_model="m", timeout=2, retries=0)
     t0 = time.monotonic()
     with Batcher.from_settings(settings) as b:
-        results = b.map(TASK, sample_records(3))
+        results = Resolver(b).map(TASK, sample_records(3))
     assert time.monotonic() - t0 < 10
     assert all(isinstance(r, EngineOffline) and str(r) == "engine offline (http://127.0.0.1:9/v1)" for r in results)
     assert Cache(tmp_path / "cache").stats()["entries"] == 0
@@ -160,11 +161,11 @@ def test_a_run_answered_from_the_cache_never_loads_the_weights(tiny_model, tmp_p
     settings = tiny_settings(tmp_path)
     first = EmbeddedEngine(settings, tiny_model)
     with Batcher.from_settings(settings, engine=first) as b:
-        assert all(isinstance(r, ScreenResult) for r in b.map(TASK, sample_records(2)))
+        assert all(isinstance(r, ScreenResult) for r in Resolver(b).map(TASK, sample_records(2)))
     assert first.address is not None  # loaded for the misses
     first.close()
     second = EmbeddedEngine(settings, tiny_model)
     with Batcher.from_settings(settings, engine=second) as b:
-        results = b.map(TASK, sample_records(2))
+        results = Resolver(b).map(TASK, sample_records(2))
     assert all(r.provenance.cached for r in results)
     assert second.address is None and second.model_id == first.model_id  # identified, never loaded

@@ -17,6 +17,7 @@ from server.verify import read_manifest, sha256_file, verify
 from xladdin.batcher import Batcher
 from xladdin.errors import ConfigError, EngineError
 from xladdin.pool import SAMPLE_POOL
+from xladdin.resolver import Resolver
 from xladdin.tasks import ScreenResult, ScreenTask
 
 ALL = profiles.load_profiles()
@@ -109,11 +110,11 @@ def test_cpu_server_lifecycle_with_and_without_key(tiny_model_path, tmp_path):
         rows = [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25, "report_text": "营收1505亿元"}]
         keyed = tiny_settings(tmp_path / "a", engine_url=f"{url}/v1", api_key="s3cret")
         with Batcher.from_settings(keyed) as b:
-            (res,) = b.map(ScreenTask(), rows)
+            (res,) = Resolver(b).map(ScreenTask(), rows)
         assert isinstance(res, ScreenResult) and res.risk_level.value == "低"
         keyless = tiny_settings(tmp_path / "b", engine_url=f"{url}/v1", served_model="x", retries=0)
         with Batcher.from_settings(keyless) as b:
-            (err,) = b.map(ScreenTask(), rows)
+            (err,) = Resolver(b).map(ScreenTask(), rows)
         assert isinstance(err, EngineError) and "API key rejected" in str(err)
         pid = server.proc.pid
     assert server.proc.returncode == 0 and "cpu server: stopped" in "\n".join(server.lines)

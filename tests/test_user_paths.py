@@ -21,6 +21,7 @@ from xladdin.cache import Cache
 from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import EngineError, EngineTimeout
 from xladdin.pool import SAMPLE_POOL, read_pool
+from xladdin.resolver import Resolver
 from xladdin.run import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ClassifyTask, ScreenTask
@@ -215,7 +216,7 @@ def test_an_engine_that_cannot_start_is_not_asked_again_by_every_cell(tmp_path):
     try:
         with Batcher(OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url, retries=0)),
                      Cache(tmp_path / "c")) as b:  # fmt: skip
-            results = b.map(ScreenTask(), [{"code": 600000 + i, "name": f"公司{i}"} for i in range(50)])
+            results = Resolver(b).map(ScreenTask(), [{"code": 600000 + i, "name": f"公司{i}"} for i in range(50)])
     finally:
         server.close()
     assert all(isinstance(r, EngineError) and "engine error 404" in str(r) for r in results)
@@ -559,7 +560,7 @@ def test_an_off_schema_answer_is_asked_again_with_the_validation_error(tmp_path)
                      "/v1/chat/completions": lambda body: chat_reply(next(answers))})
     try:
         with Batcher.from_settings(tiny_settings(tmp_path, engine_url=server.url, retries=0)) as b:
-            (res,) = b.map(ScreenTask(), [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25}])
+            (res,) = Resolver(b).map(ScreenTask(), [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25}])
     finally:
         server.close()
     assert res.reason == "营收稳健" and res.risk_level.value == "低"
@@ -575,3 +576,28 @@ def test_an_over_long_reason_is_cut_in_code_not_asked_again():
     long["reason"] = "这是一条远远超过三十个字的理由，" * 4
     out = ScreenTask().validate_output(json.dumps(long, ensure_ascii=False))
     assert out.reason == long["reason"][:30]
+
+
+def test_screen_table_with_header_through_xlwings_dataframe_converter(tmp_path):
+    """QWEN_SCREEN(table, TRUE): the range (as xlwings converts it) becomes a DataFrame through
+    xlwings' DataFrame converter, read like ``xladdin.screen(df)`` reads a frame."""
+    import pandas as pd
+
+    from xladdin.excel import cells
+    from xladdin.excel.udfs import ARG_OPTIONS
+    from xladdin.pool import pool_from_frame
+
+    raw = (("代码", "名称", "ROE(%)", "净利润(万元)", "财报摘要"),
+           (600519.0, "贵州茅台", 34.19, 6272.05, "营收1505亿元"),
+           (None, None, None, None, None),  # a blank row keeps its place in the spill
+           ("000001", "平安银行", None, None, ""))  # fmt: skip
+    values = xlwings_read(raw, ARG_OPTIONS["QWEN_SCREEN"]["values"])
+    frame = cells.table_frame(cells.to_rows(values))
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == list(raw[0]) and len(frame) == 3
+    records, columns = cells.screen_records(values, True)
+    assert columns == list(raw[0]) and records[1] is None
+    first = ScreenTask().parse(records[0])
+    assert first.code == "600519.SH" and first.roe == 34.19 and first.net_profit == 0.627205  # 万元 → 亿元
+    assert ScreenTask().parse(records[2]).code == "000001.SZ" and ScreenTask().parse(records[2]).roe is None
+    as_frame = pd.DataFrame([list(r) for r in raw[1:]], columns=list(raw[0]))
+    assert pool_from_frame(as_frame).records()[0] == records[0]  # the pandas front door reads it the same

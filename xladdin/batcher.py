@@ -1,7 +1,7 @@
 """When requests reach the engine, and what never needs to.
 
-A thread-safe sync facade serves Excel threads, the CLI and pandas; the asyncio core is the
-``Scheduler`` (``xladdin.scheduler``). A request is
+A thread-safe sync facade serves the ``Resolver`` (every front door: Excel, the CLI, Refresh,
+pandas); the asyncio core is the ``Scheduler`` (``xladdin.scheduler``). A request is
 
 1. answered from the cache at once when it can be (in the caller's thread, no queue, no event
    loop round trip);
@@ -13,10 +13,8 @@ Each answer is stored in the cache the moment it arrives, then turned into the t
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import functools
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -24,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
-from .errors import EngineError, EngineOffline, XladdinError
+from .errors import EngineOffline, XladdinError
 from .scheduler import Scheduler
 from .settings import Settings
 from .tasks.base import Provenance, Task
@@ -114,15 +112,14 @@ class Batcher(Scheduler):
         Never waits for the engine: before it has started (loading a model, reaching a server
         that may hang) the future covers the start too, and a recent failure to start is raised."""
         if not self.ready:
-            loop = self._running_loop()
-            self._raise_recent_failure()
-            return asyncio.run_coroutine_threadsafe(self._start_then_ask(task, inp), loop)
+            self.loop.get()
+            self.shared_start.raise_recent_failure()
+            return self.loop.submit(self._start_then_ask(task, inp))
         key = self.key(task, inp)
         hit = self._from_cache(task, inp, key)
         if hit is not None:
             return hit
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(self._ask(task, inp, key), self._loop)
+        return self.loop.submit(self._ask(task, inp, key))
 
     def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
         """A future of the task's result. Cache hits come back already done."""
@@ -140,76 +137,23 @@ class Batcher(Scheduler):
         except concurrent.futures.TimeoutError:
             raise XladdinError(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
 
-    def map(
-        self,
-        task: Task,
-        rows: Iterable[Mapping[str, Any] | BaseModel],
-        on_result: Callable[[int, Any], None] | None = None,
-    ) -> list[Any]:
-        """Results in input order; a bad row or failed request is its ``XladdinError``, not an exception
-        (an engine that cannot start is every row's error)."""
-        try:
-            self.start()
-        except EngineError as e:
-            results = [e for _ in rows]
-            for i, err in enumerate(results):
-                if on_result:
-                    on_result(i, err)
-            return results
-        results: list[Any] = []
-        pending: dict[concurrent.futures.Future, int] = {}
-        for i, row in enumerate(rows):
-            try:
-                fut = self.submit(task, task.parse(row))
-            except Exception as e:  # a bad row (or a bug on one row) is that row's value
-                e = e if isinstance(e, XladdinError) else XladdinError(f"internal error: {e.__class__.__name__}: {e}")
-                results.append(e)
-                if on_result:
-                    on_result(i, e)
-                continue
-            results.append(None)
-            pending[fut] = i
-        remaining = set(pending)
-        while remaining:
-            # bounded: if no answer at all arrives for request_timeout, the engine has stalled and
-            # the rows still waiting are errors (their requests are cancelled)
-            done, remaining = concurrent.futures.wait(remaining, timeout=self.request_timeout,
-                                                      return_when=concurrent.futures.FIRST_COMPLETED)  # fmt: skip
-            stalled: set[concurrent.futures.Future] = set()
-            if not done:
-                error = XladdinError(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})")
-                for fut in remaining:
-                    fut.cancel()
-                    results[pending[fut]] = error
-                stalled, done, remaining = remaining, remaining, set()
-            for fut in done:
-                i = pending[fut]
-                if fut not in stalled:
-                    try:
-                        results[i] = fut.result()
-                    except XladdinError as e:
-                        results[i] = e
-                    except Exception as e:  # a bug in one row never loses the others
-                        results[i] = XladdinError(f"internal error: {e.__class__.__name__}: {e}")
-                if on_result:
-                    on_result(i, results[i])
-        return results
-
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             data = asdict(self.stats)
-        data.update(queued=len(self._queue), in_flight=len(self._inflight), max_parallel=self.window.limit,
-                    peak_in_engine=self.peak_in_engine, model=self.engine.model_id)  # fmt: skip
+        q = self.queue
+        data.update(queued=len(q.jobs) if q else 0, in_flight=len(q.inflight) if q else 0, waves=q.waves if q else 0,
+                    max_parallel=self.window.limit, peak_in_engine=self.peak_in_engine,
+                    model=self.engine.model_id)  # fmt: skip
         return data
 
     # ---------------------------------------------------------------- async core
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
-        await self._shared_start()
+        await self._ensure_started()
         key = self.key(task, inp)
         return await self._ask(task, inp, key)  # it looks in the cache first
 
     async def _ask(self, task: Task, inp: BaseModel, key: str) -> Any:
-        if key not in self._inflight:
+        if self.queue is None or key not in self.queue.inflight:
             # Answers are cached and leave ``_inflight`` on this loop thread, so a
             # request that missed the cache in its caller thread checks once more.
             hit = self._from_cache(task, inp, key)

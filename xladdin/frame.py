@@ -8,11 +8,10 @@ first, a progress bar that renders in a notebook, and a bad row is that row's er
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from .batcher import Batcher
-from .pool import pool_from_table
+from .pool import pool_from_frame
 from .report import verdict_table
 from .rules import DEFAULT_RULES, Rules
 from .run import screen_records
@@ -28,8 +27,7 @@ def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None =
     from tqdm.auto import tqdm
 
     settings = settings or Settings.load()
-    cells = df.astype(object).where(df.notna(), None)
-    pool = pool_from_table(list(df.columns), cells.values.tolist(), Path("DataFrame"))
+    pool = pool_from_frame(df)
     own = batcher is None
     batcher = batcher or Batcher.from_settings(settings)
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)

@@ -144,6 +144,13 @@ def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Poo
     return pool
 
 
+def pool_from_frame(df: Any, source: str = "DataFrame") -> Pool:
+    """A pandas DataFrame as a pool: its columns are the header, missing values (NaN, NaT, None)
+    are blanks."""
+    cells = df.astype(object).where(df.notna(), None)
+    return pool_from_table(list(df.columns), cells.values.tolist(), Path(source))
+
+
 def read_pool(path: str | Path) -> Pool:
     path = Path(path)
     if not path.is_file():

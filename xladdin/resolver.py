@@ -1,10 +1,11 @@
 """What a request comes to, at once: ``Done``, ``Pending`` or ``Failed``.
 
-The resolver owns each request's fate for front ends that cannot wait (Excel cells): it answers
-from memory (results already read in this process), else the disk cache through the batcher,
-joins a request in flight, or remembers a recent failure for ``ERROR_TTL`` seconds so that a
-down engine is not asked again in a loop. It never blocks on the engine: before the engine has
-started, the ticket covers the start too.
+The resolver owns each request's fate for every front door. It answers from memory (results
+already read in this process), else the disk cache through the batcher, joins a request in
+flight, or remembers a recent failure for ``ERROR_TTL`` seconds so that a down engine is not
+asked again in a loop. ``resolve`` never blocks on the engine (Excel cells): before the engine
+has started, the ticket covers the start too. ``map`` (the CLI, the Refresh macro, pandas)
+resolves a whole table the same way, then waits for its tickets, with a bound.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import concurrent.futures
 import functools
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,48 @@ class Resolver:
         self.remember(memo_key, res)
         return Done(res)
 
+    def map(self, task: Task, rows: Iterable[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Results in input order; a bad row or a failed request is its ``XladdinError`` in place
+        (an engine that cannot start is every row's error). Bounded: when no answer at all arrives
+        for the batcher's ``request_timeout``, the engine has stalled and every row still waiting
+        is that error (its request is cancelled)."""
+        results: list[Any] = []
+        tickets: dict[concurrent.futures.Future, int] = {}
+
+        def settle(i: int, value: Any) -> None:
+            results[i] = value
+            if on_result:
+                on_result(i, value)
+
+        for i, row in enumerate(rows):
+            results.append(None)
+            try:
+                outcome = self.resolve(task, row)
+            except Exception as e:  # a bug on one row is that row's value
+                outcome = Failed(_internal(e))
+            if isinstance(outcome, Pending):
+                tickets[outcome.ticket] = i
+            else:
+                settle(i, outcome.result if isinstance(outcome, Done) else outcome.error)
+        waiting = set(tickets)
+        timeout = self.batcher.request_timeout
+        while waiting:
+            done, waiting = concurrent.futures.wait(waiting, timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+            if not done:
+                stalled = XladdinError(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
+                for ticket in waiting:
+                    ticket.cancel()
+                    settle(tickets[ticket], stalled)
+                break
+            for ticket in done:
+                try:
+                    settle(tickets[ticket], ticket.result())
+                except XladdinError as e:
+                    settle(tickets[ticket], e)
+                except Exception as e:  # a bug in one row never loses the others
+                    settle(tickets[ticket], _internal(e))
+        return results
+
     def remember(self, memo_key: Hashable | None, result: Any) -> None:
         if memo_key is None:
             return
@@ -97,8 +140,12 @@ class Resolver:
         if error is None:
             return  # the answer is in the cache: the next resolve reads and remembers it
         if not isinstance(error, XladdinError):
-            error = XladdinError(f"internal error: {error.__class__.__name__}: {error}")
+            error = _internal(error)
         now = time.monotonic()
         with self._lock:
             self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
             self._failed[key()] = (now, error)
+
+
+def _internal(e: BaseException) -> XladdinError:
+    return XladdinError(f"internal error: {e.__class__.__name__}: {e}")

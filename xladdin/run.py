@@ -14,6 +14,7 @@ from .errors import XladdinError
 from .models import STARTER_NOTE
 from .pool import read_pool
 from .report import check_output, write_report
+from .resolver import Resolver
 from .rules import DEFAULT_RULES, Rules
 from .settings import Settings
 from .tasks.screen import ScreenResult, ScreenTask
@@ -53,7 +54,7 @@ def screen_records(batcher: Batcher, task: ScreenTask, records: list[Any], progr
             bar.update(1)
             bar.set_postfix(cached=hits, errors=errors, refresh=False)
 
-        results = batcher.map(task, records, on_result)
+        results = Resolver(batcher).map(task, records, on_result)
     return results, hits, errors
 
 

@@ -7,20 +7,16 @@ queue longest prompt first, after a short window that lets a burst of cells arri
 sorted. The engine is never given more than that and never left idle while work is queued.
 Each answer goes through one ``structured_call`` (validated, re-asked once with the error)
 and is handed to ``_store`` the moment it arrives; a failing request fails only its own future.
-
-The engine starts on the loop, once, shared by every request that arrives meanwhile; its
-failure is remembered for ``START_RETRY_S`` seconds and raised at once.
+The loop thread and the engine's shared start are ``xladdin.lifecycle``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import heapq
 import itertools
-import logging
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -28,11 +24,9 @@ from pydantic import BaseModel
 from .engine import Engine, SamplingParams
 from .errors import EngineError, XladdinError
 from .inflight import CONTROL_INTERVAL_S, Window
+from .lifecycle import LoopThread, SharedStart
 from .structured import structured_call
 from .tasks.base import Task
-
-log = logging.getLogger(__name__)
-START_RETRY_S = 30.0  # an engine that failed to start is not asked again for this long
 
 
 @dataclass
@@ -43,7 +37,6 @@ class BatcherStats:
     engine_requests: int = 0
     completed: int = 0
     failed: int = 0
-    waves: int = 0
     last_error: str | None = None
 
 
@@ -55,6 +48,55 @@ class _Job:
     inp: BaseModel = field(compare=False)
     messages: list[dict[str, str]] = field(compare=False)
     future: asyncio.Future = field(compare=False)
+
+
+class JobQueue:
+    """Requests waiting for the engine: an identical request joins the one queued or in flight
+    (one future), the longest prompt goes first, and an idle engine waits ``collect_s`` for a
+    burst of cells to arrive (one wave) before the first is taken."""
+
+    def __init__(self, collect_s: float):
+        self.collect_s = collect_s
+        self.jobs: list[_Job] = []
+        self.inflight: dict[str, asyncio.Future] = {}  # queued or in the engine, by request key
+        self.waves = 0
+        self._wake = asyncio.Event()
+        self._seq = itertools.count()
+        self._collecting = False
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def put(self, key: str, task: Task, inp: BaseModel) -> tuple[asyncio.Future, bool]:
+        """The future of ``key``'s answer, and whether it joined one already asked."""
+        fut = self.inflight.get(key)
+        if fut is not None:
+            return fut, True
+        fut = asyncio.get_running_loop().create_future()
+        self.inflight[key] = fut
+        messages = task.messages(inp)
+        length = sum(len(m["content"]) for m in messages)
+        heapq.heappush(self.jobs, _Job((-length, next(self._seq)), key, task, inp, messages, fut))
+        self._wake.set()
+        return fut, False
+
+    async def take(self, engine_idle: Callable[[], bool]) -> _Job:
+        while not self.jobs:
+            self._wake.clear()
+            await self._wake.wait()
+            if engine_idle():  # let the burst arrive, then sort it
+                if not self._collecting:
+                    self._collecting = True
+                    self.waves += 1
+                if self.collect_s:
+                    await asyncio.sleep(self.collect_s)
+                self._collecting = False
+        return heapq.heappop(self.jobs)
+
+    def fail_all(self, error: Exception) -> None:
+        for fut in self.inflight.values():
+            if not fut.done():
+                fut.set_exception(error)
 
 
 class Scheduler:
@@ -79,22 +121,13 @@ class Scheduler:
         self.request_timeout = request_timeout
         self.stats = BatcherStats()
         self._lock = threading.Lock()  # stats
-        self._life = threading.Lock()  # start / close
-        self._started = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._queue: list[_Job] = []
-        self._inflight: dict[str, asyncio.Future] = {}
-        self._wake: asyncio.Event | None = None
-        self._seq = itertools.count()
+        self.loop = LoopThread("xladdin-batcher")
+        self.shared_start = SharedStart(self._astart)
+        self.queue: JobQueue | None = None  # made on the loop, when the engine has started
         self._workers: list[asyncio.Task] = []
         self._in_engine = 0
         self._n_workers = 0
-        self._collecting = False
         self.peak_in_engine = 0
-        self.start_retry_s = START_RETRY_S
-        self._start_failed: tuple[float, EngineError] | None = None
-        self._starting: asyncio.Future | None = None
 
     # ---------------------------------------------------------------- lifecycle
     @property
@@ -105,46 +138,17 @@ class Scheduler:
     def start(self) -> None:
         """Start the loop thread and the engine, and wait for it (idempotent, thread-safe).
 
-        An engine that cannot start (offline, timing out) raises its ``EngineError``; the failure
-        is remembered for ``START_RETRY_S`` seconds, so a sheet of cells asking meanwhile gets
-        the error at once instead of each waiting for the engine again."""
+        An engine that cannot start (offline, timing out) raises its ``EngineError``, and a
+        recent failure is raised at once (``lifecycle.SharedStart``)."""
         if self.ready:
             return
-        loop = self._running_loop()
-        self._raise_recent_failure()
-        asyncio.run_coroutine_threadsafe(self._shared_start(), loop).result()
+        self.loop.get()
+        self.shared_start.raise_recent_failure()
+        self.loop.submit(self._ensure_started()).result()
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        with self._life:
-            if not self._started:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="xladdin-batcher", daemon=True)
-                thread.start()
-                self._loop, self._thread, self._started = loop, thread, True
-            assert self._loop is not None
-            return self._loop
-
-    def _raise_recent_failure(self) -> None:
-        failed = self._start_failed
-        if failed is not None and time.monotonic() - failed[0] < self.start_retry_s:
-            raise failed[1]
-
-    async def _shared_start(self) -> None:
-        """One start at a time on the loop; everyone asking meanwhile awaits the same one."""
-        if self.ready:
-            return
-        if self._starting is None:
-            self._starting = asyncio.ensure_future(self._astart())
-        starting = self._starting
-        try:
-            await asyncio.shield(starting)
-        except EngineError as e:
-            self._start_failed = (time.monotonic(), e)
-            raise
-        finally:
-            if starting.done() and self._starting is starting:
-                self._starting = None
-        self._start_failed = None
+    async def _ensure_started(self) -> None:
+        if not self.ready:
+            await self.shared_start()
 
     async def _start_engine(self) -> None:
         """Start the engine (a subclass may serve from a cache when it cannot)."""
@@ -155,7 +159,7 @@ class Scheduler:
         if not self.engine.model_id:  # the model id is part of every cache key
             raise EngineError(f"{self.engine.describe()}: the engine did not name its model")
         self.window = self._window()  # the engine now knows its slots, or whether its server reports load
-        self._wake = asyncio.Event()
+        self.queue = JobQueue(self.collect_s)
         self._spawn_workers()
         if self.window.adaptive:
             self._workers.append(asyncio.create_task(self._control()))
@@ -163,31 +167,19 @@ class Scheduler:
     def close(self, *, abort: bool = False) -> None:
         """Stop the workers and (if owned) the engine. ``abort`` (Ctrl-C) does not wait for
         requests the engine is still computing; every finished answer is already cached."""
-        with self._life:
-            started, self._started = self._started, False
-            loop, thread = self._loop, self._thread
-        if started:
-            assert loop is not None and thread is not None
 
-            async def _stop() -> None:
-                for w in self._workers:
-                    w.cancel()
-                for fut in self._inflight.values():  # callers waiting on unanswered requests get an error
-                    if not fut.done():
-                        fut.set_exception(XladdinError("closed before the answer arrived"))
-                await asyncio.sleep(0)
-                if self.own_engine:
-                    if abort:
-                        self.engine.abort()
-                    await self.engine.aclose()
+        async def _stop() -> None:
+            for w in self._workers:
+                w.cancel()
+            if self.queue is not None:  # callers waiting on unanswered requests get an error
+                self.queue.fail_all(XladdinError("closed before the answer arrived"))
+            await asyncio.sleep(0)
+            if self.own_engine:
+                if abort:
+                    self.engine.abort()
+                await self.engine.aclose()
 
-            # no lock held here: the loop thread may still be finishing requests that count stats
-            try:
-                asyncio.run_coroutine_threadsafe(_stop(), loop).result(30)
-            except concurrent.futures.TimeoutError:
-                log.warning("the engine did not stop within 30 s; closing anyway")
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
+        self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
         self._closed()
 
     def _closed(self) -> None:
@@ -205,34 +197,12 @@ class Scheduler:
 
     async def _schedule(self, key: str, task: Task, inp: BaseModel) -> BaseModel:
         """The validated answer for ``key``: joins the request in flight, or queues a new one."""
-        fut = self._inflight.get(key)
-        if fut is None:
-            fut = asyncio.get_running_loop().create_future()
-            self._inflight[key] = fut
-            messages = task.messages(inp)
-            length = sum(len(m["content"]) for m in messages)
-            heapq.heappush(self._queue, _Job((-length, next(self._seq)), key, task, inp, messages, fut))
-            assert self._wake is not None
-            self._wake.set()
-        else:
+        assert self.queue is not None
+        fut, joined = self.queue.put(key, task, inp)
+        if joined:
             with self._lock:
                 self.stats.deduplicated += 1
         return await asyncio.shield(fut)
-
-    async def _next_job(self) -> _Job:
-        assert self._wake is not None
-        while not self._queue:
-            self._wake.clear()
-            await self._wake.wait()
-            if self._in_engine == 0:  # idle engine: let the burst arrive, then sort it
-                if not self._collecting:
-                    self._collecting = True
-                    with self._lock:
-                        self.stats.waves += 1
-                if self.collect_s:
-                    await asyncio.sleep(self.collect_s)
-                self._collecting = False
-        return heapq.heappop(self._queue)
 
     def _window(self) -> Window:
         cap = self.engine.max_parallel
@@ -250,12 +220,13 @@ class Scheduler:
         """Adapt the window to the server's load while work is queued here."""
         while True:
             await asyncio.sleep(CONTROL_INTERVAL_S)
-            if not self._queue or not self._in_engine:
+            assert self.queue is not None
+            if not self.queue or not self._in_engine:
                 continue
             load = await self.engine.server_load()
             if load is None:
                 return  # the server does not report its load: keep the window
-            self.window.update(*load, in_engine=self._in_engine, queued=len(self._queue))
+            self.window.update(*load, in_engine=self._in_engine, queued=len(self.queue))
             self._spawn_workers()
             self._workers = [w for w in self._workers if not w.done()]
 
@@ -266,8 +237,9 @@ class Scheduler:
             self._n_workers -= 1
 
     async def _work(self) -> None:
+        assert self.queue is not None
         while self._n_workers <= self.window.limit:
-            job = await self._next_job()
+            job = await self.queue.take(lambda: self._in_engine == 0)
             self._in_engine += 1
             self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
             try:
@@ -282,7 +254,7 @@ class Scheduler:
                 job.future.set_result(out)
             finally:
                 self._in_engine -= 1
-                self._inflight.pop(job.key, None)
+                self.queue.inflight.pop(job.key, None)
 
     def _count_request(self) -> None:
         with self._lock:

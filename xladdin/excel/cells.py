@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, XladdinError
-from ..pool import pool_from_table
+from ..pool import pool_from_frame, pool_from_table
 from ..report import error_text
 from ..rules import DEFAULT_RULES, Rules
 from ..tasks.screen import ScreenResult
@@ -39,6 +39,16 @@ def to_rows(value: Any) -> list[list[Any]]:
     return [list(r) for r in value]
 
 
+def table_frame(rows: list[list[Any]]) -> Any:
+    """A range with its header row as a DataFrame through xlwings' own DataFrame converter — the
+    frame ``xladdin.screen(df)`` takes — or ``None`` without pandas (the rows are read as they are)."""
+    try:
+        from xlwings.conversion.pandas_conv import PandasDataFrameConverter
+    except ImportError:  # pandas is optional
+        return None
+    return PandasDataFrameConverter.read_value(rows, {"index": False, "header": True})
+
+
 def _blank(row: list[Any]) -> bool:
     return all(v is None or (isinstance(v, str) and not v.strip()) for v in row)
 
@@ -49,7 +59,11 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
     if header:
         if not rows:
             raise InputError("header", "row is missing")
-        pool = pool_from_table(rows[0], rows[1:], Path("range"))
+        frame = table_frame(rows)
+        if frame is not None:
+            pool = pool_from_frame(frame, "range")
+        else:
+            pool = pool_from_table(rows[0], rows[1:], Path("range"))
         records = pool.records()
         return [None if _blank(r) else rec for r, rec in zip(rows[1:], records, strict=True)], pool.columns
     out: list[dict[str, Any] | None] = []

@@ -62,7 +62,7 @@ def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable
             progress(f"xladdin: {counts['done']}/{counts['rows']} rows ({counts['cached']} cached, "
                      f"{counts['errors']} errors)")  # fmt: skip
 
-    rt.batcher.map(task, records, on_result)
+    rt.resolver.map(task, records, on_result)
     return counts
 
 
