@@ -24,6 +24,10 @@ def main() -> None:
         from . import schema
 
         sys.exit(schema.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["news"]:
+        from . import news
+
+        sys.exit(news.main(sys.argv[2:]))
     if sys.argv[1:2] == ["gold"]:
         from . import gold
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from xladdin.tasks.figures import loss_statement, quote_supports, read_figures
+from xladdin.tasks.figures import loss_statement, normalize, quote_supports, read_figures
 
 
 @pytest.mark.parametrize(
@@ -58,3 +58,32 @@ def test_the_share_count_is_read_in_hundred_millions():
 
     assert read_shares("公司总股本为125,619.78万股").value == pytest.approx(12.5619780)
     assert read_shares("总股本12.56亿股").quote == "总股本12.56亿股" and read_shares("无股本信息") is None
+
+
+def test_broker_note_wordings():
+    """How research notes write results (wordings from real notes; figures changed)."""
+    cases = {
+        "实现收入7.24亿,同比增长43.29%,归母净利润2.56亿,同比增长39.20%": (2.56, 39.20),
+        "营收19.17亿(+2.83%),归母净利4.15亿(-10.74%),扣非归母净利润4.01亿元(-11.27%)": (4.15, -10.74),
+        "营收32.87亿元/+8.54%,归母净利4.64亿元/+20.69%": (4.64, 20.69),
+        "上半年实现收入/归母净利润35.9/10.1亿元,同比+25.1%/+0.1%": (10.1, None),
+        "公司通过高新技术认定,归母净利同增60.98%至2.90亿元": (2.90, None),
+        "实现归属上市公司股东净利润1.36亿元,同比增加37.90%": (1.36, 37.90),
+    }
+    for text, (profit, growth) in cases.items():
+        found = read_figures(text)
+        assert found["net_profit"].value == profit, text
+        assert found["net_profit"].quote in normalize(text)
+        assert (found["net_profit_growth"].value if "net_profit_growth" in found else None) == growth, text
+
+
+def test_forecasts_and_ranges_are_not_reported_figures():
+    for text in ("公司发布业绩预告,预计实现归母净利润1.45亿元至1.53亿元,同比增长79%-88%",
+                 "2022年上半年公司预计实现归母净利润5850-6350万元",
+                 "归母净利润14.95~16.25亿元,同比增长15%~25%",
+                 "盈利预测:我们预测公司2019-2020年归母净利润为6.10亿、7.72亿元",
+                 "估值小米渠道收入承压,我们下调22年净利润33%至4.2亿元"):  # fmt: skip
+        assert "net_profit" not in read_figures(text), text
+    # a forecast in one sentence does not hide the reported figure of the next
+    text = "预计全年增长。2021年实现归母净利润0.87亿元"
+    assert read_figures(text)["net_profit"].value == 0.87

@@ -465,10 +465,11 @@ def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp
     report = json.loads((tmp_path / "eval.json").read_text(encoding="utf-8"))
     net = report["fields"]["gold_net_profit"]
     assert (net["rows"], net["correct"], net["evidence_rate"]) == (4, 3, 0.75)  # read in code, with quotes
+    assert net["correct_and_quoted"] == 0.75
     assert net["misses"][0]["code"] == "600036" and net["misses"][0]["read"] is None
     assert report["fields"]["gold_revenue"]["accuracy"] == 1.0
     assert report["fields"]["gold_risk"] == {"rows": 3, "correct": 3, "accuracy": 1.0, "evidence_rate": None,
-                                             "misses": []}  # fmt: skip
+                                             "correct_and_quoted": None, "misses": []}  # fmt: skip
     assert "gold_net_profit" in r.stdout and "75.0%" in r.stdout
 
 

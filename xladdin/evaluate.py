@@ -32,7 +32,7 @@ GOLD_FIGURES = {
     "gold_roe": "roe_text",
     "gold_eps": "eps_text",
 }
-RELATIVE_TOLERANCE = 0.01  # a figure within 1% of the gold value (or 0.01 absolute) is right
+RELATIVE_TOLERANCE = 0.01  # a figure within 1% of the gold value is right (a ratio or EPS: or 0.01 absolute)
 
 
 @dataclass
@@ -40,6 +40,7 @@ class FieldScore:
     rows: int = 0
     correct: int = 0
     quoted: int | None = 0  # None: a field without quotes (the risk level is computed, not read)
+    traced: int = 0  # right and shown with its verified quote
     misses: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -47,11 +48,16 @@ class FieldScore:
             return round(n / self.rows, 3) if self.rows and n is not None else None
 
         return {"rows": self.rows, "correct": self.correct, "accuracy": rate(self.correct),
-                "evidence_rate": rate(self.quoted), "misses": (self.misses or [])[:20]}  # fmt: skip
+                "evidence_rate": rate(self.quoted), "correct_and_quoted": rate(self.traced) if self.quoted is not None
+                else None, "misses": (self.misses or [])[:20]}  # fmt: skip
 
 
-def close_enough(read: float | None, gold: float) -> bool:
-    return read is not None and abs(read - gold) <= max(0.01, RELATIVE_TOLERANCE * abs(gold))
+def close_enough(read: float | None, gold: float, money: bool = False) -> bool:
+    """Within 1% of ``gold``; a percentage or EPS also within 0.01 (its printed precision), but not
+    money: 0.01 亿元 is 100万元, more than a small company's whole profit."""
+    if read is None:
+        return False
+    return abs(read - gold) <= max(0.0 if money else 0.01, RELATIVE_TOLERANCE * abs(gold))
 
 
 def gold_columns(pool: Pool) -> dict[str, int]:
@@ -104,9 +110,11 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
             read = getattr(res, attr)
             s = scores[name]
             s.rows += 1
-            s.quoted = (s.quoted or 0) + (f"{label}「" in res.evidence)
-            if close_enough(read, value):
+            quoted = f"{label}「" in res.evidence
+            s.quoted = (s.quoted or 0) + quoted
+            if close_enough(read, value, money=FIGURES[RESULT_FIGURES[attr]][1] == "亿元"):
                 s.correct += 1
+                s.traced += quoted
             else:
                 s.misses.append({"row": i + 2, "code": code, "gold": value, "read": read, "notes": res.notes[:200]})
     return {"gold": str(gold_path), "rows": len(pool.rows), "errors": len(errors), "error_rows": errors[:20],
@@ -116,11 +124,11 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
 
 def table(report: dict[str, Any]) -> str:
     lines = [f"{report['rows']} rows, {report['errors']} errors — {report['model']}",
-             f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9}"]  # fmt: skip
+             f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9} {'right+quoted':>13}"]  # fmt: skip
     for name, f in report["fields"].items():
-        acc = "" if f["accuracy"] is None else f"{f['accuracy']:.1%}"
-        ev = "" if f["evidence_rate"] is None else f"{f['evidence_rate']:.1%}"
-        lines.append(f"{name:<24} {f['rows']:>5} {acc:>9} {ev:>9}")
+        acc, ev, traced = ("" if f[k] is None else f"{f[k]:.1%}" for k in ("accuracy", "evidence_rate",
+                                                                            "correct_and_quoted"))  # fmt: skip
+        lines.append(f"{name:<24} {f['rows']:>5} {acc:>9} {ev:>9} {traced:>13}")
     return "\n".join(lines)
 
 

@@ -78,13 +78,15 @@ class Reading:
 
 
 _NUM = r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?"
-_MONEY = r"(?P<scale>百万|千|万|亿)?(?P<cur>元|港元|港币|美元)"
+# "1.26亿元", "5,657,115.16元", "3152.1万港元", and in broker notes "0.92亿" (元 left out after a scale)
+_MONEY = r"(?:(?P<scale>百万|千|万|亿)(?P<cur>元|港元|港币|美元)?|(?P<cur1>元|港元|港币|美元))"
 _GAP = r"(?:为|达|达到|约|了|:|：|人民币|共计|实现|是)*"
-_GROWTH = (r"(?:[,，]?(?:同比|较上年同期|比上年同期|较上年)?(?P<dir>增长|上升|增加|下降|减少|下滑)"
+_GROWTH = (r"(?:[,，/(（]?(?:同比|较上年同期|比上年同期|较上年)?(?P<dir>增长|上升|增加|下降|减少|下滑|同增|同减|[+-])"
            r"(?P<g>\d+(?:\.\d+)?)%)?")
+_DOWN = ("下降", "减少", "下滑", "同减", "-")
 _LABELS = {
     "revenue": r"营业总收入|营业收入|营收",
-    "net_profit": r"归属于(?:上市公司|母公司)(?:股东|所有者)的净利润|归母净利润|净利润",
+    "net_profit": r"归属于?(?:上市公司|母公司)(?:股东|所有者)的?净利润|归母净利润?|净利润",
     "gross_margin": r"毛利率",
     "net_margin": r"销售净利率|净利率",
     "roe": r"加权平均净资产收益率|净资产收益率|ROE",
@@ -92,6 +94,10 @@ _LABELS = {
 }
 # 扣除非经常性损益后的净利润 is another figure: never read it as net profit
 _EXCLUDED_BEFORE = re.compile(r"(扣除非经常性损益后的?|扣非后?|少数股东|归属于少数股东的)$")
+# a forecast, a target or a commitment is not a reported figure: never read one from its clause
+_FORECAST = re.compile(r"预计|预测|预期|有望|承诺|我们(?:下|上)调")
+_CLAUSE_START = re.compile(r"[。；;!！?？\n]")
+_RANGE_AFTER = re.compile(r"^(?:至|到|~|～|-)[-+]?\d")
 _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
 _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
 _LOSS = re.compile(r"(?P<q>(?:净)?亏损" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY + r")")
@@ -102,11 +108,12 @@ def _number(text: str) -> float:
     return float(text.replace(",", "").replace("+", ""))
 
 
-def _money(match: re.Match, sign: float = 1.0) -> tuple[float | None, str]:
-    currency = _CURRENCY[match.group("cur")]
+def _money(match: re.Match, sign: float = 1.0, number: str | None = None) -> tuple[float | None, str]:
+    currency = _CURRENCY[match.group("cur") or match.group("cur1") or "元"]
     if currency != "CNY":
         return None, currency
-    return round(sign * _number(match.group("n")) * _SCALE[match.group("scale")], 10), currency
+    value = _number(number if number is not None else match.group("n"))
+    return round(sign * value * _SCALE[match.group("scale")], 10), currency
 
 
 def read_figures(text: str) -> dict[str, Reading]:
@@ -114,17 +121,15 @@ def read_figures(text: str) -> dict[str, Reading]:
     t = normalize(text)
     out: dict[str, Reading] = {}
     for name in ("revenue", "net_profit"):
-        pattern = re.compile(f"(?P<label>{_LABELS[name]}){_GAP}(?P<n>{_NUM}){_MONEY}{_GROWTH}")
-        for m in pattern.finditer(t):
-            if _EXCLUDED_BEFORE.search(t[: m.start()]):
-                continue
-            value, currency = _money(m)
-            out[name] = Reading(name, value, m.group(0), currency)
-            if m.group("g"):
-                sign = -1 if m.group("dir") in ("下降", "减少", "下滑") else 1
-                growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
-                out[growth] = Reading(growth, sign * float(m.group("g")), m.group(0))
-            break
+        found = _first_money(t, name)
+        if found is None:
+            continue
+        m, value, currency = found
+        out[name] = Reading(name, value, m.group(0), currency)
+        if m.groupdict().get("g"):
+            sign = -1 if m.group("dir") in _DOWN else 1
+            growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
+            out[growth] = Reading(growth, sign * float(m.group("g")), m.group(0))
     if "net_profit" not in out:
         loss = _LOSS.search(t)
         if loss:
@@ -138,6 +143,46 @@ def read_figures(text: str) -> dict[str, Reading]:
     if m:
         out["eps"] = Reading("eps", _number(m.group("n")), m.group(0))
     return out
+
+
+def _reported(t: str, m: re.Match) -> bool:
+    """A statement of a reported figure: not 扣非, not a forecast's clause, not one end of a range."""
+    before = t[: m.start()]
+    clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
+    return not (_EXCLUDED_BEFORE.search(before) or _FORECAST.search(clause) or _RANGE_AFTER.match(t[m.end() :]))
+
+
+@functools.lru_cache(maxsize=16)
+def _money_patterns(name: str) -> tuple[re.Pattern, ...]:
+    label, num = _LABELS[name], f"(?P<n>{_NUM})"
+    return (
+        re.compile(f"(?P<label>{label}){_GAP}{num}{_MONEY}{_GROWTH}"),  # 归母净利润1.26亿元，同比增长8%
+        # 收入/归母净利润35.9/10.1亿元: the figure at the label's place in the list
+        re.compile(f"(?P<labels>(?:[^\\d,，。;；:：/]{{1,8}}/)+(?:{label})){_GAP}(?P<list>{_NUM}(?:/{_NUM})+){_MONEY}"),
+        # 归母净利同增60.98%至2.90亿元
+        re.compile(f"(?P<label>{label})(?:同比)?(?:同增|同减|增长|下降|减少|上升)\\d+(?:\\.\\d+)?%至{num}{_MONEY}"),
+    )
+
+
+def _first_money(t: str, name: str) -> tuple[re.Match, float | None, str] | None:
+    """The earliest reported money figure for ``name``: (match, value in 亿元, currency)."""
+    best: tuple[re.Match, float | None, str] | None = None
+    for pattern in _money_patterns(name):
+        for m in pattern.finditer(t):
+            if best is not None and m.start() >= best[0].start():
+                break
+            if not _reported(t, m):
+                continue
+            if "list" in pattern.groupindex:
+                labels, numbers = m.group("labels").split("/"), m.group("list").split("/")
+                if len(labels) != len(numbers) or not re.fullmatch(_LABELS[name], labels[-1]):
+                    continue
+                value, currency = _money(m, number=numbers[-1])
+            else:
+                value, currency = _money(m)
+            best = (m, value, currency)
+            break
+    return best
 
 
 _SHARES = re.compile(r"(?:总股本|股本总数|总股数)" + _GAP + r"(?P<n>" + _NUM + r")(?P<scale>亿|万)?股")
