@@ -143,6 +143,11 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         from .gpu import render as render_gpu
 
         lines += ["", *render_gpu(json.loads(gpu_results.read_text(encoding="utf-8")))]
+    schema_results = RESULTS / "schema.json"
+    if schema_results.is_file():
+        from .schema import render as render_schema
+
+        lines += ["", *render_schema(json.loads(schema_results.read_text(encoding="utf-8")))]
     lines += ["", "Raw numbers: `bench/results/*.json`.", ""]
     return "\n".join(lines)
 

@@ -123,10 +123,12 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
         results = Resolver(b).map(TASK, data)
         seconds = time.perf_counter() - t0
         snap = b.snapshot()
+        tokens = getattr(b.engine, "completion_tokens", 0)
     errors = [r for r in results if isinstance(r, Exception)]
     return {"rows": len(data), "seconds": round(seconds, 2), "rows_per_s": _rate(len(data), seconds),
             "errors": len(errors), "first_error": str(errors[0]) if errors else None,
-            "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"]}  # fmt: skip
+            "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"],
+            "completion_tokens_per_row": round(tokens / max(1, len(data)), 1)}  # fmt: skip
 
 
 def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
@@ -212,11 +214,14 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
 def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
     """The CLI path (``screen_file``): cold, then again answered from the cache."""
     settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / "market-cache"))
-    cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False)
+    with Batcher.from_settings(settings) as b:
+        cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False, batcher=b)
+        tokens = getattr(b.engine, "completion_tokens", 0)
     warm = screen_file(pool, workdir / "market-report-2.csv", settings, progress=False)
     return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
             "rows_per_s": round(cold.rows_per_second, 2), "rerun_seconds": round(warm.seconds, 2),
-            "rerun_cache_hits": warm.cache_hits, "pool": pool.name}  # fmt: skip
+            "rerun_cache_hits": warm.cache_hits, "pool": pool.name,
+            "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1)}  # fmt: skip
 
 
 # ------------------------------------------------------------------ what was measured on
@@ -353,5 +358,12 @@ def render(d: dict[str, Any]) -> list[str]:
         one, two = t["one_gpu_market"]["seconds"], t["data_parallel_2_market"]["seconds"]
         lines.append(f"- Two GPUs ({t['machine']}): one GPU {one} s, vLLM `--data-parallel-size 2` {two} s for the "
                      "same pool.")  # fmt: skip
+    if "after_quotes" in d:
+        a = d["after_quotes"]
+        lines.append(f"- Measured with {d.get('task_version', 'the task version of the time')}. {a['when']}: "
+                     f"{a['note']}:")  # fmt: skip
+        for r in a["runs"]:
+            took = f"{r['market_seconds']} s" if r["market_seconds"] else f"not finished within {r['given_s']} s"
+            lines.append(f"  - {r['task']}, {r['server']}: {took} ({r['log']})")
     lines.append("")
     return lines

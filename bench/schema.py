@@ -74,3 +74,24 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
     print(json.dumps(data, ensure_ascii=False, indent=2))
     return 0
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    """Section 7 of docs/BENCHMARKS.md."""
+    full, own = d["full_schema"], d["per_row_schema"]
+    return [
+        "## 7. What code reads is not asked of the model (`python -m bench schema`)",
+        "",
+        f"Model `{d['model']}`, {d['slots']} slots, {d['machine']['cpus']} CPUs; the same kind of rows (distinct "
+        "sets), all at once, one arm after the other in one run.",
+        "",
+        "| schema sent | keys asked per row | rows | seconds | rows/s | answer characters | errors |",
+        "|---|---|---|---|---|---|---|",
+        f"| every figure (screen-3) | {d['keys_asked_per_row']['full']} | {full['rows']} | {full['seconds']} | "
+        f"{full['rows_per_s']} | {full['answer_chars']} | {full['errors']} |",
+        f"| without the figures code read (screen-4) | {d['keys_asked_per_row']['per_row']} | {own['rows']} | "
+        f"{own['seconds']} | {own['rows_per_s']} | {own['answer_chars']} | {own['errors']} |",
+        "",
+        f"- **{d['speedup']}×** faster; answers {d['answer_chars_ratio']} as long.",
+        "",
+    ]

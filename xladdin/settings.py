@@ -31,7 +31,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine: str = Field("auto", description="auto (URL → openai_http, else embedded), or a registered engine's name")
-    engine_url: str | None = Field(None, description="OpenAI-compatible server base URL, e.g. http://gpu:8000/v1")
+    engine_url: str | None = Field(None, description="server URL, e.g. http://gpu:8000/v1 (or URL1,URL2)")
     api_key: str | None = Field(None, description="API key sent to (or required by) a server")
     model: str | None = Field(None, description="GGUF path or hub id for the embedded engine")
     served_model: str | None = Field(None, description="model name on the server (default: its first model)")

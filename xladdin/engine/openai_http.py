@@ -86,6 +86,7 @@ class OpenAIHTTPEngine(Engine):
         ]
         self._busy = [0] * len(self.urls)  # requests in flight per server
         self.answered = [0] * len(self.urls)  # answers per server
+        self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
 
@@ -184,6 +185,7 @@ class OpenAIHTTPEngine(Engine):
             self.answered[i] += 1
         finally:
             self._busy[i] -= 1
+        self.completion_tokens += getattr(resp.usage, "completion_tokens", 0) or 0
         choice = resp.choices[0]
         if choice.finish_reason == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
