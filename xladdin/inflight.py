@@ -38,6 +38,13 @@ class Window:
         return cls(limit=n, cap=n)
 
     @classmethod
+    def for_engine(cls, slots: int, reports_load: bool, setting: int | None) -> Window:
+        """A user's limit as given (at most the engine's ``slots``); else the engine's slots, adapting
+        up to them when the engine reports its load."""
+        n = max(1, min(setting or slots, slots))
+        return cls.adaptive_up_to(n) if setting is None and reports_load else cls.fixed(n)
+
+    @classmethod
     def adaptive_up_to(cls, cap: int) -> Window:
         return cls(limit=min(INITIAL, cap), cap=cap, adaptive=True)
 

@@ -100,17 +100,9 @@ class JobQueue:
 
 
 class Scheduler:
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        params: SamplingParams | None = None,
-        window_ms: float = 20.0,
-        max_parallel: int | None = None,
-        output_retries: int = 1,
-        request_timeout: float | None = None,
-        own_engine: bool = False,
-    ):
+    def __init__(self, engine: Engine, *, params: SamplingParams | None = None, window_ms: float = 20.0,
+                 max_parallel: int | None = None, output_retries: int = 1, request_timeout: float | None = None,
+                 own_engine: bool = False):  # fmt: skip
         self.engine = engine
         self.own_engine = own_engine
         self.params = params or SamplingParams()
@@ -205,10 +197,7 @@ class Scheduler:
         return await asyncio.shield(fut)
 
     def _window(self) -> Window:
-        cap = self.engine.max_parallel
-        n = max(1, min(self.max_parallel_setting or cap, cap))
-        adaptive = self.max_parallel_setting is None and self.engine.reports_load
-        return Window.adaptive_up_to(n) if adaptive else Window.fixed(n)
+        return Window.for_engine(self.engine.max_parallel, self.engine.reports_load, self.max_parallel_setting)
 
     def _spawn_workers(self) -> None:
         """One worker per request the window allows (workers beyond it retire after their request)."""

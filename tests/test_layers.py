@@ -1,0 +1,65 @@
+"""Imports run one way: nothing below imports anything above (DESIGN.md, the path of a request)."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent / "xladdin"
+# lowest first; a module may import its own layer and the layers below it, never one above
+LAYERS = [
+    {"errors", "settings", "rules", "models"},
+    {"tasks", "pool", "report"},
+    {"engine", "cache", "inflight", "lifecycle", "structured"},
+    {"scheduler"},
+    {"batcher"},
+    {"resolver"},
+    {"run", "frame", "evaluate", "excel", "cli", "testing", "__init__", "__main__"},
+]
+
+
+def layer_of(module: str) -> int:
+    top = module.split(".")[0]
+    for i, names in enumerate(LAYERS):
+        if top in names:
+            return i
+    raise AssertionError(f"xladdin.{module} is in no layer: add it to LAYERS")
+
+
+def imported(path: Path) -> set[str]:
+    """The xladdin modules ``path`` imports (relative imports resolved), anywhere in the file."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                parts = base + (node.module.split(".") if node.module else [])
+                names = [".".join(parts)] if node.module else [".".join([*base, a.name]) for a in node.names]
+            elif node.module and node.module.startswith("xladdin."):
+                names = [node.module.removeprefix("xladdin.")]
+            else:
+                continue
+            found.update(_module(n) for n in names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("xladdin.") for a in node.names if a.name.startswith("xladdin."))
+    return found
+
+
+def _module(name: str) -> str:
+    """``name`` if it is a module or package of xladdin, else the package it is a name in."""
+    parts = name.split(".") if name else []
+    while parts and not ((ROOT / Path(*parts)).with_suffix(".py").is_file() or (ROOT / Path(*parts)).is_dir()):
+        parts.pop()
+    return ".".join(parts) or "__init__"
+
+
+def test_imports_run_one_way():
+    wrong = []
+    for path in ROOT.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module.endswith("__init__") and "." in module:
+            module = module.removesuffix(".__init__")
+        mine = layer_of(module)
+        for other in imported(path):
+            if layer_of(other) > mine:
+                wrong.append(f"xladdin.{module} (layer {mine}) imports xladdin.{other} (layer {layer_of(other)})")
+    assert not wrong, "\n".join(sorted(wrong))
