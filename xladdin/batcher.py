@@ -154,7 +154,7 @@ class Batcher(Scheduler):
 
     async def _ask(self, task: Task, inp: BaseModel, key: str) -> Any:
         if self.queue is None or key not in self.queue.inflight:
-            # Answers are cached and leave ``_inflight`` on this loop thread, so a
+            # Answers are cached and leave the queue's in-flight map on this loop thread, so a
             # request that missed the cache in its caller thread checks once more.
             hit = self._from_cache(task, inp, key)
             if hit is not None:

@@ -90,7 +90,8 @@ class Resolver:
         (an engine that cannot start is every row's error). Bounded: when no answer at all arrives
         for the batcher's ``request_timeout``, the engine has stalled and every row still waiting
         is that error (its request is cancelled)."""
-        results: list[Any] = []
+        rows = list(rows)
+        results: list[Any] = [None] * len(rows)
         tickets: dict[concurrent.futures.Future, int] = {}
 
         def settle(i: int, value: Any) -> None:
@@ -98,8 +99,13 @@ class Resolver:
             if on_result:
                 on_result(i, value)
 
+        try:  # a table waits for the engine to start (loading a model may take long), outside the bound
+            self.batcher.start()
+        except XladdinError as e:
+            for i in range(len(rows)):
+                settle(i, e)
+            return results
         for i, row in enumerate(rows):
-            results.append(None)
             try:
                 outcome = self.resolve(task, row)
             except Exception as e:  # a bug on one row is that row's value
