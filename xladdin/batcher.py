@@ -53,7 +53,7 @@ class Batcher(Scheduler):
     async def _start_engine(self) -> None:
         """Start the engine; an offline server seen before is known by the model id it had, so the
         answers already cached for it are still served (misses report the engine offline)."""
-        url = getattr(self.engine, "base_url", None)
+        url = self.engine.server_url
         try:
             await self.engine.start()
         except EngineOffline:

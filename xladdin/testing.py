@@ -126,8 +126,8 @@ class ScriptedEngine:
     """
 
     kind = "scripted"
-    supports_json_schema = True
     reports_load = False
+    server_url = None
     starter = False
 
     def __init__(self, respond, *, delay: float = 0.0, max_parallel: int = 4, model_id: str = "scripted-model"):

@@ -32,8 +32,9 @@ class Engine(ABC):
 
     kind: ClassVar[str]
     options_model: ClassVar[type[EngineOptions]] = EngineOptions
-    supports_json_schema: ClassVar[bool] = True
     reports_load: bool = False  # server_load() may answer: the batcher adapts its window to it
+    server_url: str | None = None  # a server reached over the network: when it is offline, the model it
+    # served last (remembered under this URL) still keys the answers cached for it
 
     model_id: str = ""
     max_parallel: int = 1

@@ -70,7 +70,7 @@ class OpenAIHTTPEngine(Engine):
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
         self.urls = split_urls(self.options.url)
-        self.base_url = ",".join(self.urls)  # what the server is known by (errors, the offline memory)
+        self.base_url = self.server_url = ",".join(self.urls)  # what the server is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
         self._http = openai.DefaultAsyncHttpxClient()  # shared by the API calls and the load readings
