@@ -48,15 +48,25 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.get())
 
     def stop(self, last: Callable[[], Coroutine[Any, Any, None]], timeout: float = 30) -> bool:
-        """Run ``last()`` on the loop (waiting up to ``timeout``), then stop the loop and its thread.
-        False when it was not running."""
+        """Run ``last()`` on the loop and cancel what still runs there (waiting up to ``timeout``),
+        then stop the loop and its thread. False when it was not running."""
         with self._lock:
             loop, thread = self.loop, self._thread
             self.loop = self._thread = None
         if loop is None or thread is None:
             return False
+
+        async def finish() -> None:
+            await last()
+            # what is still running (a request waiting for an engine that never started) is cancelled,
+            # not destroyed with the loop
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
         try:
-            asyncio.run_coroutine_threadsafe(last(), loop).result(timeout)
+            asyncio.run_coroutine_threadsafe(finish(), loop).result(timeout)
         except concurrent.futures.TimeoutError:
             log.warning("the engine did not stop within %g s; closing anyway", timeout)
         loop.call_soon_threadsafe(loop.stop)
