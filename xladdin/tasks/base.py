@@ -91,11 +91,11 @@ class Task(ABC, Generic[In, Out, Res]):
             except json.JSONDecodeError as e:
                 raise ValueError(f"not JSON: {e}") from None
         if isinstance(data, dict):
-            data = self.repair(data)
+            data = self.repair(data, inp)
         return self.output_model.model_validate(data)  # type: ignore[return-value]
 
-    def repair(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Mend in code what code can mend in a model's answer (never asked again for it)."""
+    def repair(self, data: dict[str, Any], inp: In | None = None) -> dict[str, Any]:
+        """Mend in code what code can mend in a model's answer for ``inp`` (never asked again for it)."""
         return data
 
     @staticmethod
