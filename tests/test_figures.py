@@ -87,3 +87,10 @@ def test_forecasts_and_ranges_are_not_reported_figures():
     # a forecast in one sentence does not hide the reported figure of the next
     text = "预计全年增长。2021年实现归母净利润0.87亿元"
     assert read_figures(text)["net_profit"].value == 0.87
+
+
+def test_a_quote_without_yuan_after_the_scale_is_verified():
+    text = "上半年归母净利润5850万,同比增长28%;营收0.92亿"
+    assert quote_supports(text, "归母净利润5850万", 0.585, "亿元")
+    assert quote_supports(text, "营收0.92亿", 0.92, "亿元")
+    assert not quote_supports(text, "归母净利润5850万", 5850, "亿元")  # 万 scales: 5850万 is not 5850亿

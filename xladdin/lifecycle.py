@@ -31,10 +31,6 @@ class LoopThread:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    @property
-    def running(self) -> bool:
-        return self.loop is not None
-
     def get(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self.loop is None:

@@ -94,7 +94,7 @@ _LABELS = {
 }
 # 扣除非经常性损益后的净利润 is another figure: never read it as net profit
 _EXCLUDED_BEFORE = re.compile(r"(扣除非经常性损益后的?|扣非后?|少数股东|归属于少数股东的)$")
-# a forecast, a target or a commitment is not a reported figure: never read one from its clause
+# a forecast or a commitment is not a reported figure: never read one from its clause
 _FORECAST = re.compile(r"预计|预测|预期|有望|承诺|我们(?:下|上)调")
 _CLAUSE_START = re.compile(r"[。；;!！?？\n]")
 _RANGE_AFTER = re.compile(r"^(?:至|到|~|～|-)[-+]?\d")
@@ -214,11 +214,12 @@ def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
     q = normalize(quote)
     if not q or q not in normalize(text):
         return False
-    for m in re.finditer(f"(?P<n>{_NUM})(?P<u>百万元|千元|万元|亿元|元/股|元|%)?", q):
+    for m in re.finditer(f"(?P<n>{_NUM})(?P<u>百万元?|千元|万元?|亿元?|元/股|元|%)?", q):
         number = _number(m.group("n"))
         loss = "亏损" in q[: m.start()] and number > 0
+        u = m.group("u")
         for candidate in (number, -number) if loss else (number,):
-            written = m.group("u") or unit
+            written = (u if u.endswith(("元", "%", "股")) else u + "元") if u else unit  # "0.92亿": 元 left out
             converted = convert(candidate, written, unit)
             if converted is not None and abs(converted - value) <= 1e-6 * max(1.0, abs(value)):
                 return True
