@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         engine.close()
     asked = sum(len(TASK.schema_for(inp)["properties"]) for inp in own_rows) / len(own_rows)
-    data = {"model": model.model_id, "slots": args.parallel, "machine": machine(), "full_schema": full,
+    data = {"model": model.model_id, "task_version": TASK.version, "slots": args.parallel, "machine": machine(),
+            "full_schema": full,
             "per_row_schema": own, "keys_asked_per_row": {"full": len(TASK.schema["properties"]),
                                                             "per_row": round(asked, 2)},
             "speedup": round(full["seconds"] / own["seconds"], 2),
@@ -82,14 +83,14 @@ def render(d: dict[str, Any]) -> list[str]:
     return [
         "## 7. What code reads is not asked of the model (`python -m bench schema`)",
         "",
-        f"Model `{d['model']}`, {d['slots']} slots, {d['machine']['cpus']} CPUs; the same kind of rows (distinct "
-        "sets), all at once, one arm after the other in one run.",
+        f"Model `{d['model']}`, {d['slots']} slots, {d['machine']['cpus']} CPUs, task `{d.get('task_version')}`; the "
+        "same kind of rows (distinct sets), all at once, one arm after the other in one run.",
         "",
         "| schema sent | keys asked per row | rows | seconds | rows/s | answer characters | errors |",
         "|---|---|---|---|---|---|---|",
-        f"| every figure (screen-3) | {d['keys_asked_per_row']['full']} | {full['rows']} | {full['seconds']} | "
+        f"| every figure | {d['keys_asked_per_row']['full']} | {full['rows']} | {full['seconds']} | "
         f"{full['rows_per_s']} | {full['answer_chars']} | {full['errors']} |",
-        f"| without the figures code read (screen-4) | {d['keys_asked_per_row']['per_row']} | {own['rows']} | "
+        f"| without the figures code read | {d['keys_asked_per_row']['per_row']} | {own['rows']} | "
         f"{own['seconds']} | {own['rows_per_s']} | {own['answer_chars']} | {own['errors']} |",
         "",
         f"- **{d['speedup']}×** faster; answers {d['answer_chars_ratio']} as long.",

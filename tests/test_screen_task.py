@@ -100,7 +100,10 @@ def test_figures_more_than_5_percent_apart_are_doubtful():
     assert Flag.DOUBTFUL in bad.flags and "ROE" in bad.notes
     bad = finish(dict(ROW, report_text="归母净利润800亿元。"))
     assert Flag.DOUBTFUL in bad.flags and "净利润" in bad.notes
-    assert Flag.DOUBTFUL in finish(answer=screen_answer(contradiction=True)).flags
+    cited = finish(answer=screen_answer(contradiction="归母净利润747.34亿元"))  # words of the text
+    assert Flag.DOUBTFUL in cited.flags and "模型指出矛盾「归母净利润747.34亿元」" in cited.notes
+    claimed = finish(answer=screen_answer(contradiction="原文片段"))  # not in the text: a claim without evidence
+    assert Flag.DOUBTFUL not in claimed.flags and "所引原文找不到" in claimed.notes
 
 
 def test_flags_st_loss_missing():
@@ -195,7 +198,7 @@ def test_figures_code_reads_are_not_asked_of_the_model():
     assert set(schema["required"]) == asked and schema["additionalProperties"] is False
     assert task.schema_for(task.parse({**ROW, "report_text": ""})) == task.schema  # nothing read: everything asked
     # the model answers only what it was asked; the figures come from code, with their quotes
-    answer = {k: None for k in asked} | {"reason": "增长稳健", "contradiction": False}
+    answer = {k: None for k in asked} | {"reason": "增长稳健", "contradiction": None}
     out = task.validate_output(json.dumps(answer), inp)
     res = task.finish(inp, out, PROV)
     assert res.revenue == 1505.6 and res.revenue_growth == 18.04 and res.net_profit == 747.34

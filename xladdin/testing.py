@@ -165,11 +165,12 @@ class ScriptedEngine:
 
 def screen_answer(reason: str = "业绩稳健", **figures) -> str:
     """A valid ``ScreenExtraction`` JSON text; figures as ``name=(value, unit)`` (quoted as
-    written, ``"1505.6亿元"``) or ``name=(value, unit, quote)``."""
+    written, ``"1505.6亿元"``) or ``name=(value, unit, quote)``; ``contradiction=`` the words the
+    model cites as contradicting."""
     import json
 
     names = ("revenue", "net_profit", "revenue_growth", "net_profit_growth", "gross_margin", "net_margin", "roe", "eps")
-    data: dict = {"reason": reason, "contradiction": bool(figures.pop("contradiction", False))}
+    data: dict = {"reason": reason, "contradiction": figures.pop("contradiction", None)}  # the contradicting words
     for name in names:
         fig = figures.get(name)
         if fig is None:

@@ -208,12 +208,18 @@ def loss_statement(text: str) -> str | None:
     return t[start : m.end()]
 
 
+def in_text(text: str, quote: str) -> bool:
+    """Whether ``quote`` occurs in ``text``, whitespace and width aside (at least two characters)."""
+    q = normalize(quote)
+    return len(q) >= 2 and q in normalize(text)
+
+
 def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
     """Whether ``quote`` occurs in ``text`` (whitespace and width aside) and states ``value``
     (in ``unit``): one of its numbers, scaled by the unit written next to it, is the value."""
-    q = normalize(quote)
-    if not q or q not in normalize(text):
+    if not in_text(text, quote):
         return False
+    q = normalize(quote)
     for m in re.finditer(f"(?P<n>{_NUM})(?P<u>百万元?|千元|万元?|亿元?|元/股|元|%)?", q):
         number = _number(m.group("n"))
         loss = "亏损" in q[: m.start()] and number > 0
