@@ -117,7 +117,13 @@ def _money(match: re.Match, sign: float = 1.0, number: str | None = None) -> tup
 
 
 def read_figures(text: str) -> dict[str, Reading]:
-    """The figures code can read from ``text`` (first statement of each wins), each with its quote."""
+    """The figures code can read from ``text`` (first statement of each wins), each with its quote.
+    Read once per text: a row's schema, the repair of its answer and its audit all ask."""
+    return dict(_read_figures(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_figures(text: str) -> dict[str, Reading]:
     t = normalize(text)
     out: dict[str, Reading] = {}
     for name in ("revenue", "net_profit"):
