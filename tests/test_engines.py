@@ -30,6 +30,6 @@ def test_engine_options_reject_typos_and_come_from_settings(tmp_path):
     s = Settings.load({"engine_url": "http://gpu:8000", "timeout": 7, "retries": 1, "served_model": "qwen"})
     engine = OpenAIHTTPEngine(s)
     assert engine.options == HTTPOptions(url="http://gpu:8000", timeout=7, retries=1, served_model="qwen")
-    assert engine.base_url == "http://gpu:8000/v1" and engine.served == "qwen"
+    assert engine.server_url == "http://gpu:8000/v1" and engine.served == "qwen"
     embedded = EmbeddedEngine(Settings.load({"n_ctx": 2048, "max_parallel": 2, "models_dir": str(tmp_path)}))
     assert (embedded.options.n_ctx, embedded.max_parallel, embedded.options.models_dir) == (2048, 2, tmp_path)

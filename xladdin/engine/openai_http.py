@@ -70,7 +70,7 @@ class OpenAIHTTPEngine(Engine):
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
         self.urls = split_urls(self.options.url)
-        self.base_url = self.server_url = ",".join(self.urls)  # what the server is known by
+        self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
         self._http = openai.DefaultAsyncHttpxClient()  # shared by the API calls and the load readings
@@ -95,17 +95,17 @@ class OpenAIHTTPEngine(Engine):
         if isinstance(e, o.APITimeoutError | TimeoutError):
             return self._timeout(started)
         if isinstance(e, o.APIConnectionError):
-            return EngineOffline(f"engine offline ({self.base_url})")
+            return EngineOffline(f"engine offline ({self.server_url})")
         if isinstance(e, o.AuthenticationError):
-            return EngineError(f"API key rejected by {self.base_url} — set XLADDIN_API_KEY")
+            return EngineError(f"API key rejected by {self.server_url} — set XLADDIN_API_KEY")
         if isinstance(e, o.APIStatusError):
             detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
-            return EngineError(f"engine error {e.status_code} ({self.base_url}): {detail[:200]}")
-        return EngineError(f"engine error ({self.base_url}): {e}")
+            return EngineError(f"engine error {e.status_code} ({self.server_url}): {detail[:200]}")
+        return EngineError(f"engine error ({self.server_url}): {e}")
 
     def _timeout(self, started: float) -> EngineTimeout:
         waited = time.monotonic() - started
-        return EngineTimeout(f"engine timeout after {waited:.0f}s ({self.base_url})")
+        return EngineTimeout(f"engine timeout after {waited:.0f}s ({self.server_url})")
 
     async def _bounded(self, call: Any) -> Any:
         """Await ``call`` (retries included) within ``timeout``; errors become ``EngineError``."""
@@ -121,7 +121,7 @@ class OpenAIHTTPEngine(Engine):
             return  # (a model id remembered for an offline server has no served name yet)
         found = {await self._listed(client) for client in self._clients}
         if len(found) > 1:
-            raise EngineError(f"the servers {self.base_url} serve different models: "
+            raise EngineError(f"the servers {self.server_url} serve different models: "
                               + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))  # fmt: skip
         self.served, self.model_id, self.max_model_len = found.pop()
         if self.options.max_parallel is None and await self.server_load() is not None:
@@ -210,7 +210,7 @@ class OpenAIHTTPEngine(Engine):
 
     def describe(self) -> str:
         shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"
-        return f"{shown or '(model not yet known)'} at {self.base_url}"
+        return f"{shown or '(model not yet known)'} at {self.server_url}"
 
 
 def model_identity(entry: dict[str, Any]) -> str:
