@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from xladdin.evaluate import close_enough
 from xladdin.tasks.figures import read_figures
 
 DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare" / "cfbenchmark"
@@ -66,7 +67,7 @@ def _code_alone(rows: list[tuple[str, str, float | None]]) -> str:
         elif value is None:
             missing += 1
             print(f"  not read, gold {gold:g}: {key}")
-        elif abs(value - gold) <= 0.01 * abs(gold):
+        elif close_enough(value, gold, money=True):
             right += 1
         else:
             wrong += 1

@@ -106,13 +106,13 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
             if value is None:
                 continue
             attr = GOLD_FIGURES[name]
-            label = FIGURES[RESULT_FIGURES[attr]][0]
+            label, unit = FIGURES[RESULT_FIGURES[attr]]
             read = getattr(res, attr)
             s = scores[name]
             s.rows += 1
             quoted = f"{label}「" in res.evidence
             s.quoted = (s.quoted or 0) + quoted
-            if close_enough(read, value, money=FIGURES[RESULT_FIGURES[attr]][1] == "亿元"):
+            if close_enough(read, value, money=unit == "亿元"):
                 s.correct += 1
                 s.traced += quoted
             else:
