@@ -22,9 +22,7 @@ from xladdin.pool import SAMPLE_POOL, read_pool
 from xladdin.resolver import Resolver
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenResult, ScreenTask
-
-FIGURES = ("revenue", "net_profit", "revenue_growth", "net_profit_growth", "gross_margin", "net_margin",
-           "roe_text", "eps_text")  # fmt: skip
+from xladdin.tasks.screen import RESULT_FIGURES
 
 
 @dataclass
@@ -127,7 +125,7 @@ def agreement(a: list[Any], b: list[Any], min_agreement: float) -> list[Check]:
     for name, same, gate in (
         ("agree risk level", lambda x, y: x.risk_level == y.risk_level, True),
         ("agree score", lambda x, y: x.score == y.score, True),
-        ("agree figures", lambda x, y: all(close(getattr(x, f), getattr(y, f)) for f in FIGURES), True),
+        ("agree figures", lambda x, y: all(close(getattr(x, f), getattr(y, f)) for f in RESULT_FIGURES), True),
         ("agree reason", lambda x, y: x.reason == y.reason, False),  # wording may differ: reported only
     ):
         r, frac = rate(same)
