@@ -17,6 +17,8 @@ from xladdin.models import resolve_model
 from xladdin.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"
+# real public A-share data, read at run time where it exists (../shared/data, never committed)
+SHARED_DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare"
 TINY_MAX_TOKENS = 1500
 
 

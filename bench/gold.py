@@ -15,9 +15,10 @@ import json
 import sys
 from pathlib import Path
 
+from .common import SHARED_DATA
 from .gpu import load_basics
 
-DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare"
+DATA = SHARED_DATA
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要",
           "gold_revenue", "gold_net_profit", "gold_roe", "gold_eps"]  # fmt: skip
 

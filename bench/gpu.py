@@ -34,9 +34,9 @@ from xladdin.run import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, rows
+from .common import RESULTS, SHARED_DATA, rows
 
-DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare" / "wengowl_stock_tushare2016"
+DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
 PARTS = ("per_cell", "default", "bare", "sweep", "market")
 POOL_HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "净利润(万元)", "财报摘要"]

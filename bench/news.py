@@ -16,7 +16,9 @@ from pathlib import Path
 from xladdin.evaluate import close_enough
 from xladdin.tasks.figures import read_figures
 
-DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare" / "cfbenchmark"
+from .common import SHARED_DATA
+
+DATA = SHARED_DATA / "cfbenchmark"
 LABELS = Path(__file__).parent / "news_labels.json"
 HEADER = ["代码", "名称", "财报摘要", "gold_net_profit"]
 

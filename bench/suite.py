@@ -20,9 +20,9 @@ from xladdin.run import screen_file
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
-from .common import Env, median, percentile, rows, rss_mib, timed
+from .common import SHARED_DATA, Env, median, percentile, rows, rss_mib, timed
 
-SHARED = Path(__file__).parent.parent.parent / "shared" / "data" / "ashare" / "screening_rows_2016_from_wengowl.csv"
+SHARED = SHARED_DATA / "screening_rows_2016_from_wengowl.csv"
 SAMPLE = SAMPLE_POOL
 TASK = ScreenTask()
 
