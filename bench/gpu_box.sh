@@ -6,7 +6,9 @@
 #   bash bench/gpu_box.sh setup            unpack vLLM 0.26.0 + the client's wheels
 #   bash bench/gpu_box.sh serve [FLAGS…]   start vLLM (CUDA graphs, xgrammar compact JSON), wait until ready
 #   bash bench/gpu_box.sh replicas N [FLAGS…]  N independent vLLM servers on ports 8000… sharing the GPU
+#   bash bench/gpu_box.sh gpus N [FLAGS…]  one vLLM server per GPU on ports 8000…, started together
 #   bash bench/gpu_box.sh stop             stop every server started here
+#   bash bench/gpu_box.sh eval GOLD.csv…   xladdin eval against the server(s), reports in /tmp/eval-NAME.json
 #   bash bench/gpu_box.sh bench PARTS      python -m bench gpu --parts PARTS, results in /tmp/gpu.json
 #                                          (URLS=http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1 for replicas)
 set -euo pipefail
@@ -41,6 +43,39 @@ case "${1:-}" in
       echo "server $port ready"; grep -E "KV cache|Maximum concurrency" /tmp/vb/vllm-$port.log | tail -2 || true
     done
     ;;
+  gpus)
+    # one server per GPU (CUDA_VISIBLE_DEVICES=i, port 8000+i), all starting at once
+    n=$2; shift 2
+    . /tmp/vb/scripts/env.sh
+    for i in $(seq 0 $((n - 1))); do
+      port=$((8000 + i))
+      (cd /tmp/vb && CUDA_VISIBLE_DEVICES=$i setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL_DIR" \
+        --served-model-name "$SERVED" --load-format dummy --dtype bfloat16 --max-model-len 8192 \
+        --max-num-seqs "$MAX_SEQS" --gpu-memory-utilization 0.90 --generation-config vllm --seed 0 \
+        --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' \
+        --host 127.0.0.1 --port $port --uvicorn-log-level warning --disable-uvicorn-access-log "$@" \
+        > /tmp/vb/vllm-$port.log 2>&1 < /dev/null & echo $! > /tmp/vb/vllm-$port.pid)
+    done
+    t0=$(date +%s)
+    for i in $(seq 0 $((n - 1))); do
+      port=$((8000 + i))
+      until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=2)" 2>/dev/null; do
+        kill -0 "$(cat /tmp/vb/vllm-$port.pid)" 2>/dev/null || { tail -40 /tmp/vb/vllm-$port.log; exit 1; }
+        sleep 1
+      done
+      echo "server $port ready after $(( $(date +%s) - t0 )) s"; grep -E "KV cache|Maximum concurrency" /tmp/vb/vllm-$port.log | tail -2 || true
+    done
+    ;;
+  eval)
+    # xladdin eval on gold files built where ../shared/data is (python -m bench gold / news): dummy weights
+    # measure the plumbing only. Reports in /tmp/eval-NAME.json
+    shift
+    export PYTHONPATH=/tmp/site:/tmp/vb/site:$PWD PYTHONUNBUFFERED=1
+    for gold in "$@"; do
+      python3 -c "from xladdin.cli.main import main; raise SystemExit(main())" eval "$gold" --no-progress \
+        --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --no-cache -o "/tmp/eval-$(basename "$gold" .csv).json"
+    done
+    ;;
   stop)
     for f in /tmp/vb/vllm*.pid; do kill -TERM -- -"$(cat "$f")" 2>/dev/null || true; done
     sleep 8
@@ -54,5 +89,5 @@ case "${1:-}" in
     python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
       --server-flags "$flags" --out /tmp/gpu.json
     ;;
-  *) echo "usage: $0 setup|serve|replicas N|stop|bench PARTS" >&2; exit 2 ;;
+  *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|eval GOLD…" >&2; exit 2 ;;
 esac

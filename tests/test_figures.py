@@ -13,6 +13,8 @@ from xladdin.tasks.figures import loss_statement, normalize, quote_supports, rea
         ("营业收入1505.60亿元，同比增长18.04%", "revenue", 1505.6, "营业收入1505.60亿元,同比增长18.04%"),
         ("营业收入1505.60亿元，同比增长18.04%", "revenue_growth", 18.04, "营业收入1505.60亿元,同比增长18.04%"),
         ("归母净利润12.5亿元，同比下降3.2%", "net_profit_growth", -3.2, "归母净利润12.5亿元,同比下降3.2%"),
+        ("归属于上市公司股东的净利润10957.65万元，同比增长-2.28%", "net_profit_growth", -2.28,
+         "归属于上市公司股东的净利润10957.65万元,同比增长-2.28%"),  # a fall written as negative growth
         ("全年净亏损2.3亿元", "net_profit", -2.3, "净亏损2.3亿元"),
         ("营业收入１，２３４．５万元", "revenue", 0.12345, "营业收入1,234.5万元"),  # full-width
         ("营收 55671.14 万元", "revenue", 5.567114, "营收55671.14万元"),  # spaces
@@ -94,3 +96,18 @@ def test_a_quote_without_yuan_after_the_scale_is_verified():
     assert quote_supports(text, "归母净利润5850万", 0.585, "亿元")
     assert quote_supports(text, "营收0.92亿", 0.92, "亿元")
     assert not quote_supports(text, "归母净利润5850万", 5850, "亿元")  # 万 scales: 5850万 is not 5850亿
+
+
+def test_a_growth_that_says_neither_way_is_not_read():
+    found = read_figures("归母净利润12.5亿元，同比下降-3.2%")
+    assert found["net_profit"].value == 12.5 and "net_profit_growth" not in found
+
+
+def test_a_text_names_the_figures_a_reader_could_find_in_it():
+    from xladdin.tasks.figures import FIGURES, named_figures
+
+    assert named_figures("") == frozenset()
+    assert named_figures("2015年年报：归属于上市公司股东的净利润6272.05万元，同比增长17.73%；基本每股收益1.39元") == {
+        "net_profit", "net_profit_growth", "eps"}  # fmt: skip
+    assert named_figures("公司业绩由盈转亏") == {"net_profit", "net_profit_growth"}
+    assert named_figures("Revenue rose; gross margin, net margin, ROE and EPS fell; net profit flat.") == set(FIGURES)

@@ -194,9 +194,15 @@ def test_figures_code_reads_are_not_asked_of_the_model():
     inp = task.parse({**ROW, "report_text": text})
     schema = task.schema_for(inp)
     asked = set(schema["properties"])
-    assert asked == set(ScreenExtraction.model_fields) - {"revenue", "revenue_growth", "net_profit"}
+    # read by code: revenue, its growth, net profit; never named: net margin, ROE, EPS
+    assert asked == {"net_profit_growth", "gross_margin", "reason", "contradiction"}
     assert set(schema["required"]) == asked and schema["additionalProperties"] is False
-    assert task.schema_for(task.parse({**ROW, "report_text": ""})) == task.schema  # nothing read: everything asked
+    names_all = "营收、净利润、毛利率、净利率、净资产收益率与每股收益均待披露"  # every figure named, none read
+    assert task.schema_for(task.parse({**ROW, "report_text": names_all})) == task.schema
+    in_english = "Revenue and net profit grew; gross margin, net margin, ROE and EPS are in the annex."
+    assert task.schema_for(task.parse({**ROW, "report_text": in_english})) == task.schema
+    empty = task.schema_for(task.parse({**ROW, "report_text": ""}))
+    assert set(empty["properties"]) == {"reason", "contradiction"} and "$defs" not in empty
     # the model answers only what it was asked; the figures come from code, with their quotes
     answer = {k: None for k in asked} | {"reason": "增长稳健", "contradiction": None}
     out = task.validate_output(json.dumps(answer), inp)

@@ -82,7 +82,7 @@ _NUM = r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?"
 _MONEY = r"(?:(?P<scale>百万|千|万|亿)(?P<cur>元|港元|港币|美元)?|(?P<cur1>元|港元|港币|美元))"
 _GAP = r"(?:为|达|达到|约|了|:|：|人民币|共计|实现|是)*"
 _GROWTH = (r"(?:[,，/(（]?(?:同比|较上年同期|比上年同期|较上年)?(?P<dir>增长|上升|增加|下降|减少|下滑|同增|同减|[+-])"
-           r"(?P<g>\d+(?:\.\d+)?)%)?")
+           r"(?P<g>-?\d+(?:\.\d+)?)%)?")  # "同比增长-2.28%": a fall, written as negative growth
 _DOWN = ("下降", "减少", "下滑", "同减", "-")
 _LABELS = {
     "revenue": r"营业总收入|营业收入|营收",
@@ -102,6 +102,28 @@ _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
 _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
 _LOSS = re.compile(r"(?P<q>(?:净)?亏损" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY + r")")
 _LOSS_WORDS = re.compile(r"由盈转亏|转为亏损|出现亏损|净利润为负|(?<!弥补)(?<!减少)(?<![无未不扭])亏损")
+
+
+# The words without which a text cannot state a figure (casefolded, whitespace removed): a figure
+# whose words are nowhere in the text is not asked of the model. Broad on purpose: a word too many
+# costs a few tokens; a word missing would lose a figure.
+_NAMED = {
+    "revenue": r"收入|营收|销售额|revenue|sales|turnover",
+    "net_profit": r"利润|净利|盈利|亏|业绩|profit|income|loss|earnings",
+    "gross_margin": r"毛利|grossmargin|grossprofit",
+    "net_margin": r"净利率|净利润率|netmargin|profitmargin",
+    "roe": r"净资产收益率|roe|returnonequity",
+    "eps": r"每股收益|每股盈利|每股净收益|每股利润|eps|pershare",
+}
+_NAMED["revenue_growth"] = _NAMED["revenue"]
+_NAMED["net_profit_growth"] = _NAMED["net_profit"]
+
+
+@functools.lru_cache(maxsize=64)
+def named_figures(text: str) -> frozenset[str]:
+    """The figures whose words occur in ``text`` (those a reader could find there at all)."""
+    t = normalize(text).casefold()
+    return frozenset(name for name, words in _NAMED.items() if re.search(words, t))
 
 
 def _number(text: str) -> float:
@@ -132,7 +154,8 @@ def _read_figures(text: str) -> dict[str, Reading]:
             continue
         m, value, currency = found
         out[name] = Reading(name, value, m.group(0), currency)
-        if m.groupdict().get("g"):
+        g = m.groupdict().get("g")
+        if g and not (g.startswith("-") and m.group("dir") in _DOWN):  # "下降-5%" says neither: not read
             sign = -1 if m.group("dir") in _DOWN else 1
             growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
             out[growth] = Reading(growth, sign * float(m.group("g")), m.group(0))

@@ -6,8 +6,9 @@ fields; this module cross-checks the model's figures against the fields.
 
 Code reads what code can read first (``figures.read_figures``): a figure it found, with its
 quote, is left out of the schema the model is given for that row, so no token is spent writing
-it again (``python -m bench schema``: 1.7× faster on the starter model). The model reads the
-rest; ``audit`` checks both the same way.
+it again (``python -m bench schema``: 1.7× faster on the starter model); so is a figure whose
+words the text never uses (no 毛利 anywhere: no gross margin to read, nothing to invent). The
+model reads the rest; ``audit`` checks both the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task
 from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
-from .figures import FIGURES, Figure, in_text, read_figures
+from .figures import FIGURES, Figure, in_text, named_figures, read_figures
 
 MAX_REASON = 30
 MAX_QUOTE = 40  # a quote names the figure and states it: "营业收入1505.60亿元，同比增长18.04%" is 22
@@ -200,7 +201,7 @@ def _schema_without(names: frozenset[str]) -> dict[str, Any]:
 
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     name: ClassVar[str] = "screen"
-    version: ClassVar[str] = "screen-5"
+    version: ClassVar[str] = "screen-6"
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
@@ -222,17 +223,18 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         reason = data.get("reason")
         if isinstance(reason, str) and len(reason) > MAX_REASON:  # an over-long reason is cut, not re-asked
             data = {**data, "reason": reason[:MAX_REASON]}
-        if inp is not None:  # the figures not asked for (code read them) are None in the answer
-            data = {**dict.fromkeys(self.code_read(inp)), **data}
+        if inp is not None:  # the figures not asked for are None in the answer
+            data = {**dict.fromkeys(self.not_asked(inp)), **data}
         return data
 
     def schema_for(self, inp: StockSample) -> dict[str, Any]:
-        """The schema without the figures code has already read from this row's text."""
-        return _schema_without(self.code_read(inp))
+        """The schema without the figures code has read from this row's text, nor those the text never names."""
+        return _schema_without(self.not_asked(inp))
 
     @staticmethod
-    def code_read(inp: StockSample) -> frozenset[str]:
-        return frozenset(read_figures(inp.report_text).keys() & FIGURES.keys())
+    def not_asked(inp: StockSample) -> frozenset[str]:
+        text = inp.report_text
+        return frozenset((read_figures(text).keys() | (FIGURES.keys() - named_figures(text))) & FIGURES.keys())
 
     def user_text(self, inp: StockSample) -> str:
         text, _ = trim_text(inp.report_text, self.max_text_chars)
