@@ -4,7 +4,7 @@ server (vLLM on a GPU; the CPU server in CI), every alternative side by side in 
 - per cell: one request at a time, as a naive UDF would ask;
 - the batcher at its default settings (the window adapts to the server, ``xladdin.inflight``);
 - the batcher at a sweep of fixed in-flight limits;
-- a bare ``AsyncOpenAI`` client with the same requests, all at once (the ceiling);
+- a bare ``AsyncOpenAI`` client with the same requests, as many at once as the server runs (the ceiling);
 - the market pool (5,400 rows built from ``../shared/data``) through the CLI path, cold, then
   again from the cache.
 
@@ -279,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=2048, help="rows per batched run")
     p.add_argument("--per-cell-rows", type=int, default=16)
     p.add_argument("--sweep", default="32,64,128,256,512,1024", help="fixed in-flight limits to measure")
-    p.add_argument("--bare", default="256,all", help="bare-client concurrencies (all = every request at once)")
+    p.add_argument("--bare", default="256,1024",
+                   help="bare-client concurrencies (all = every request at once; past the server's --max-num-seqs "
+                        "requests only queue, and 2,048 at once through one AsyncOpenAI client did not finish in "
+                        "350 s on the H200 where 256 took 71 s)")  # fmt: skip
     p.add_argument("--pool", help="market pool CSV (default: built from ../shared/data, else generated)")
     p.add_argument("--market-rows", type=int, default=5400)
     p.add_argument("--build-pool", metavar="CSV", help="only write the market pool to CSV and stop")
@@ -295,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
     data.update(server_facts(args.engine_url))
+    data["task_version"] = TASK.version
     if args.server_flags:
         data["server_flags"] = args.server_flags
     workdir = Path(tempfile.mkdtemp(prefix="xladdin-gpu-bench-"))
@@ -365,5 +369,40 @@ def render(d: dict[str, Any]) -> list[str]:
         for r in a["runs"]:
             took = f"{r['market_seconds']} s" if r["market_seconds"] else f"not finished within {r['given_s']} s"
             lines.append(f"  - {r['task']}, {r['server']}: {took} ({r['log']})")
+    if "screen_6" in d:
+        lines += _render_later(d["screen_6"])
     lines.append("")
+    return lines
+
+
+def _render_later(a: dict[str, Any]) -> list[str]:
+    """A later session's runs: the whole pool per server setting, with the tokens each answer took."""
+    lines = ["", f"### {a['task_version']} ({a['when']})", "", f"Server: `{a['server_flags']}`. {a['note']}.", "",
+             "| server | whole pool (5,400 rows) | rows/s | generated tokens per row | errors |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for r in a["runs"]:
+        m = r["market"]
+        took = f"**{m['seconds']} s**" if m.get("seconds") else f"not finished within {m['given_s']} s"
+        lines.append(f"| {r['server']} | {took} | {m.get('rows_per_s', '')} | {m.get('completion_tokens_per_row', '')} "
+                     f"| {m.get('errors', '')} |")  # fmt: skip
+    first = a["runs"][0]
+    if "per_cell" in first:
+        cell, default = first["per_cell"], first["default_run"]
+        bare = [b for b in first.get("bare_runs", []) if b.get("rows_per_s")]
+        lines += ["", f"Same server as the first row: per cell {cell['rows_per_s']} rows/s; batcher at default "
+                  f"settings {default['rows_per_s']} rows/s ({default['rows']} rows, window ended at "
+                  f"{default['final_window']}, {default['completion_tokens_per_row']} tokens per row) = "
+                  f"**{round(default['rows_per_s'] / cell['rows_per_s'], 1)}× per cell**"]  # fmt: skip
+        if bare:
+            best = max(b["rows_per_s"] for b in bare)
+            lines[-1] += (f"; bare AsyncOpenAI at {', '.join(str(b['concurrency']) for b in bare)} in flight "
+                          f"{best} rows/s (default ÷ bare {round(default['rows_per_s'] / best, 2)})")
+        lines[-1] += "."
+        if first.get("sweep"):
+            sweep = ", ".join(f"{s['max_parallel']} → {s['rows_per_s']}" for s in first["sweep"])
+            lines.append(f"Fixed windows (rows/s): {sweep} ({first['sweep_note']}).")
+        if "market_again" in first:
+            again = first["market_again"]
+            lines.append(f"The whole pool again on that server later: {again['seconds']} s, {again['errors']} errors "
+                         f"({again['note']}): runs of one setting vary by that much.")  # fmt: skip
     return lines

@@ -3,6 +3,7 @@
 # Run from the project root there, with the bundle parts (vb.tar.xz.0?) in /tmp/parts and
 # .gpu/run/ holding the market pool (python -m bench gpu --build-pool .gpu/run/market.csv, built
 # where ../shared/data is) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm).
+# BACKEND=guidance picks the structured-output backend (default xgrammar), MAX_SEQS the sequences.
 #   bash bench/gpu_box.sh setup            unpack vLLM 0.26.0 + the client's wheels
 #   bash bench/gpu_box.sh serve [FLAGS…]   start vLLM (CUDA graphs, xgrammar compact JSON), wait until ready
 #   bash bench/gpu_box.sh replicas N [FLAGS…]  N independent vLLM servers on ports 8000… sharing the GPU
@@ -13,6 +14,8 @@
 #                                          (URLS=http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1 for replicas)
 set -euo pipefail
 MAX_SEQS=${MAX_SEQS:-1024}
+BACKEND=${BACKEND:-xgrammar}  # the structured-output backend (xgrammar or guidance)
+SO_CONFIG="{\"backend\":\"$BACKEND\",\"disable_any_whitespace\":true}"
 case "${1:-}" in
   setup)
     cd /tmp/parts && cat vb.tar.xz.0? > vb.tar.xz && sha256sum -c vb.tar.xz.sha256 && tar -C /tmp -xJf vb.tar.xz
@@ -21,7 +24,7 @@ case "${1:-}" in
     ;;
   serve)
     shift
-    MAX_SEQS=$MAX_SEQS EAGER_FLAG= bash /tmp/vb/scripts/serve.sh "$@"
+    MAX_SEQS=$MAX_SEQS EAGER_FLAG= bash /tmp/vb/scripts/serve.sh --structured-outputs-config "$SO_CONFIG" "$@"
     grep -E "KV cache|Maximum concurrency|cudagraph|CUDA graph" /tmp/vb/vllm.log | tail -6 || true
     ;;
   replicas)
@@ -32,7 +35,7 @@ case "${1:-}" in
       (cd /tmp/vb && setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL_DIR" --served-model-name "$SERVED" \
         --load-format dummy --dtype bfloat16 --max-model-len 8192 --max-num-seqs "$MAX_SEQS" \
         --gpu-memory-utilization "$(python3 -c "print(round(0.9 / $n, 3))")" --generation-config vllm --seed 0 \
-        --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' \
+        --structured-outputs-config "$SO_CONFIG" \
         --host 127.0.0.1 --port $port --uvicorn-log-level warning --disable-uvicorn-access-log "$@" \
         > /tmp/vb/vllm-$port.log 2>&1 < /dev/null & echo $! > /tmp/vb/vllm-$port.pid)
       # one at a time: each measures the GPU memory left when it starts
@@ -52,7 +55,7 @@ case "${1:-}" in
       (cd /tmp/vb && CUDA_VISIBLE_DEVICES=$i setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL_DIR" \
         --served-model-name "$SERVED" --load-format dummy --dtype bfloat16 --max-model-len 8192 \
         --max-num-seqs "$MAX_SEQS" --gpu-memory-utilization 0.90 --generation-config vllm --seed 0 \
-        --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' \
+        --structured-outputs-config "$SO_CONFIG" \
         --host 127.0.0.1 --port $port --uvicorn-log-level warning --disable-uvicorn-access-log "$@" \
         > /tmp/vb/vllm-$port.log 2>&1 < /dev/null & echo $! > /tmp/vb/vllm-$port.pid)
     done
@@ -77,15 +80,17 @@ case "${1:-}" in
     done
     ;;
   stop)
-    for f in /tmp/vb/vllm*.pid; do kill -TERM -- -"$(cat "$f")" 2>/dev/null || true; done
+    # by command line: setsid forks under job control, so a recorded pid may be its parent's
+    pkill -TERM -f "[v]llm.entrypoints.cli.main serve" || true
     sleep 8
-    for f in /tmp/vb/vllm*.pid; do kill -KILL -- -"$(cat "$f")" 2>/dev/null || true; rm -f "$f"; done
+    pkill -KILL -f "[v]llm.entrypoints.cli.main serve" || true
+    rm -f /tmp/vb/vllm*.pid
     ;;
   bench)
     export PYTHONPATH=/tmp/site:/tmp/vb/site:$PWD PYTHONUNBUFFERED=1
     flags="vllm serve (dummy weights, Qwen3-8B shape, bf16, CUDA graphs) --max-model-len 8192"
     flags+=" --gpu-memory-utilization 0.90 --max-num-seqs $MAX_SEQS --generation-config vllm --seed 0"
-    flags+=" --structured-outputs-config {\"backend\":\"xgrammar\",\"disable_any_whitespace\":true} ${EXTRA_FLAGS:-}"
+    flags+=" --structured-outputs-config $SO_CONFIG ${EXTRA_FLAGS:-}"
     python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
       --server-flags "$flags" --out /tmp/gpu.json
     ;;
