@@ -24,6 +24,10 @@ def main() -> None:
         from . import schema
 
         sys.exit(schema.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["client"]:
+        from . import client
+
+        sys.exit(client.main(sys.argv[2:]))
     if sys.argv[1:2] == ["news"]:
         from . import news
 
@@ -148,6 +152,11 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         from .schema import render as render_schema
 
         lines += ["", *render_schema(json.loads(schema_results.read_text(encoding="utf-8")))]
+    client_results = RESULTS / "client.json"
+    if client_results.is_file():
+        from .client import render as render_client
+
+        lines += ["", *render_client(json.loads(client_results.read_text(encoding="utf-8")))]
     lines += ["", "Raw numbers: `bench/results/*.json`.", ""]
     return "\n".join(lines)
 

@@ -7,7 +7,9 @@ from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.errors import EngineError, InputError, OutputError
 from xladdin.resolver import Resolver
-from xladdin.tasks import ScreenResult, ScreenTask
+from xladdin.rules import Flag
+from xladdin.tasks import ClassifyTask, ScreenResult, ScreenTask
+from xladdin.tasks.screen import NO_ANSWER_REASON
 from xladdin.testing import ScriptedEngine, screen_answer
 
 TASK = ScreenTask()
@@ -105,11 +107,36 @@ def test_invalid_answer_is_retried_once_then_an_error(make):
     assert isinstance(b.run(TASK, TASK.parse(row(0))), ScreenResult)
     assert len(engine.calls) == 2
 
-    b2, engine2 = make(lambda m: '{"reason": 5}')
+    classify = ClassifyTask()  # a task whose result is the model's answer: the error stands
+    b2, engine2 = make(lambda m: '{"label": 5}')
     with pytest.raises(OutputError, match="does not match the schema"):
-        b2.run(TASK, TASK.parse(row(0)))
-    assert len(engine2.calls) == 2
-    assert b2.lookup(TASK, TASK.parse(row(0))) is None  # never cached
+        b2.run(classify, classify.parse({"text": "营收下降", "labels": ["利好", "利空"]}))
+    assert len(engine2.calls) == 2 and b2.snapshot()["failed"] == 1
+
+
+def test_a_screen_whose_answer_fails_gets_the_verdict_code_alone_can_give(make):
+    b, engine = make(lambda m: '{"reason": 5}')
+    text = "2023年归属于上市公司股东的净利润-2.5亿元，同比下降120%"
+    res = b.run(TASK, TASK.parse(row(0, text=text, roe=3.0)))
+    assert len(engine.calls) == 2  # asked, then asked again with the error
+    assert res.risk_level.value == "高" and res.score is not None  # the rules need no model
+    assert res.net_profit == -2.5 and res.net_profit_growth == -120  # code's readings, with their quotes
+    assert "净利润「归属于上市公司股东的净利润-2.5亿元,同比下降120%」" in res.evidence
+    assert Flag.NO_ANSWER in res.flags and res.reason == NO_ANSWER_REASON
+    assert res.notes.startswith("模型未给出有效回答(model answer does not match the schema: reason:")
+    assert b.lookup(TASK, TASK.parse(row(0, text=text, roe=3.0))) is None  # never cached: a rerun asks again
+    snap = b.snapshot()
+    assert snap["without_answer"] == 1 and snap["failed"] == 0 and snap["completed"] == 1
+
+
+def test_an_unreachable_engine_is_an_error_not_a_verdict(make):
+    def down(_):
+        raise EngineError("engine offline (http://127.0.0.1:9/v1)")
+
+    b, _ = make(down)
+    with pytest.raises(EngineError, match="offline"):
+        b.run(TASK, TASK.parse(row(0)))
+    assert b.snapshot()["without_answer"] == 0
 
 
 def test_lookup_never_asks_the_engine(make):

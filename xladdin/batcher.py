@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
-from .errors import EngineOffline, XladdinError
+from .errors import EngineOffline, OutputError, XladdinError
 from .scheduler import Scheduler
 from .settings import Settings
 from .tasks.base import Provenance, Task
@@ -164,10 +164,18 @@ class Batcher(Scheduler):
         try:
             out = await self._schedule(key, task, inp)
         except XladdinError as e:
+            provenance = _provenance(self.engine.model_id, task.version, False)
+            alone = task.without_answer(inp, e, provenance) if isinstance(e, OutputError) else None
             with self._lock:
-                self.stats.failed += 1
                 self.stats.last_error = str(e)
-            raise
+                if alone is None:
+                    self.stats.failed += 1
+                else:
+                    self.stats.completed += 1
+                    self.stats.without_answer += 1
+            if alone is None:
+                raise
+            return alone
         with self._lock:
             self.stats.completed += 1
         return self._result(task, inp, out, cached=False)

@@ -18,6 +18,7 @@ from typing import Any
 from .batcher import Batcher
 from .errors import InputError, XladdinError
 from .pool import Pool, read_pool
+from .rules import Flag
 from .run import screen_records
 from .settings import Settings
 from .tasks.fields import parse_number
@@ -84,12 +85,13 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
         if own:
             batcher.close()
     scores = {name: FieldScore(misses=[], quoted=None if name == "gold_risk" else 0) for name in gold}
-    errors = []
+    errors, alone = [], 0
     for i, (raw, res) in enumerate(zip(pool.rows, results, strict=True)):
         code = raw[pool.mapping["code"]] if pool.mapping["code"] < len(raw) else None
         if isinstance(res, XladdinError):
             errors.append({"row": i + 2, "code": code, "error": str(res)})
             continue
+        alone += Flag.NO_ANSWER in res.flags
         for name, idx in gold.items():
             given = raw[idx] if idx < len(raw) else None
             if name == "gold_risk":
@@ -118,12 +120,14 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
             else:
                 s.misses.append({"row": i + 2, "code": code, "gold": value, "read": read, "notes": res.notes[:200]})
     return {"gold": str(gold_path), "rows": len(pool.rows), "errors": len(errors), "error_rows": errors[:20],
+            "without_answer": alone,
             "model": model, "engine": engine, "task_version": task.version,
             "fields": {name: s.as_dict() for name, s in scores.items()}}  # fmt: skip
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = [f"{report['rows']} rows, {report['errors']} errors — {report['model']}",
+    alone = f", {report['without_answer']} without a model answer (模型未作答)" if report.get("without_answer") else ""
+    lines = [f"{report['rows']} rows, {report['errors']} errors{alone} — {report['model']}",
              f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9} {'right+quoted':>13}"]  # fmt: skip
     for name, f in report["fields"].items():
         acc, ev, traced = ("" if f[k] is None else f"{f[k]:.1%}" for k in ("accuracy", "evidence_rate",

@@ -34,6 +34,7 @@ class Flag(StrEnum):
     MISSING = "数据缺失"
     TRIMMED = "文本截断"
     UNTRACEABLE = "不可溯源"  # a figure the model read whose quote is not in the text
+    NO_ANSWER = "模型未作答"  # the model's answer failed: the verdict is the rules' and code's alone
 
 
 class Rules(BaseModel):

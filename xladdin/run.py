@@ -29,6 +29,7 @@ class RunSummary:
     seconds: float
     output: Path
     note: str | None
+    without_answer: int = 0  # rows whose model answer failed: the rules' and code's verdict, flagged 模型未作答
 
     @property
     def rows_per_second(self) -> float:
@@ -94,6 +95,7 @@ def screen_file(
             "errors": errors,
             "cache_hits": hits,
             "engine_requests": batcher.snapshot()["engine_requests"],
+            "without_answer": batcher.snapshot()["without_answer"],  # rows the rules and code answered alone
             "seconds": round(seconds, 3),
             "started": started.isoformat(timespec="seconds"),
             "xladdin": __version__,
@@ -106,4 +108,5 @@ def screen_file(
     finally:
         if own:
             batcher.close(abort=interrupted)
-    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note)
+    alone = batcher.snapshot()["without_answer"]
+    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone)

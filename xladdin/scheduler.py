@@ -37,6 +37,7 @@ class BatcherStats:
     engine_requests: int = 0
     completed: int = 0
     failed: int = 0
+    without_answer: int = 0  # results code gave alone, the model's answer having failed
     last_error: str | None = None
 
 

@@ -43,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
     summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
+    alone = f"{summary.without_answer} without a model answer (flag 模型未作答), " if summary.without_answer else ""
     print(
-        f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, "
+        f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, {alone}"
         f"{summary.seconds:.1f}s ({summary.rows_per_second:.2f} rows/s) → {summary.output}"
     )
     return 1 if summary.errors else 0

@@ -73,7 +73,13 @@ class OpenAIHTTPEngine(Engine):
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
-        self._http = openai.DefaultAsyncHttpxClient()  # shared by the API calls and the load readings
+        # Shared by the API calls and the load readings, with a connection, kept alive, for every request
+        # that may be in flight: the SDK's default allows 1,000 (keeping 100 alive), fewer than the
+        # window may reach (1,024 per server).
+        most = max(ADAPTIVE_CAP, self.options.max_parallel or 0) * len(self.urls) + 8
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
+        self._http = openai.DefaultAsyncHttpxClient(
+            limits=limits(max_connections=most, max_keepalive_connections=most, keepalive_expiry=30))
         self._clients = [
             openai.AsyncOpenAI(
                 base_url=url,

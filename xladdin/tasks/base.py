@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import InputError
+from ..errors import InputError, XladdinError
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
@@ -65,6 +65,11 @@ class Task(ABC, Generic[In, Out, Res]):
     @abstractmethod
     def finish(self, inp: In, out: Out, provenance: Provenance) -> Res:
         """Deterministic post-processing of a validated model answer."""
+
+    def without_answer(self, inp: In, error: XladdinError, provenance: Provenance) -> Res | None:
+        """The result code alone gives when the model's answer failed (cut, not valid JSON, off the
+        schema, even when asked again); ``None``: the row is that error. Never cached."""
+        return None
 
     def key_config(self) -> dict[str, Any]:
         """Task settings that change what the model is asked (part of the cache key)."""

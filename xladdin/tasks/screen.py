@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task
@@ -29,6 +30,7 @@ from .fields import is_st_name, normalize_code, parse_flag, parse_number, requir
 from .figures import FIGURES, Figure, in_text, named_figures, read_figures
 
 MAX_REASON = 30
+NO_ANSWER_REASON = "模型未作答: 风险与数字由程序给出"
 MAX_QUOTE = 40  # a quote names the figure and states it: "营业收入1505.60亿元，同比增长18.04%" is 22
 
 
@@ -239,6 +241,15 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     def user_text(self, inp: StockSample) -> str:
         text, _ = trim_text(inp.report_text, self.max_text_chars)
         return self.row_json(inp.model_copy(update={"report_text": text}))
+
+    def without_answer(self, inp: StockSample, error: XladdinError, provenance: Provenance) -> ScreenResult:
+        """The rules and code's readings need no model: a row whose answer failed still gets its
+        verdict, flagged 模型未作答, with the model's error in the note."""
+        out = ScreenExtraction.model_validate({**dict.fromkeys(FIGURES), "reason": NO_ANSWER_REASON,
+                                               "contradiction": None})  # fmt: skip
+        res = self.finish(inp, out, provenance)
+        notes = f"模型未给出有效回答({error}), 理由与数字只来自程序" + (f"; {res.notes}" if res.notes else "")
+        return res.model_copy(update={"flags": [f for f in Flag if f in {*res.flags, Flag.NO_ANSWER}], "notes": notes})
 
     def finish(self, inp: StockSample, out: ScreenExtraction, provenance: Provenance) -> ScreenResult:
         verdict = assess(

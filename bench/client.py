@@ -1,0 +1,85 @@
+"""``python -m bench client``: the client's own CPU per row as a table grows, side by side in one run.
+
+On a GPU the answers come back faster than a CPU model can give them, and the client's own work
+per row (resolve, cache lookup, schema, validate, audit, waiting for the tickets) is what is left.
+Here an engine with no model answers each request after a random 0.5-8 s (answers spread in time,
+as a server's are), 1,024 in flight, for a table of 1,000 rows and one of 5,400 (the market pool's
+size). Measured: the process's CPU seconds per row. A client whose cost per row grows with the
+table (as waiting on every pending ticket per answer did: 0.89 → 1.88 ms per row from 1,000 to
+5,400 rows) shows it here as a ratio above 1. Results: ``bench/results/client.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.resolver import Resolver
+from xladdin.tasks import ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+from .common import RESULTS, machine, rows
+
+TASK = ScreenTask()
+
+
+class SpreadEngine(ScriptedEngine):
+    """Answers every request after a random delay (seeded): no model, only time."""
+
+    def __init__(self, low: float, high: float, seed: int, max_parallel: int):
+        super().__init__(lambda _: screen_answer(), max_parallel=max_parallel)
+        self.random = random.Random(seed)
+        self.low, self.high = low, high
+
+    async def complete(self, messages, schema, params) -> str:  # noqa: ANN001
+        await asyncio.sleep(self.random.uniform(self.low, self.high))
+        return screen_answer()
+
+
+def table(n: int, seed: int, in_flight: int) -> dict[str, Any]:
+    data = rows(n, seed=seed)
+    with Batcher(SpreadEngine(0.5, 8.0, seed, in_flight), Cache(tempfile.mkdtemp(), enabled=False)) as b:
+        wall, cpu = time.perf_counter(), time.process_time()
+        results = Resolver(b).map(TASK, data)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    errors = sum(isinstance(r, Exception) for r in results)
+    return {"rows": n, "seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+            "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": errors}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench client", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,5400", help="table sizes, smallest first")
+    p.add_argument("--in-flight", type=int, default=1024)
+    p.add_argument("--out", default=str(RESULTS / "client.json"))
+    args = p.parse_args(argv)
+    runs = []
+    for k, n in enumerate(int(x) for x in args.sizes.split(",")):
+        runs.append(table(n, seed=300 + k, in_flight=args.in_flight))
+        print(json.dumps(runs[-1]), flush=True)
+    data = {"task_version": TASK.version, "in_flight": args.in_flight, "machine": machine(), "runs": runs,
+            "growth": round(runs[-1]["cpu_ms_per_row"] / runs[0]["cpu_ms_per_row"], 2)}  # fmt: skip
+    Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    print(f"CPU per row, largest ÷ smallest table: {data['growth']}")
+    return 0
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    """Section 8 of docs/BENCHMARKS.md."""
+    lines = ["## 8. The client's own CPU per row (`python -m bench client`)", "",
+             f"No model: each request answered after a random 0.5-8 s, {d['in_flight']} in flight, "
+             f"{d['machine']['cpus']} CPUs, task `{d['task_version']}`; one run.", "",
+             "| table | seconds | client CPU seconds | CPU ms per row | errors |", "|---|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {r['rows']} rows | {r['seconds']} | {r['cpu_seconds']} | {r['cpu_ms_per_row']} | {r['errors']} |"
+              for r in d["runs"]]  # fmt: skip
+    lines += ["", f"- CPU per row, largest ÷ smallest table: **{d['growth']}** (1 = the cost per row does not grow "
+              "with the table; waiting on every pending ticket per answer made it 2.1).", ""]  # fmt: skip
+    return lines
