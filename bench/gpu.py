@@ -119,16 +119,17 @@ def _rate(n: int, seconds: float) -> float:
 def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, Any]:
     with Batcher.from_settings(settings) as b:
         b.start()
-        t0 = time.perf_counter()
+        t0, cpu = time.perf_counter(), time.process_time()
         results = Resolver(b).map(TASK, data)
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu
         snap = b.snapshot()
         tokens = getattr(b.engine, "completion_tokens", 0)
     errors = [r for r in results if isinstance(r, Exception)]
     return {"rows": len(data), "seconds": round(seconds, 2), "rows_per_s": _rate(len(data), seconds),
             "errors": len(errors), "first_error": str(errors[0]) if errors else None,
             "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"],
-            "completion_tokens_per_row": round(tokens / max(1, len(data)), 1)}  # fmt: skip
+            "completion_tokens_per_row": round(tokens / max(1, len(data)), 1),
+            "client_cpu_share": round(cpu / seconds, 2) if seconds > 0 else None}  # fmt: skip
 
 
 def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
@@ -215,13 +216,17 @@ def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
     """The CLI path (``screen_file``): cold, then again answered from the cache."""
     settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / "market-cache"))
     with Batcher.from_settings(settings) as b:
+        cpu = time.process_time()
         cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False, batcher=b)
+        cpu = time.process_time() - cpu
         tokens = getattr(b.engine, "completion_tokens", 0)
     warm = screen_file(pool, workdir / "market-report-2.csv", settings, progress=False)
     return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
             "rows_per_s": round(cold.rows_per_second, 2), "rerun_seconds": round(warm.seconds, 2),
             "rerun_cache_hits": warm.cache_hits, "pool": pool.name,
-            "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1)}  # fmt: skip
+            "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1),
+            # the client's CPU seconds per second of the run (1.0 = one core busy: the client bounds it)
+            "client_cpu_share": round(cpu / cold.seconds, 2) if cold.seconds > 0 else None}  # fmt: skip
 
 
 # ------------------------------------------------------------------ what was measured on

@@ -187,6 +187,7 @@ def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
         assert key in data, key
     assert data["market"]["errors"] == 0 and data["market"]["rerun_cache_hits"] == data["market"]["rows"]
     assert data["market"]["completion_tokens_per_row"] > 0  # as the server counted them (usage)
+    assert 0 < data["market"]["client_cpu_share"] and 0 < data["default_run"]["client_cpu_share"]
     assert data["task_version"] == ScreenTask.version  # what was measured
     assert data["default_run"]["errors"] == 0 and [s["max_parallel"] for s in data["sweep"]] == [1, 2]
     assert all(s["errors"] == 0 for s in data["sweep"]) and all(b["errors"] == 0 for b in data["bare_runs"])
