@@ -29,6 +29,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not _loopback(args.host) and not api_key:
         raise ConfigError(f"--host {args.host} exposes the server to the network: set --api-key or XLADDIN_API_KEY")
     if args.engine == "cpu":
+        if args.gpus > 1:
+            raise ConfigError("--gpus is for --engine vllm: the CPU engine uses no GPU")
         port = args.port or 8080
         cmd = launcher.cpu_server_command(args.model, host=args.host, port=port, parallel=args.parallel)
         env = launcher.key_env("XLADDIN_API_KEY", api_key)
@@ -40,31 +42,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             profile = profiles.get_profile(args.profile)
         port = args.port or 8000
-        cmd = profiles.vllm_command(profile, host=args.host, port=port, gpus=args.gpus)
+        cmd = profiles.vllm_command(profile, host=args.host, port=port,
+                                    gpus=args.gpus if args.data_parallel else 1)  # fmt: skip
         env = launcher.key_env(profiles.API_KEY_ENV, api_key)
         timeout = 1800.0
-    shown = " ".join(f"'{a}'" if any(ch in a for ch in ' {}"') else a for a in cmd)
-    print(f"command: {shown}", flush=True)
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
+    specs = [launcher.ServerSpec(cmd, url, env)]
+    if args.gpus > 1 and not args.data_parallel:
+        specs = launcher.one_per_gpu(cmd, url, port, args.gpus, env)
+    for i, spec in enumerate(specs):
+        shown = " ".join(f"'{a}'" if any(ch in a for ch in ' {}"') else a for a in spec.cmd)
+        print(f"command: {f'CUDA_VISIBLE_DEVICES={i} ' if len(specs) > 1 else ''}{shown}", flush=True)
     if api_key:
         print(f"api key: {launcher.masked(api_key)}, passed in the environment", flush=True)
     if args.dry_run:
         return 0
-    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
-    # SIGTERM (systemd, kill, a closing terminal) stops the server as Ctrl-C does: no orphan left listening
+
+    def ready(urls: list[str]) -> None:
+        joined = ",".join(f"{u}/v1" for u in urls)  # several: the client spreads rows over them
+        print(f"ready: export XLADDIN_ENGINE_URL={joined}" + ("  (and XLADDIN_API_KEY)" if api_key else ""),
+              flush=True)  # fmt: skip
+
+    # SIGTERM (systemd, kill, a closing terminal) stops the servers as Ctrl-C does: no orphan left listening
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with launcher.ServerProcess(cmd, url, api_key=api_key, echo=args.verbose, env=env) as server:
-            try:
-                server.wait_ready(timeout)
-                print(f"ready: export XLADDIN_ENGINE_URL={url}/v1" + ("  (and XLADDIN_API_KEY)" if api_key else ""),
-                      flush=True)  # fmt: skip
-                server.proc.wait()
-            except KeyboardInterrupt:
-                print("stopping…", flush=True)
-            code = server.stop()
+        codes = launcher.run_servers(specs, timeout=timeout, api_key=api_key, echo=args.verbose, on_ready=ready)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(f"stopped (exit code {code})")
+    print(f"stopped (exit code {', '.join(str(c) for c in codes)})")
     return 0
 
 
@@ -98,7 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, help="port (vLLM 8000, CPU 8080)")
     s.add_argument("--api-key", help="require this key (also XLADDIN_API_KEY)")
     s.add_argument("--parallel", type=int, default=4, help="--engine cpu: slots")
-    s.add_argument("--gpus", type=int, default=1, help="vLLM: serve one copy per GPU behind one URL (data parallel)")
+    s.add_argument("--gpus", type=int, default=1,
+                   help="vLLM: one server per GPU on ports PORT…PORT+N-1; the client spreads rows over them")
+    s.add_argument("--data-parallel", action="store_true",
+                   help="with --gpus N: one server with vLLM's --data-parallel-size N instead (one URL; measured "
+                        "slower for screening)")  # fmt: skip
     s.add_argument("--dry-run", action="store_true", help="print the command, start nothing")
     s.add_argument("--verbose", action="store_true", help="show the server's output")
     s.set_defaults(func=cmd_serve)

@@ -68,8 +68,9 @@ API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own variable: the key never appears in ar
 
 def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, seed: int = 42,
                  gpus: int = 1) -> list[str]:  # fmt: skip
-    """The ``vllm serve`` argv; ``gpus`` > 1 serves one copy of the model per GPU behind one URL
-    (data parallel: the screen workload is many short independent requests)."""
+    """The ``vllm serve`` argv; ``gpus`` > 1 adds vLLM's data parallelism (one URL, one copy per
+    GPU). ``xladdin-server serve --gpus N`` starts N such commands instead, one per GPU
+    (``launcher.one_per_gpu``): measured faster for the screen workload."""
     cmd = ["vllm", "serve", profile.model,
            "--served-model-name", profile.served_model_name,
            "--host", host, "--port", str(port),

@@ -88,6 +88,50 @@ def test_dry_run_and_safe_defaults(capsys, monkeypatch):
     assert server_main(["serve", "--profile", "nope", "--dry-run"]) == 2
 
 
+def test_gpus_start_one_server_per_gpu_unless_data_parallel(capsys):
+    assert server_main(["serve", "--profile", "qwen3-8b-h200", "--gpus", "2", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split(" vllm ")[0] for ln in lines] == [f"command: CUDA_VISIBLE_DEVICES={i}" for i in (0, 1)]
+    assert "--port 8000 " in lines[0] and "--port 8001 " in lines[1] and "--data-parallel-size" not in lines[1]
+    assert server_main(["serve", "--profile", "qwen3-8b-h200", "--gpus", "2", "--data-parallel", "--dry-run"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("command: vllm serve") and line.endswith("--data-parallel-size 2")
+    assert server_main(["serve", "--engine", "cpu", "--gpus", "2", "--dry-run"]) == 2
+    assert "--gpus is for --engine vllm" in capsys.readouterr().err
+    specs = launcher.one_per_gpu(["vllm", "serve", "m", "--port", "9000"], "http://h:9000", 9000, 2, {"A": "1"})
+    assert [(s.cmd[-1], s.url, s.env) for s in specs] == [
+        ("9000", "http://h:9000", {"A": "1", "CUDA_VISIBLE_DEVICES": "0"}),
+        ("9001", "http://h:9001", {"A": "1", "CUDA_VISIBLE_DEVICES": "1"})]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_several_servers_start_serve_as_one_engine_and_all_stop(tiny_model_path, tmp_path):
+    ports = [free_port(), free_port()]
+    env = dict(os.environ, XLADDIN_N_THREADS="1")  # two llama.cpp servers on two cores
+    specs = [launcher.ServerSpec(launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=p,
+                                                             parallel=1), f"http://127.0.0.1:{p}", env)
+             for p in ports]  # fmt: skip
+    seen = {}
+
+    def ready(urls):
+        seen["urls"] = urls
+        rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 20, "pe_ttm": 10, "report_text": f"营收{i}亿元"}
+                for i in range(4)]  # fmt: skip
+        with Batcher.from_settings(tiny_settings(tmp_path, engine_url=",".join(f"{u}/v1" for u in urls))) as b:
+            seen["results"] = Resolver(b).map(ScreenTask(), rows)
+            seen["answered"] = list(b.engine.answered)
+        raise KeyboardInterrupt  # Ctrl-C once the rows are screened
+
+    codes = launcher.run_servers(specs, timeout=120, on_ready=ready)
+    assert seen["urls"] == [f"http://127.0.0.1:{p}" for p in ports]
+    assert all(isinstance(r, ScreenResult) for r in seen["results"]) and min(seen["answered"]) >= 1
+    assert codes == [0, 0]
+    for port in ports:  # every server is gone: its port is free again
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+
+
 def test_diagnosis_reads_the_output():
     assert launcher.diagnose(["torch.OutOfMemoryError: CUDA out of memory."]).startswith("out of GPU memory")
     assert launcher.diagnose(["ERROR: [Errno 98] Address already in use"]).startswith("port in use")
