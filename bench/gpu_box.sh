@@ -16,6 +16,31 @@ set -euo pipefail
 MAX_SEQS=${MAX_SEQS:-1024}
 BACKEND=${BACKEND:-xgrammar}  # the structured-output backend (xgrammar or guidance)
 SO_CONFIG="{\"backend\":\"$BACKEND\",\"disable_any_whitespace\":true}"
+T0=$(date +%s)
+
+start_one() {  # PORT GPU_MEMORY_SHARE DEVICE(empty: every GPU) [FLAGS…]: one vLLM server in the background
+  local port=$1 mem=$2 dev=$3
+  shift 3
+  . /tmp/vb/scripts/env.sh
+  # every descriptor goes to the log: nothing keeps the caller's output (a pipe) open
+  (cd /tmp/vb && exec env ${dev:+CUDA_VISIBLE_DEVICES=$dev} setsid nohup python3 -m vllm.entrypoints.cli.main serve \
+    "$MODEL_DIR" --served-model-name "$SERVED" --load-format dummy --dtype bfloat16 --max-model-len 8192 \
+    --max-num-seqs "$MAX_SEQS" --gpu-memory-utilization "$mem" --generation-config vllm --seed 0 \
+    --structured-outputs-config "$SO_CONFIG" \
+    --host 127.0.0.1 --port "$port" --uvicorn-log-level warning --disable-uvicorn-access-log "$@") \
+    > /tmp/vb/vllm-$port.log 2>&1 < /dev/null &
+}
+
+wait_ready() {  # PORT: until the server answers, or its log when it died
+  local port=$1
+  until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=2)" 2>/dev/null; do
+    sleep 1
+    pgrep -f "[v]llm.entrypoints.cli.main serve.*--port $port " >/dev/null || { tail -40 /tmp/vb/vllm-$port.log; exit 1; }
+  done
+  echo "server $port ready after $(( $(date +%s) - T0 )) s"
+  grep -E "KV cache|Maximum concurrency" /tmp/vb/vllm-$port.log | tail -2 || true
+}
+
 case "${1:-}" in
   setup)
     cd /tmp/parts && cat vb.tar.xz.0? > vb.tar.xz && sha256sum -c vb.tar.xz.sha256 && tar -C /tmp -xJf vb.tar.xz
@@ -28,46 +53,18 @@ case "${1:-}" in
     grep -E "KV cache|Maximum concurrency|cudagraph|CUDA graph" /tmp/vb/vllm.log | tail -6 || true
     ;;
   replicas)
+    # N servers sharing the one GPU, started one at a time: each measures the GPU memory left
     n=$2; shift 2
-    . /tmp/vb/scripts/env.sh
     for i in $(seq 0 $((n - 1))); do
-      port=$((8000 + i))
-      (cd /tmp/vb && setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL_DIR" --served-model-name "$SERVED" \
-        --load-format dummy --dtype bfloat16 --max-model-len 8192 --max-num-seqs "$MAX_SEQS" \
-        --gpu-memory-utilization "$(python3 -c "print(round(0.9 / $n, 3))")" --generation-config vllm --seed 0 \
-        --structured-outputs-config "$SO_CONFIG" \
-        --host 127.0.0.1 --port $port --uvicorn-log-level warning --disable-uvicorn-access-log "$@" \
-        > /tmp/vb/vllm-$port.log 2>&1 < /dev/null & echo $! > /tmp/vb/vllm-$port.pid)
-      # one at a time: each measures the GPU memory left when it starts
-      until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=2)" 2>/dev/null; do
-        kill -0 "$(cat /tmp/vb/vllm-$port.pid)" 2>/dev/null || { tail -40 /tmp/vb/vllm-$port.log; exit 1; }
-        sleep 1
-      done
-      echo "server $port ready"; grep -E "KV cache|Maximum concurrency" /tmp/vb/vllm-$port.log | tail -2 || true
+      start_one $((8000 + i)) "$(python3 -c "print(round(0.9 / $n, 3))")" "" "$@"
+      wait_ready $((8000 + i))
     done
     ;;
   gpus)
     # one server per GPU (CUDA_VISIBLE_DEVICES=i, port 8000+i), all starting at once
     n=$2; shift 2
-    . /tmp/vb/scripts/env.sh
-    for i in $(seq 0 $((n - 1))); do
-      port=$((8000 + i))
-      (cd /tmp/vb && CUDA_VISIBLE_DEVICES=$i setsid nohup python3 -m vllm.entrypoints.cli.main serve "$MODEL_DIR" \
-        --served-model-name "$SERVED" --load-format dummy --dtype bfloat16 --max-model-len 8192 \
-        --max-num-seqs "$MAX_SEQS" --gpu-memory-utilization 0.90 --generation-config vllm --seed 0 \
-        --structured-outputs-config "$SO_CONFIG" \
-        --host 127.0.0.1 --port $port --uvicorn-log-level warning --disable-uvicorn-access-log "$@" \
-        > /tmp/vb/vllm-$port.log 2>&1 < /dev/null & echo $! > /tmp/vb/vllm-$port.pid)
-    done
-    t0=$(date +%s)
-    for i in $(seq 0 $((n - 1))); do
-      port=$((8000 + i))
-      until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=2)" 2>/dev/null; do
-        kill -0 "$(cat /tmp/vb/vllm-$port.pid)" 2>/dev/null || { tail -40 /tmp/vb/vllm-$port.log; exit 1; }
-        sleep 1
-      done
-      echo "server $port ready after $(( $(date +%s) - t0 )) s"; grep -E "KV cache|Maximum concurrency" /tmp/vb/vllm-$port.log | tail -2 || true
-    done
+    for i in $(seq 0 $((n - 1))); do start_one $((8000 + i)) 0.90 "$i" "$@"; done
+    for i in $(seq 0 $((n - 1))); do wait_ready $((8000 + i)); done
     ;;
   eval)
     # xladdin eval on gold files built where ../shared/data is (python -m bench gold / news): dummy weights
@@ -84,7 +81,6 @@ case "${1:-}" in
     pkill -TERM -f "[v]llm.entrypoints.cli.main serve" || true
     sleep 8
     pkill -KILL -f "[v]llm.entrypoints.cli.main serve" || true
-    rm -f /tmp/vb/vllm*.pid
     ;;
   bench)
     export PYTHONPATH=/tmp/site:/tmp/vb/site:$PWD PYTHONUNBUFFERED=1
