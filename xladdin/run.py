@@ -83,6 +83,7 @@ def screen_file(
         seconds = time.perf_counter() - t0
         engine = batcher.engine
         note = STARTER_NOTE if engine.starter else None
+        snap = batcher.snapshot()
         run: dict[str, Any] = {
             "note": note,
             "model": engine.model_id,
@@ -94,8 +95,8 @@ def screen_file(
             "rows": len(records),
             "errors": errors,
             "cache_hits": hits,
-            "engine_requests": batcher.snapshot()["engine_requests"],
-            "without_answer": batcher.snapshot()["without_answer"],  # rows the rules and code answered alone
+            "engine_requests": snap["engine_requests"],
+            "without_answer": snap["without_answer"],  # rows the rules and code answered alone
             "seconds": round(seconds, 3),
             "started": started.isoformat(timespec="seconds"),
             "xladdin": __version__,
@@ -108,5 +109,4 @@ def screen_file(
     finally:
         if own:
             batcher.close(abort=interrupted)
-    alone = batcher.snapshot()["without_answer"]
-    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone)
+    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"])
