@@ -243,6 +243,14 @@ def in_text(text: str, quote: str) -> bool:
     return len(q) >= 2 and q in normalize(text)
 
 
+def only_read_figures(text: str, quote: str) -> bool:
+    """Whether ``quote`` states numbers (years aside) and every one of them is in a statement code
+    read from ``text``: a figure already read and checked, which by itself contradicts nothing."""
+    numbers = re.findall(_NUM + r"(?![\d年])", normalize(quote))
+    read = "".join(r.quote for r in _read_figures(text).values())
+    return bool(numbers) and all(n in read for n in numbers)
+
+
 def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
     """Whether ``quote`` occurs in ``text`` (whitespace and width aside) and states ``value``
     (in ``unit``): one of its numbers, scaled by the unit written next to it, is the value."""

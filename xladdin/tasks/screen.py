@@ -27,7 +27,7 @@ from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task
 from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
-from .figures import FIGURES, Figure, in_text, named_figures, read_figures
+from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
 
 MAX_REASON = 30
 NO_ANSWER_REASON = "模型未作答: 风险与数字由程序给出"
@@ -275,11 +275,13 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
                 notes.append(f"{label}: 文本{read:g} vs 字段{given:g}")
         if out.contradiction:  # a claim like any figure: it counts only with words code finds in the text
             quote = out.contradiction.strip()
-            if in_text(inp.report_text, quote):
+            if not in_text(inp.report_text, quote):
+                notes.append("模型称有矛盾, 但所引原文找不到, 未采用")
+            elif only_read_figures(inp.report_text, quote):  # a weak model cites a figure sentence as "contradiction"
+                notes.append(f"模型称有矛盾, 但所引「{quote}」只是程序已读并核对的数字, 未采用")
+            else:
                 flags.add(Flag.DOUBTFUL)
                 notes.append(f"模型指出矛盾「{quote}」")
-            else:
-                notes.append("模型称有矛盾, 但所引原文找不到, 未采用")
         if len(inp.report_text) > self.max_text_chars:
             flags.add(Flag.TRIMMED)
             notes.append(f"摘要超过{self.max_text_chars}字, 已截断")
