@@ -5,8 +5,9 @@ import pytest
 from xladdin.errors import InputError
 from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
+from xladdin.tasks.fields import trim_text
 from xladdin.tasks.figures import split_figure
-from xladdin.tasks.screen import SYSTEM_PROMPT, trim_text
+from xladdin.tasks.screen import SYSTEM_PROMPT
 from xladdin.testing import screen_answer
 
 PROV = Provenance(model="m", task_version="screen-1", cached=False)

@@ -135,3 +135,22 @@ def is_st_name(name: str | None) -> bool:
     if not name:
         return False
     return _ST_NAME.match(unicodedata.normalize("NFKC", name).upper().replace(" ", "")) is not None
+
+
+_SENTENCE = re.compile(r"(?<=[。！？；;!?\n])")
+
+
+def trim_text(text: str, limit: int) -> tuple[str, bool]:
+    """Fit ``text`` into ``limit`` characters: keep the head (60% of the budget),
+    then the later sentences that contain digits, in order, while they fit."""
+    if len(text) <= limit:
+        return text, False
+    head = text[: int(limit * 0.6)]
+    budget = limit - len(head) - 1
+    rest = _SENTENCE.split(text[len(head) :])[1:]  # drop the sentence the head cut through
+    kept: list[str] = []
+    for sentence in rest:
+        if any(ch.isdigit() for ch in sentence) and len(sentence) <= budget:
+            kept.append(sentence)
+            budget -= len(sentence)
+    return head + "…" + "".join(kept), True
