@@ -144,7 +144,7 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
                          f"{v['warm_rows_per_s']} |")  # fmt: skip
     gpu_results = RESULTS / "gpu.json"
     if gpu_results.is_file():
-        from .gpu import render as render_gpu
+        from .gpu_render import render as render_gpu
 
         lines += ["", *render_gpu(json.loads(gpu_results.read_text(encoding="utf-8")))]
     schema_results = RESULTS / "schema.json"
