@@ -5,6 +5,7 @@ from xladdin.cache import Cache
 from xladdin.errors import EngineError
 from xladdin.resolver import Done, Failed, Pending, Resolver
 from xladdin.tasks import ScreenTask
+from xladdin.tasks.screen import NO_ANSWER_REASON
 from xladdin.testing import ScriptedEngine, screen_answer
 
 TASK = ScreenTask()
@@ -38,3 +39,20 @@ def test_a_failure_is_returned_for_a_while_then_asked_again(tmp_path):
         assert isinstance(again, Failed) and "overloaded" in str(again.error) and len(engine.calls) == 1
         r.error_ttl = 0
         assert isinstance(r.resolve(TASK, ROW), Pending)
+
+
+def test_a_verdict_without_a_model_answer_is_not_asked_again_on_recalculation(tmp_path):
+    """A sheet recalculates a cell when its ticket settles: an answer that failed (and is never
+    cached) must not send the model the same request again, and again."""
+    engine = ScriptedEngine(lambda _: '{"reason": 5}')  # never a valid answer
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        r = Resolver(b)
+        first = r.resolve(TASK, ROW)
+        assert isinstance(first, Pending) and first.ticket.result(10).reason == NO_ANSWER_REASON
+        assert len(engine.calls) == 2  # asked, then asked again with the error
+        for _ in range(3):  # the recalculations that follow
+            again = r.resolve(TASK, ROW)
+            assert isinstance(again, Done) and again.result.reason == NO_ANSWER_REASON
+        assert len(engine.calls) == 2 and Cache(tmp_path / "c").stats()["entries"] == 0
+    with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
+        assert Resolver(b).resolve(TASK, ROW).ticket.result(10).reason == "稳健"  # a new process asks again

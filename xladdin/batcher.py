@@ -27,6 +27,8 @@ from .scheduler import Scheduler
 from .settings import Settings
 from .tasks.base import Provenance, Task
 
+ALONE_ROWS = 10_000  # results without a model answer kept in memory
+
 
 @functools.lru_cache(maxsize=64)
 def _provenance(model: str, task_version: str, cached: bool) -> Provenance:
@@ -39,6 +41,10 @@ class Batcher(Scheduler):
     def __init__(self, engine: Engine, cache: Cache, **options: Any):
         super().__init__(engine, **options)
         self.cache = cache
+        # Results given without a model answer (``Task.without_answer``) never go to the disk; they
+        # are kept for this process, by request key, so that a sheet recalculating the cell does not
+        # ask the model again in a loop. A new process asks again.
+        self._alone: dict[str, Any] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
@@ -117,6 +123,8 @@ class Batcher(Scheduler):
             return self.loop.submit(self._start_then_ask(task, inp))
         key = self.key(task, inp)
         hit = self._from_cache(task, inp, key)
+        if hit is None and self._alone:
+            hit = self._alone.get(key)
         if hit is not None:
             return hit
         return self.loop.submit(self._ask(task, inp, key))
@@ -173,6 +181,9 @@ class Batcher(Scheduler):
                 else:
                     self.stats.completed += 1
                     self.stats.without_answer += 1
+                    if len(self._alone) >= ALONE_ROWS:
+                        del self._alone[next(iter(self._alone))]  # the oldest
+                    self._alone[key] = alone
             if alone is None:
                 raise
             return alone
