@@ -50,3 +50,8 @@ class EngineTimeout(EngineError):
 
 class OutputError(XladdinError):
     pass
+
+
+def internal_error(e: BaseException) -> XladdinError:
+    """A bug met while answering one row, as that row's error (the other rows go on)."""
+    return XladdinError(f"internal error: {e.__class__.__name__}: {e}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .batcher import Batcher
-from .errors import XladdinError
+from .errors import XladdinError, internal_error
 from .tasks.base import Task
 
 MEMO_ROWS = 50_000
@@ -110,7 +110,7 @@ class Resolver:
             try:
                 outcome = self.resolve(task, row)
             except Exception as e:  # a bug on one row is that row's value
-                outcome = Failed(_internal(e))
+                outcome = Failed(internal_error(e))
             if isinstance(outcome, Pending):
                 tickets[outcome.ticket] = i
             else:
@@ -138,7 +138,7 @@ class Resolver:
             except XladdinError as e:
                 settle(tickets[ticket], e)
             except Exception as e:  # a bug in one row never loses the others
-                settle(tickets[ticket], _internal(e))
+                settle(tickets[ticket], internal_error(e))
         return results
 
     def remember(self, memo_key: Hashable | None, result: Any) -> None:
@@ -154,12 +154,8 @@ class Resolver:
         if error is None:
             return  # the answer is in the cache: the next resolve reads and remembers it
         if not isinstance(error, XladdinError):
-            error = _internal(error)
+            error = internal_error(error)
         now = time.monotonic()
         with self._lock:
             self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
             self._failed[key()] = (now, error)
-
-
-def _internal(e: BaseException) -> XladdinError:
-    return XladdinError(f"internal error: {e.__class__.__name__}: {e}")

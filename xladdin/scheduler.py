@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from .engine import Engine, SamplingParams
-from .errors import EngineError, XladdinError
+from .errors import EngineError, XladdinError, internal_error
 from .inflight import CONTROL_INTERVAL_S, Window
 from .lifecycle import LoopThread, SharedStart
 from .structured import structured_call
@@ -238,7 +238,7 @@ class Scheduler:
             except XladdinError as e:
                 job.future.set_exception(e)
             except Exception as e:
-                job.future.set_exception(XladdinError(f"internal error: {e.__class__.__name__}: {e}"))
+                job.future.set_exception(internal_error(e))
             else:
                 self._store(job.key, out)
                 job.future.set_result(out)
