@@ -198,3 +198,31 @@ def test_recalculating_an_open_workbook_is_served_from_memory(rt):
     assert rt.batcher.snapshot()["cache_hits"] == hits  # neither the disk nor the engine
     stricter = udfs.QWEN_SCREEN([r], False, [["roe_low_risk_from", 30]])  # other rules: not the remembered row
     assert rt.batcher.snapshot()["cache_hits"] == hits + 1 and stricter[0][2] == "中" and first[0][2] == "低"
+
+
+def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_again(tiny_engine, tmp_path):
+    """A real server whose answers never fit the schema: the cell gets its placeholder, is
+    recalculated once, then spills the rules' verdict flagged 模型未作答; recalculating the
+    sheet does not send the request again."""
+    settings = tiny_settings(tmp_path, engine_url=tiny_engine.address, structured_output=False, max_tokens=64)
+    recalculated = []
+    runtime = CellRuntime(batcher=Batcher.from_settings(settings), rewrite=recalculated.append)
+    udfs.set_runtime(runtime)
+    try:
+        caller = FakeCaller("$K$2")
+        assert udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0][0] == cells.PENDING
+        for _ in range(300):
+            if recalculated:
+                break
+            threading.Event().wait(0.1)
+        assert [c.address for c in recalculated] == ["$K$2"]
+        asked = runtime.batcher.snapshot()["engine_requests"]
+        assert asked == 2  # asked, then asked again with the error
+        for _ in range(3):  # Excel recalculates the cell, then the whole sheet, again and again
+            values = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0],
+                              strict=True))  # fmt: skip
+            assert values["risk_level"] == "高" and values["flags"] == "模型未作答"
+        assert runtime.batcher.snapshot()["engine_requests"] == asked and len(recalculated) == 1
+    finally:
+        udfs.set_runtime(None)
+        runtime.batcher.close()

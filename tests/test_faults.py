@@ -105,6 +105,26 @@ def test_server_without_constrained_decoding_is_retried_then_answered_by_code_al
     assert Cache(tmp_path / "cache").stats()["entries"] == 0  # never cached: a better server is asked again
 
 
+@pytest.mark.slow
+def test_cli_reports_rows_without_a_model_answer(tiny_engine, tmp_path):
+    """A CSV through ``xladdin screen`` against a real server whose answers never fit: every row
+    gets its verdict flagged 模型未作答, the summary says how many, nothing is an error."""
+    import csv
+
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM,财报摘要\n600001,公司1,3,20,营收5亿元\n600002,公司2,18,20,营收9亿元\n",
+                    encoding="utf-8")  # fmt: skip
+    env = dict(os.environ, XLADDIN_ENGINE_URL=tiny_engine.address, XLADDIN_STRUCTURED_OUTPUT="false",
+               XLADDIN_MAX_TOKENS="64")  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o", str(tmp_path / "r.csv"),
+                        "--no-progress"], env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "0 errors, 2 without a model answer (flag 模型未作答)" in r.stdout
+    with (tmp_path / "r.csv").open(encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["风险等级 risk"], row["标记 flags"]) for row in rows] == [("高", "模型未作答"), ("低", "模型未作答")]
+
+
 # ------------------------------------------------------------------ killed mid-run
 @pytest.mark.slow
 def test_engine_killed_mid_run_loses_nothing(tiny_model_path, tmp_path):
