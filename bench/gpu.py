@@ -119,9 +119,11 @@ def _rate(n: int, seconds: float) -> float:
 def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, Any]:
     with Batcher.from_settings(settings) as b:
         b.start()
+        before = server_counters(settings.engine_url)
         t0, cpu = time.perf_counter(), time.process_time()
         results = Resolver(b).map(TASK, data)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu
+        server = server_side(before, server_counters(settings.engine_url), seconds)
         snap = b.snapshot()
         tokens = getattr(b.engine, "completion_tokens", 0)
     errors = [r for r in results if isinstance(r, Exception)]
@@ -129,7 +131,7 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
             "errors": len(errors), "first_error": str(errors[0]) if errors else None,
             "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"],
             "completion_tokens_per_row": round(tokens / max(1, len(data)), 1),
-            "client_cpu_share": round(cpu / seconds, 2) if seconds > 0 else None}  # fmt: skip
+            "client_cpu_share": round(cpu / seconds, 2) if seconds > 0 else None, "server": server}  # fmt: skip
 
 
 def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
@@ -216,9 +218,10 @@ def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
     """The CLI path (``screen_file``): cold, then again answered from the cache."""
     settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / "market-cache"))
     with Batcher.from_settings(settings) as b:
-        cpu = time.process_time()
+        before, cpu = server_counters(url), time.process_time()
         cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False, batcher=b)
         cpu = time.process_time() - cpu
+        server = server_side(before, server_counters(url), cold.seconds)
         tokens = getattr(b.engine, "completion_tokens", 0)
     warm = screen_file(pool, workdir / "market-report-2.csv", settings, progress=False)
     return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
@@ -226,16 +229,73 @@ def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
             "rerun_cache_hits": warm.cache_hits, "pool": pool.name,
             "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1),
             # the client's CPU seconds per second of the run (1.0 = one core busy: the client bounds it)
-            "client_cpu_share": round(cpu / cold.seconds, 2) if cold.seconds > 0 else None}  # fmt: skip
+            "client_cpu_share": round(cpu / cold.seconds, 2) if cold.seconds > 0 else None,
+            "server": server}  # fmt: skip
 
 
 # ------------------------------------------------------------------ what was measured on
-def _get_json(url: str) -> Any:
+def _get_text(url: str) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
-            return json.loads(resp.read())
+            return resp.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         return None
+
+
+def _get_json(url: str) -> Any:
+    text = _get_text(url)
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+# vLLM's counters and histograms (``/metrics``) whose change over a run says where the server's time went
+_COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total",
+             "prefix_cache_hits_total", "num_preemptions_total", "iteration_tokens_total_count",
+             "iteration_tokens_total_sum", "inter_token_latency_seconds_sum", "inter_token_latency_seconds_count",
+             "request_queue_time_seconds_sum", "request_queue_time_seconds_count",
+             "time_to_first_token_seconds_sum", "time_to_first_token_seconds_count")  # fmt: skip
+
+
+def server_counters(url: str) -> dict[str, float] | None:
+    """The counters above, summed over labels and servers; ``None`` when a server has no vLLM metrics."""
+    found: dict[str, float] = {}
+    for base in url.split(","):
+        text = _get_text(base.strip().rstrip("/").removesuffix("/v1") + "/metrics")
+        if text is None:
+            return None
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0].removeprefix("vllm:")
+            if name in _COUNTERS and line.startswith("vllm:"):
+                try:
+                    found[name] = found.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+                except ValueError:
+                    continue
+    return found or None
+
+
+def server_side(before: dict[str, float] | None, after: dict[str, float] | None, seconds: float) -> dict | None:
+    """What the server did during a run of ``seconds``: tokens, prefix-cache hits, engine steps."""
+    if not before or not after:
+        return None
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in _COUNTERS}
+
+    def ratio(a: float, b: float, scale: float = 1.0, digits: int = 1) -> float | None:
+        return round(a / b * scale, digits) if b else None
+
+    steps = d["iteration_tokens_total_count"]
+    return {"prompt_tokens": int(d["prompt_tokens_total"]), "generated_tokens": int(d["generation_tokens_total"]),
+            "prefix_cache_hit_rate": ratio(d["prefix_cache_hits_total"], d["prefix_cache_queries_total"], 1, 3),
+            "preemptions": int(d["num_preemptions_total"]), "engine_steps": int(steps),
+            "tokens_per_step": ratio(d["iteration_tokens_total_sum"], steps),
+            "ms_per_step": ratio(seconds, steps, 1000.0),
+            "generated_tokens_per_s": ratio(d["generation_tokens_total"], seconds, 1.0, 0),
+            "mean_inter_token_ms": ratio(d["inter_token_latency_seconds_sum"], d["inter_token_latency_seconds_count"],
+                                         1000.0),
+            "mean_queue_s": ratio(d["request_queue_time_seconds_sum"], d["request_queue_time_seconds_count"], 1, 2),
+            "mean_first_token_s": ratio(d["time_to_first_token_seconds_sum"],
+                                        d["time_to_first_token_seconds_count"], 1, 2)}  # fmt: skip
 
 
 def server_facts(url: str) -> dict[str, Any]:
