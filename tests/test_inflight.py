@@ -156,6 +156,28 @@ def test_requests_spread_over_two_real_servers(tiny_model_path, tmp_path):
 
 
 @pytest.mark.slow
+def test_requests_past_one_pool_open_another_against_a_real_server(tiny_model_path, tmp_path):
+    """More requests in flight than one HTTP pool's connections: a second pool, every row answered."""
+    from server import launcher
+    from xladdin.engine.openai_http import POOL_CONNECTIONS
+    from xladdin.tasks import ScreenResult
+
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
+    n = POOL_CONNECTIONS + 8
+    with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}", env=dict(os.environ, XLADDIN_N_THREADS="1")) as s:
+        s.wait_ready(120)
+        rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}
+                for i in range(n)]  # fmt: skip
+        settings = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", max_parallel=n)
+        with Batcher.from_settings(settings) as b:
+            results = Resolver(b).map(ScreenTask(), rows)
+            pools, peak = b.engine.pools, b.snapshot()["peak_in_engine"]
+    assert all(isinstance(r, ScreenResult) for r in results), [r for r in results if not isinstance(r, ScreenResult)]
+    assert peak > POOL_CONNECTIONS and pools == [2], (peak, pools)
+
+
+@pytest.mark.slow
 def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
     """``python -m bench gpu`` in CI size against ``xladdin-server serve --engine cpu`` (no timings asserted)."""
     import socket

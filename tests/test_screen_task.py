@@ -35,9 +35,11 @@ def test_schema_is_bounded_and_round_trips():
     schema = ScreenTask().schema
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == set(ScreenExtraction.model_fields)  # every key must be emitted
-    assert schema["properties"]["reason"]["maxLength"] == 30
+    # lengths as a counted character class, never minLength/maxLength (the decoder's slow path)
+    assert "Length" not in json.dumps(schema)
+    assert schema["properties"]["reason"]["pattern"] == '^[^"\\\\\\x00-\\x1f]{1,30}$'
     read = schema["$defs"]["Read"]
-    assert read["required"] == ["value", "quote"] and read["properties"]["quote"]["maxLength"] == 40
+    assert read["required"] == ["value", "quote"] and read["properties"]["quote"]["pattern"].endswith("{1,40}$")
     fig = read["properties"]["value"]
     assert fig["type"] == "string" and fig["pattern"].startswith("^-?[0-9]{1,12}")
     assert split_figure("1505.60亿元") == (1505.6, "亿元") and split_figure("-3.5%") == (-3.5, "%")
@@ -49,8 +51,20 @@ def test_schema_is_bounded_and_round_trips():
     text = screen_answer("增长稳健", revenue=("1505.60", "亿元"), roe=("34.19", "%"))
     out = ScreenExtraction.model_validate_json(text)
     assert ScreenExtraction.model_validate_json(out.model_dump_json()) == out
-    with pytest.raises(ValueError):
-        ScreenExtraction.model_validate_json(text.replace("增长稳健", "x" * 31))
+    assert ScreenExtraction.model_validate_json(text.replace("增长稳健", "稳" * 30)).reason == "稳" * 30
+    for bad in ("x" * 31, "", '引号\\"不行', "换行\\n不行", "反斜杠\\\\不行"):
+        with pytest.raises(ValueError):
+            ScreenExtraction.model_validate_json(text.replace("增长稳健", bad))
+    quoted = screen_answer("增长稳健", revenue=("1505.60", "亿元"))
+    with pytest.raises(ValueError):  # a quote is 1-40 characters
+        ScreenExtraction.model_validate_json(quoted.replace('"quote": "1505.60亿元"', f'"quote": "{"营" * 41}"'))
+    assert ScreenExtraction.model_validate_json(quoted).revenue.quote == "1505.60亿元"
+
+
+def test_a_reason_code_can_mend_is_mended_not_asked_again():
+    task = ScreenTask()
+    out = task.validate_output(screen_answer('增长"稳健"\n' + "好" * 40))
+    assert out.reason == "增长”稳健”" + "好" * 24 and len(out.reason) == 30
 
 
 def test_result_headers_match_cells():

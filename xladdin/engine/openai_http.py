@@ -33,6 +33,7 @@ from .base import Engine, EngineOptions, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
+POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools as its requests in flight need)
 _LOAD_METRICS = {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 1}
 
 
@@ -73,28 +74,39 @@ class OpenAIHTTPEngine(Engine):
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
-        # Shared by the API calls and the load readings, with a connection, kept alive, for every request
-        # that may be in flight: the SDK's default allows 1,000 (keeping 100 alive), fewer than the
-        # window may reach (1,024 per server).
-        most = max(ADAPTIVE_CAP, self.options.max_parallel or 0) * len(self.urls) + 8
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
-        self._http = openai.DefaultAsyncHttpxClient(
-            limits=limits(max_connections=most, max_keepalive_connections=most, keepalive_expiry=30))
-        self._clients = [
-            openai.AsyncOpenAI(
-                base_url=url,
-                api_key=self.options.api_key or "EMPTY",
-                timeout=self.options.timeout,
-                max_retries=self.options.retries,
-                http_client=self._http,
-            )  # fmt: skip
-            for url in self.urls
-        ]
+        # Connections are split into small pools: the HTTP library's pool walks every connection it
+        # holds (and probes each idle one's socket) whenever a request starts or ends, so one pool of
+        # ~1,000 connections cost the client ~5 ms CPU per request (``python -m bench client``).
+        self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
+        self._shards: list[list[_Shard]] = [[self._shard(url)] for url in self.urls]  # more made as needed
+        self._meta_http = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8))  # load readings
         self._busy = [0] * len(self.urls)  # requests in flight per server
         self.answered = [0] * len(self.urls)  # answers per server
         self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
+
+    def _shard(self, url: str) -> _Shard:
+        http = self._openai.DefaultAsyncHttpxClient(
+            limits=self._limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS,
+                                keepalive_expiry=30))  # fmt: skip
+        return _Shard(self._openai.AsyncOpenAI(base_url=url, api_key=self.options.api_key or "EMPTY",
+                                               timeout=self.options.timeout, max_retries=self.options.retries,
+                                               http_client=http))  # fmt: skip
+
+    @property
+    def pools(self) -> list[int]:
+        """HTTP connection pools per server (one per ``POOL_CONNECTIONS`` requests in flight at the peak)."""
+        return [len(shards) for shards in self._shards]
+
+    def _pick(self, i: int) -> _Shard:
+        """The least busy pool of server ``i``; a new one when every pool has all its connections in use."""
+        shards = self._shards[i]
+        shard = min(shards, key=_Shard.load)
+        if shard.busy >= POOL_CONNECTIONS:
+            shard = self._shard(self.urls[i])
+            shards.append(shard)
+        return shard
 
     def _translate(self, e: Exception, started: float) -> EngineError:
         o = self._openai
@@ -125,14 +137,14 @@ class OpenAIHTTPEngine(Engine):
     async def start(self) -> None:
         if self.model_id and self.served:
             return  # (a model id remembered for an offline server has no served name yet)
-        found = {await self._listed(client) for client in self._clients}
+        found = {await self._listed(shards[0].client) for shards in self._shards}
         if len(found) > 1:
             raise EngineError(f"the servers {self.server_url} serve different models: "
                               + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))  # fmt: skip
         self.served, self.model_id, self.max_model_len = found.pop()
         if self.options.max_parallel is None and await self.server_load() is not None:
             # the batcher adapts within this
-            self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self._clients)
+            self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self.urls)
 
     async def _listed(self, client: Any) -> tuple[str, str, int | None]:
         """(served name, model identity, context length) of the model one server serves."""
@@ -164,7 +176,7 @@ class OpenAIHTTPEngine(Engine):
         url = base_url.removesuffix("/v1") + "/metrics"
         headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
         try:
-            resp = await self._http.get(url, headers=headers, timeout=2.0)
+            resp = await self._meta_http.get(url, headers=headers, timeout=2.0)
         except Exception:  # the transport's own errors (httpx): no reading
             return None
         if resp.status_code != 200:
@@ -184,13 +196,16 @@ class OpenAIHTTPEngine(Engine):
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
             await self.start()
-        i = min(range(len(self._clients)), key=self._busy.__getitem__)  # the least busy server
+        i = min(range(len(self.urls)), key=self._busy.__getitem__)  # the least busy server
+        shard = self._pick(i)
         self._busy[i] += 1
+        shard.busy += 1
         try:
-            resp = await self._ask(self._clients[i], messages, schema, params)
+            resp = await self._ask(shard.client, messages, schema, params)
             self.answered[i] += 1
         finally:
             self._busy[i] -= 1
+            shard.busy -= 1
         self.completion_tokens += getattr(resp.usage, "completion_tokens", 0) or 0
         choice = resp.choices[0]
         if choice.finish_reason == "length":
@@ -211,12 +226,26 @@ class OpenAIHTTPEngine(Engine):
         )
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.close()
+        for shards in self._shards:
+            for shard in shards:
+                await shard.client.close()
+        await self._meta_http.aclose()
 
     def describe(self) -> str:
         shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"
         return f"{shown or '(model not yet known)'} at {self.server_url}"
+
+
+class _Shard:
+    """One HTTP connection pool, the API client over it, and its requests in flight."""
+
+    __slots__ = ("client", "busy")
+
+    def __init__(self, client: Any):
+        self.client, self.busy = client, 0
+
+    def load(self) -> int:
+        return self.busy
 
 
 def model_identity(entry: dict[str, Any]) -> str:

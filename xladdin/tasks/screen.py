@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
-from .base import Provenance, Task
+from .base import Provenance, Task, plain, plain_text
 from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none, trim_text
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
 
@@ -91,7 +91,7 @@ class Read(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     value: Figure
-    quote: str = Field(min_length=1, max_length=MAX_QUOTE, description="原文中写着这个数字的片段, 逐字照抄")
+    quote: plain_text(1, MAX_QUOTE) = Field(description="原文中写着这个数字的片段, 逐字照抄")  # type: ignore[valid-type]
 
 
 class ScreenExtraction(BaseModel):
@@ -107,9 +107,9 @@ class ScreenExtraction(BaseModel):
     net_margin: Read | None = Field(description="净利率")
     roe: Read | None = Field(description="净资产收益率")
     eps: Read | None = Field(description="基本每股收益")
-    reason: str = Field(min_length=1, max_length=MAX_REASON, description="最重要的一条理由, 不超过30字")
-    contradiction: str | None = Field(max_length=MAX_QUOTE,
-                                      description="文本自相矛盾或与给出字段矛盾时, 逐字照抄矛盾处的原文; 否则 null")  # fmt: skip
+    reason: plain_text(1, MAX_REASON) = Field(description="最重要的一条理由, 不超过30字")  # type: ignore[valid-type]
+    contradiction: plain_text(0, MAX_QUOTE) | None = Field(  # type: ignore[valid-type]
+        description="文本自相矛盾或与给出字段矛盾时, 逐字照抄矛盾处的原文; 否则 null")
 
 
 class ScreenResult(BaseModel):
@@ -183,7 +183,7 @@ def _schema_without(names: frozenset[str]) -> dict[str, Any]:
 
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     name: ClassVar[str] = "screen"
-    version: ClassVar[str] = "screen-6"
+    version: ClassVar[str] = "screen-7"
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
@@ -203,8 +203,8 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
 
     def repair(self, data: dict[str, Any], inp: StockSample | None = None) -> dict[str, Any]:
         reason = data.get("reason")
-        if isinstance(reason, str) and len(reason) > MAX_REASON:  # an over-long reason is cut, not re-asked
-            data = {**data, "reason": reason[:MAX_REASON]}
+        if isinstance(reason, str):  # a reason is the model's own words: mended and cut, not re-asked
+            data = {**data, "reason": plain(reason)[:MAX_REASON]}
         if inp is not None:  # the figures not asked for are None in the answer
             data = {**dict.fromkeys(self.not_asked(inp)), **data}
         return data
