@@ -6,31 +6,71 @@ from typing import Any
 
 
 def render(d: dict[str, Any]) -> list[str]:
-    """The GPU section of docs/BENCHMARKS.md."""
+    """The GPU section of docs/BENCHMARKS.md: the latest run, then the earlier ones."""
     lines = [
         "## 6. GPU serving (`python -m bench gpu`)",
         "",
-        f"One run against {d.get('gpu')}, vLLM {d.get('vllm')}, model `{d.get('model')}` (served as "
-        f"`{d.get('served_model')}`). Server: `{d.get('server_flags', '')}`. Rows/s of the screen task, 0 errors "
-        "unless stated; each part asks rows no other part asked.",
+        f"One run ({d.get('when', 'date not recorded')}) against {d.get('gpu')}, vLLM {d.get('vllm')}, model "
+        f"`{d.get('model')}` (served as `{d.get('served_model')}`), task `{d.get('task_version')}`. Server: "
+        f"`{d.get('server_flags', '')}`. Rows/s of the screen task, 0 errors unless stated; each part asks rows no "
+        "other part asked.",
         "",
-        "| run | rows | rows/s |",
-        "|---|---|---|",
-        f"| per cell: one request at a time | {d['per_cell']['rows']} | {d['per_cell']['rows_per_s']} |",
+        "| run | rows | rows/s | server ms per step |",
+        "|---|---|---|---|",
+        f"| per cell: one request at a time | {d['per_cell']['rows']} | {d['per_cell']['rows_per_s']} | |",
         f"| **batcher, default settings** (adaptive window, ended at {d['default_run']['final_window']}) | "
-        f"{d['default_run']['rows']} | **{d['default_run']['rows_per_s']}** |",
+        f"{d['default_run']['rows']} | **{d['default_run']['rows_per_s']}** | {_step(d['default_run'])} |",
     ]
-    lines += [f"| batcher, fixed {s['max_parallel']} in flight | {s['rows']} | {s['rows_per_s']} |" for s in d["sweep"]]
-    lines += [f"| bare AsyncOpenAI, {b['concurrency']} in flight | {b['rows']} | {b['rows_per_s']} |"
-              for b in d["bare_runs"]]  # fmt: skip
+    lines += [f"| batcher, fixed {s['max_parallel']} in flight | {s['rows']} | {s['rows_per_s']} | {_step(s)} |"
+              for s in d["sweep"]]  # fmt: skip
+    lines += [f"| bare AsyncOpenAI (one client, the SDK's own connection pool), {b['concurrency']} in flight | "
+              f"{b['rows']} | {b['rows_per_s']} | |" for b in d["bare_runs"]]  # fmt: skip
     m = d["market"]
     lines += [
         "",
         f"- default ÷ per cell: **{d['batched_over_per_cell']}×**; default ÷ best bare client: "
         f"**{d['default_over_best_bare']}**; default ÷ best fixed setting: {d.get('default_over_best_sweep')}.",
         f"- Whole pool ({m['rows']} rows through the CLI path): **{m['seconds']} s** cold ({m['rows_per_s']} rows/s, "
-        f"{m['errors']} errors); again from the cache {m['rerun_seconds']} s.",
+        f"{m['errors']} errors){_server(m)}; again from the cache {m['rerun_seconds']} s.",
     ]
+    if "market_again" in d:
+        a = d["market_again"]
+        lines.append(f"- The whole pool again ({a['note']}): **{a['seconds']} s**, {a['errors']} errors{_server(a)}.")
+    if "before" in d:
+        b = d["before"]
+        lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
+                     f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")  # fmt: skip
+    if "screen_6" in d:
+        lines += _render_later(d["screen_6"])
+    if "screen_2" in d:
+        lines += _render_screen_2(d["screen_2"], d)
+    lines.append("")
+    return lines
+
+
+def _step(run: dict[str, Any]) -> str:
+    server = run.get("server") or {}
+    return str(server.get("ms_per_step", ""))
+
+
+def _server(run: dict[str, Any]) -> str:
+    """What the server and the client did during a run, where it was recorded."""
+    s = run.get("server")
+    if not s:
+        return ""
+    return (f"; server: {s['engine_steps']} engine steps of {s['ms_per_step']} ms, {s['generated_tokens_per_s']:g} "
+            f"generated tokens/s, prefix-cache hits {s['prefix_cache_hit_rate']}; client CPU share "
+            f"{run.get('client_cpu_share')}")  # fmt: skip
+
+
+def _render_screen_2(h: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    """The first full run (screen-2) and what followed it until screen-6."""
+    lines = ["", f"### {h['task_version']} ({h['when']})", "",
+             f"Server: `{h['server_flags']}`. Per cell {h['per_cell_rows_per_s']} rows/s; batcher at default settings "
+             f"{h['default_rows_per_s']} rows/s ({h['batched_over_per_cell']}× per cell, "
+             f"{h['default_over_best_bare']} of the best bare client); fixed windows (rows/s): "
+             + ", ".join(f"{s['max_parallel']} → {s['rows_per_s']}" for s in h["sweep"])
+             + f". Whole pool: {h['market']['seconds']} s, {h['market']['errors']} errors."]  # fmt: skip
     if "two_gpus" in d:
         t = d["two_gpus"]
         one, two = t["one_gpu_market"]["seconds"], t["data_parallel_2_market"]["seconds"]
@@ -38,14 +78,10 @@ def render(d: dict[str, Any]) -> list[str]:
                      "same pool.")  # fmt: skip
     if "after_quotes" in d:
         a = d["after_quotes"]
-        lines.append(f"- Measured with {d.get('task_version', 'the task version of the time')}. {a['when']}: "
-                     f"{a['note']}:")  # fmt: skip
+        lines.append(f"- {a['when']}: {a['note']}:")
         for r in a["runs"]:
             took = f"{r['market_seconds']} s" if r["market_seconds"] else f"not finished within {r['given_s']} s"
             lines.append(f"  - {r['task']}, {r['server']}: {took} ({r['log']})")
-    if "screen_6" in d:
-        lines += _render_later(d["screen_6"])
-    lines.append("")
     return lines
 
 
