@@ -46,6 +46,10 @@ def test_command_is_valid_for_vllm(name):
     assert json.loads(args["--structured-outputs-config"]) == compact
     assert not any(a.startswith("--guided") for a in cmd) and "--api-key" not in args
     assert set(args) <= profiles.VLLM_FLAGS
+    if ALL[name].cudagraph_capture_size:  # the H200 profile, as measured: batches up to 1,024 as CUDA graphs
+        assert json.loads(args["--compilation-config"]) == {"max_cudagraph_capture_size": 1024}
+    else:
+        assert "--compilation-config" not in args
 
 
 @pytest.mark.skipif(shutil.which("vllm") is None, reason="vLLM not installed (GPU machines only)")
