@@ -28,6 +28,10 @@ def main() -> None:
         from . import client
 
         sys.exit(client.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["grammar"]:
+        from . import grammar
+
+        sys.exit(grammar.main(sys.argv[2:]))
     if sys.argv[1:2] == ["news"]:
         from . import news
 
@@ -157,6 +161,11 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         from .client import render as render_client
 
         lines += ["", *render_client(json.loads(client_results.read_text(encoding="utf-8")))]
+    grammar_results = RESULTS / "grammar.json"
+    if grammar_results.is_file():
+        from .grammar import render as render_grammar
+
+        lines += ["", *render_grammar(json.loads(grammar_results.read_text(encoding="utf-8")))]
     lines += ["", "Raw numbers: `bench/results/*.json`.", ""]
     return "\n".join(lines)
 
