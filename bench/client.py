@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import random
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +24,9 @@ from typing import Any
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
+from xladdin.engine import openai_http
 from xladdin.resolver import Resolver
+from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
@@ -55,20 +59,59 @@ def table(n: int, seed: int, in_flight: int) -> dict[str, Any]:
             "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": errors}  # fmt: skip
 
 
+def http_table(n: int, seed: int, in_flight: int, pool_connections: int) -> dict[str, Any]:
+    """``n`` rows through the HTTP engine, its connections in pools of ``pool_connections``."""
+    from .answer_server import serve
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    port = sock.getsockname()[1]
+    server = multiprocessing.get_context("fork").Process(target=serve, args=(sock, 0.5, 8.0, seed), daemon=True)
+    server.start()  # before the batcher's threads exist
+    sock.close()
+    shipped, openai_http.POOL_CONNECTIONS = openai_http.POOL_CONNECTIONS, pool_connections
+    try:
+        settings = Settings.load({"engine_url": f"http://127.0.0.1:{port}/v1", "no_cache": True,
+                                  "cache_dir": tempfile.mkdtemp(), "max_parallel": in_flight})  # fmt: skip
+        data = rows(n, seed=seed)
+        with Batcher.from_settings(settings) as b:
+            b.start()
+            wall, cpu = time.perf_counter(), time.process_time()
+            results = Resolver(b).map(TASK, data)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            pools = b.engine.pools
+    finally:
+        openai_http.POOL_CONNECTIONS = shipped
+        server.kill()
+        server.join()
+    errors = [r for r in results if isinstance(r, Exception)]
+    return {"rows": n, "pool_connections": pool_connections, "pools": pools[0], "seconds": round(wall, 2),
+            "cpu_seconds": round(cpu, 2), "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": len(errors),
+            "first_error": str(errors[0]) if errors else None}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench client", description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,5400", help="table sizes, smallest first")
     p.add_argument("--in-flight", type=int, default=1024)
+    p.add_argument("--http-rows", type=int, default=5400, help="rows of the HTTP arm")
     p.add_argument("--out", default=str(RESULTS / "client.json"))
     args = p.parse_args(argv)
     runs = []
     for k, n in enumerate(int(x) for x in args.sizes.split(",")):
         runs.append(table(n, seed=300 + k, in_flight=args.in_flight))
         print(json.dumps(runs[-1]), flush=True)
+    http = []
+    for pool in (openai_http.POOL_CONNECTIONS, args.in_flight + 8):  # as shipped; one pool for the whole window
+        http.append(http_table(args.http_rows, seed=400, in_flight=args.in_flight, pool_connections=pool))
+        print(json.dumps(http[-1]), flush=True)
     data = {"task_version": TASK.version, "in_flight": args.in_flight, "machine": machine(), "runs": runs,
-            "growth": round(runs[-1]["cpu_ms_per_row"] / runs[0]["cpu_ms_per_row"], 2)}  # fmt: skip
+            "growth": round(runs[-1]["cpu_ms_per_row"] / runs[0]["cpu_ms_per_row"], 2), "http": http,
+            "one_pool_over_pools": round(http[1]["cpu_ms_per_row"] / http[0]["cpu_ms_per_row"], 2)}  # fmt: skip
     Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-    print(f"CPU per row, largest ÷ smallest table: {data['growth']}")
+    print(f"CPU per row, largest ÷ smallest table: {data['growth']}; HTTP, one pool ÷ pools of "
+          f"{openai_http.POOL_CONNECTIONS}: {data['one_pool_over_pools']}")
     return 0
 
 
@@ -82,4 +125,14 @@ def render(d: dict[str, Any]) -> list[str]:
               for r in d["runs"]]  # fmt: skip
     lines += ["", f"- CPU per row, largest ÷ smallest table: **{d['growth']}** (1 = the cost per row does not grow "
               "with the table; waiting on every pending ticket per answer made it 2.1).", ""]  # fmt: skip
+    if "http" in d:
+        lines += ["Through HTTP (`openai_http` engine, a stand-in server in another process: sockets and delays, "
+                  f"no model), {d['http'][0]['rows']} rows, {d['in_flight']} in flight:", "",
+                  "| connections | pools at the peak | seconds | client CPU seconds | CPU ms per row | errors |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| pools of {r['pool_connections']} | {r['pools']} | {r['seconds']} | {r['cpu_seconds']} | "
+                  f"{r['cpu_ms_per_row']} | {r['errors']} |" for r in d["http"]]  # fmt: skip
+        lines += ["", f"- One pool ÷ pools of {d['http'][0]['pool_connections']}: **{d['one_pool_over_pools']}×** "
+                  "the client's CPU per row (the HTTP library's pool walks every connection it holds, and probes "
+                  "each idle one's socket, whenever a request starts or ends).", ""]  # fmt: skip
     return lines

@@ -230,3 +230,18 @@ def test_figures_code_reads_are_not_asked_of_the_model():
     res = task.finish(inp, out, PROV)
     assert res.revenue == 1505.6 and res.revenue_growth == 18.04 and res.net_profit == 747.34
     assert "营收「营业收入1505.60亿元,同比增长18.04%」" in res.evidence and Flag.UNTRACEABLE not in res.flags
+
+
+def test_the_length_keyword_form_the_grammar_bench_compares_with():
+    """``bench grammar`` compares the shipped schema with its minLength/maxLength form (before screen-7)."""
+    from bench.grammar import with_length_keywords
+
+    shipped = ScreenTask().schema
+    before = with_length_keywords(shipped)
+    assert before["properties"]["reason"]["minLength"] == 1 and before["properties"]["reason"]["maxLength"] == 30
+    assert "pattern" not in before["properties"]["reason"]
+    assert before["properties"]["contradiction"]["anyOf"][0] == {"type": "string", "maxLength": 40}
+    quote = dict(before["$defs"]["Read"]["properties"]["quote"])
+    assert (quote.pop("minLength"), quote.pop("maxLength")) == (1, 40) and "pattern" not in quote
+    assert before["$defs"]["Read"]["properties"]["value"] == shipped["$defs"]["Read"]["properties"]["value"]
+    assert "Length" not in json.dumps(shipped)  # the original is left as it was
