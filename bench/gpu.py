@@ -123,7 +123,7 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
         t0, cpu = time.perf_counter(), time.process_time()
         results = Resolver(b).map(TASK, data)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu
-        server = server_side(before, server_counters(settings.engine_url), seconds)
+        server = server_side(before, server_counters(settings.engine_url), seconds, len(b.engine.urls))
         snap = b.snapshot()
         tokens = getattr(b.engine, "completion_tokens", 0)
     errors = [r for r in results if isinstance(r, Exception)]
@@ -221,7 +221,7 @@ def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
         before, cpu = server_counters(url), time.process_time()
         cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False, batcher=b)
         cpu = time.process_time() - cpu
-        server = server_side(before, server_counters(url), cold.seconds)
+        server = server_side(before, server_counters(url), cold.seconds, len(url.split(",")))
         tokens = getattr(b.engine, "completion_tokens", 0)
     warm = screen_file(pool, workdir / "market-report-2.csv", settings, progress=False)
     return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
@@ -275,8 +275,10 @@ def server_counters(url: str) -> dict[str, float] | None:
     return found or None
 
 
-def server_side(before: dict[str, float] | None, after: dict[str, float] | None, seconds: float) -> dict | None:
-    """What the server did during a run of ``seconds``: tokens, prefix-cache hits, engine steps."""
+def server_side(before: dict[str, float] | None, after: dict[str, float] | None, seconds: float,
+                servers: int = 1) -> dict | None:  # fmt: skip
+    """What the servers did during a run of ``seconds``: tokens, prefix-cache hits, engine steps (each
+    server steps on its own: ms per step is per server)."""
     if not before or not after:
         return None
     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in _COUNTERS}
@@ -289,7 +291,7 @@ def server_side(before: dict[str, float] | None, after: dict[str, float] | None,
             "prefix_cache_hit_rate": ratio(d["prefix_cache_hits_total"], d["prefix_cache_queries_total"], 1, 3),
             "preemptions": int(d["num_preemptions_total"]), "engine_steps": int(steps),
             "tokens_per_step": ratio(d["iteration_tokens_total_sum"], steps),
-            "ms_per_step": ratio(seconds, steps, 1000.0),
+            "ms_per_step": ratio(seconds * servers, steps, 1000.0),
             "generated_tokens_per_s": ratio(d["generation_tokens_total"], seconds, 1.0, 0),
             "mean_inter_token_ms": ratio(d["inter_token_latency_seconds_sum"], d["inter_token_latency_seconds_count"],
                                          1000.0),
