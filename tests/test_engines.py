@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from xladdin.engine import ENGINES, build_engine, engine_kind
 from xladdin.engine.embedded import EmbeddedEngine, EmbeddedOptions
 from xladdin.engine.openai_http import HTTPOptions, OpenAIHTTPEngine
-from xladdin.errors import ConfigError
+from xladdin.errors import ConfigError, EngineError
 from xladdin.settings import Settings
 
 
@@ -33,3 +33,27 @@ def test_engine_options_reject_typos_and_come_from_settings(tmp_path):
     assert engine.server_url == "http://gpu:8000/v1" and engine.served == "qwen"
     embedded = EmbeddedEngine(Settings.load({"n_ctx": 2048, "max_parallel": 2, "models_dir": str(tmp_path)}))
     assert (embedded.options.n_ctx, embedded.max_parallel, embedded.options.models_dir) == (2048, 2, tmp_path)
+
+
+@pytest.mark.parametrize("body", [b"<html>proxy login</html>", b'{"object": "error"}', b"[1, 2]"])
+def test_a_200_that_is_not_a_chat_completion_is_an_error_naming_the_server(tmp_path, body):
+    """A proxy page or a stray JSON with status 200: an EngineError naming the server, never cached."""
+    from conftest import Server, vllm_models
+
+    from xladdin.batcher import Batcher
+    from xladdin.cache import Cache
+    from xladdin.resolver import Resolver
+    from xladdin.tasks import ScreenTask
+
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"),
+                     "/v1/chat/completions": (200, "text/html" if body.startswith(b"<") else "application/json", body)})
+    try:
+        settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "cache", "retries": 0})
+        with Batcher.from_settings(settings) as b:
+            [result] = Resolver(b).map(ScreenTask(), [{"code": 600519, "name": "贵州茅台", "roe": 30, "pe_ttm": 25,
+                                                        "report_text": "营收100亿元"}])  # fmt: skip
+    finally:
+        server.close()
+    assert isinstance(result, EngineError), result
+    assert str(result).startswith(f"{server.url} answered without a chat completion: ")
+    assert Cache(tmp_path / "cache").stats()["entries"] == 0

@@ -76,7 +76,7 @@ class OpenAIHTTPEngine(Engine):
         self._openai = openai
         # Connections are split into small pools: the HTTP library's pool walks every connection it
         # holds (and probes each idle one's socket) whenever a request starts or ends: with 1,024 in flight,
-        # one pool cost the client 4.3 ms CPU per row, pools of 32 2.1 ms (``python -m bench client``).
+        # one pool cost the client 4.4 ms CPU per row, pools of 32 2.4 ms (``python -m bench client``).
         self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
         self._shards: list[list[_Shard]] = [[self._shard(url)] for url in self.urls]  # more made as needed
         self._meta_http = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8))  # load readings
@@ -206,24 +206,26 @@ class OpenAIHTTPEngine(Engine):
         finally:
             self._busy[i] -= 1
             shard.busy -= 1
-        self.completion_tokens += getattr(resp.usage, "completion_tokens", 0) or 0
-        choice = resp.choices[0]
-        if choice.finish_reason == "length":
+        try:
+            choice = resp["choices"][0]
+            content, finish = choice["message"].get("content"), choice.get("finish_reason")
+            self.completion_tokens += (resp.get("usage") or {}).get("completion_tokens") or 0
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise EngineError(f"{self.server_url} answered without a chat completion: "
+                              f"{json.dumps(resp, ensure_ascii=False)[:120]}") from None  # fmt: skip
+        if finish == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
-        return choice.message.content or ""
+        return content or ""
 
     async def _ask(self, client: Any, messages: list[dict[str, str]], schema: dict[str, Any],
                    params: SamplingParams) -> Any:  # fmt: skip
-        return await self._bounded(
-            client.chat.completions.create(
-                model=self.served,
-                temperature=params.temperature,
-                seed=params.seed,
-                max_tokens=params.max_tokens,
-                extra_body={"chat_template_kwargs": {"enable_thinking": False}},
-                **request_fields(messages, schema, self.options.structured_output),  # type: ignore[arg-type]
-            )
-        )
+        """The chat completion as the server's JSON, posted through the SDK's client (its retries,
+        errors, timeout and key) as a plain body: the SDK's typed request transform and response models
+        cost a fifth of the client's CPU per row at 1,024 in flight (2.37 → 1.92 ms, ``python -m bench client``)."""
+        body = {"model": self.served, "temperature": params.temperature, "seed": params.seed,
+                "max_tokens": params.max_tokens, "chat_template_kwargs": {"enable_thinking": False},
+                **request_fields(messages, schema, self.options.structured_output)}  # fmt: skip
+        return await self._bounded(client.post("/chat/completions", body=body, cast_to=object))
 
     async def aclose(self) -> None:
         for shards in self._shards:
