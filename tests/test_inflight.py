@@ -213,3 +213,37 @@ def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
     assert data["task_version"] == ScreenTask.version  # what was measured
     assert data["default_run"]["errors"] == 0 and [s["max_parallel"] for s in data["sweep"]] == [1, 2]
     assert all(s["errors"] == 0 for s in data["sweep"]) and all(b["errors"] == 0 for b in data["bare_runs"])
+
+
+def test_gpu_benchmark_reads_what_the_servers_did_from_their_metrics():
+    """``bench gpu``: vLLM's counters before and after a run, summed over servers; ms per step per server."""
+    from bench.gpu import server_counters, server_side
+
+    def counters(steps: int, generated: int, hits: int) -> tuple[int, str, bytes]:
+        lines = ["# TYPE vllm:generation_tokens_total counter",
+                 f'vllm:generation_tokens_total{{engine="0",model_name="qwen"}} {generated}.0',
+                 'vllm:generation_tokens_created{engine="0",model_name="qwen"} 1.7e9',
+                 f'vllm:prefix_cache_queries_total{{engine="0",model_name="qwen"}} {4 * hits}.0',
+                 f'vllm:prefix_cache_hits_total{{engine="0",model_name="qwen"}} {hits}.0',
+                 f'vllm:iteration_tokens_total_count{{engine="0",model_name="qwen"}} {steps}.0',
+                 f'vllm:iteration_tokens_total_sum{{engine="0",model_name="qwen"}} {steps * 500}.0',
+                 f'vllm:iteration_tokens_total_bucket{{engine="0",le="+Inf",model_name="qwen"}} {steps}.0']  # fmt: skip
+        return 200, "text/plain; version=0.0.4", "\n".join(lines).encode()
+
+    a = Server({"/metrics": counters(100, 1000, 10)})
+    b = Server({"/metrics": counters(300, 3000, 30)})
+    plain = Server({})  # a server without vLLM's metrics
+    try:
+        before = server_counters(f"{a.url},{b.url}")
+        a.routes["/metrics"], b.routes["/metrics"] = counters(600, 6000, 110), counters(800, 8000, 130)
+        after = server_counters(f"{a.url},{b.url}")
+        assert server_counters(plain.url) is None
+    finally:
+        for s in (a, b, plain):
+            s.close()
+    assert before["iteration_tokens_total_count"] == 400 and after["generation_tokens_total"] == 14000
+    side = server_side(before, after, seconds=10.0, servers=2)
+    assert side["engine_steps"] == 1000 and side["tokens_per_step"] == 500.0
+    assert side["ms_per_step"] == 20.0  # 10 s, 500 steps per server
+    assert side["generated_tokens_per_s"] == 1000.0 and side["prefix_cache_hit_rate"] == 0.25
+    assert server_side(None, after, 10.0) is None
