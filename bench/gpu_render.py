@@ -36,6 +36,9 @@ def render(d: dict[str, Any]) -> list[str]:
     if "market_again" in d:
         a = d["market_again"]
         lines.append(f"- The whole pool again ({a['note']}): **{a['seconds']} s**, {a['errors']} errors{_server(a)}.")
+    if "market_plain_body" in d:
+        a = d["market_plain_body"]
+        lines.append(f"- The whole pool with {a['note']}: **{a['seconds']} s**, {a['errors']} errors{_server(a)}.")
     if "before" in d:
         b = d["before"]
         lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
