@@ -5,6 +5,7 @@ serving benchmark against a vLLM (or any OpenAI-compatible) server (``bench/gpu.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -13,33 +14,14 @@ from pathlib import Path
 from .common import RESULTS, machine, make_env, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
+COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold")  # python -m bench NAME: the module's main()
+# sections 6-9 of the doc: results file (bench/results/NAME.json) and the module that renders it
+SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"))
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["gpu"]:
-        from . import gpu
-
-        sys.exit(gpu.main(sys.argv[2:]))
-    if sys.argv[1:2] == ["schema"]:
-        from . import schema
-
-        sys.exit(schema.main(sys.argv[2:]))
-    if sys.argv[1:2] == ["client"]:
-        from . import client
-
-        sys.exit(client.main(sys.argv[2:]))
-    if sys.argv[1:2] == ["grammar"]:
-        from . import grammar
-
-        sys.exit(grammar.main(sys.argv[2:]))
-    if sys.argv[1:2] == ["news"]:
-        from . import news
-
-        sys.exit(news.main(sys.argv[2:]))
-    if sys.argv[1:2] == ["gold"]:
-        from . import gold
-
-        sys.exit(gold.main(sys.argv[2:]))
+    if sys.argv[1:2] and sys.argv[1] in COMMANDS:  # a benchmark of its own: python -m bench NAME …
+        sys.exit(importlib.import_module(f".{sys.argv[1]}", __package__).main(sys.argv[2:]))
     from . import suite  # the CPU benchmarks (they import the Excel layer, which a GPU box may lack)
 
     p = argparse.ArgumentParser(prog="python -m bench")
@@ -146,26 +128,11 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         else:
             lines.append(f"| {name} | {v['rows']} | {v['cold_s']} s | {v['cold_rows_per_s']} | {v['warm_s']} s | "
                          f"{v['warm_rows_per_s']} |")  # fmt: skip
-    gpu_results = RESULTS / "gpu.json"
-    if gpu_results.is_file():
-        from .gpu_render import render as render_gpu
-
-        lines += ["", *render_gpu(json.loads(gpu_results.read_text(encoding="utf-8")))]
-    schema_results = RESULTS / "schema.json"
-    if schema_results.is_file():
-        from .schema import render as render_schema
-
-        lines += ["", *render_schema(json.loads(schema_results.read_text(encoding="utf-8")))]
-    client_results = RESULTS / "client.json"
-    if client_results.is_file():
-        from .client import render as render_client
-
-        lines += ["", *render_client(json.loads(client_results.read_text(encoding="utf-8")))]
-    grammar_results = RESULTS / "grammar.json"
-    if grammar_results.is_file():
-        from .grammar import render as render_grammar
-
-        lines += ["", *render_grammar(json.loads(grammar_results.read_text(encoding="utf-8")))]
+    for name, module in SECTIONS:  # the sections of benchmarks run on their own, where they have results
+        path = RESULTS / f"{name}.json"
+        if path.is_file():
+            section = importlib.import_module(f".{module}", __package__)
+            lines += ["", *section.render(json.loads(path.read_text(encoding="utf-8")))]
     lines += ["", "Raw numbers: `bench/results/*.json`.", ""]
     return "\n".join(lines)
 
