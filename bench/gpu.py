@@ -28,7 +28,7 @@ from typing import Any
 
 from xladdin.batcher import Batcher
 from xladdin.engine.base import SamplingParams, request_fields
-from xladdin.engine.openai_http import OpenAIHTTPEngine
+from xladdin.engine.openai_http import OpenAIHTTPEngine, metric_sums
 from xladdin.resolver import Resolver
 from xladdin.run import screen_file
 from xladdin.settings import Settings
@@ -251,11 +251,12 @@ def _get_json(url: str) -> Any:
 
 
 # vLLM's counters and histograms (``/metrics``) whose change over a run says where the server's time went
-_COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total",
-             "prefix_cache_hits_total", "num_preemptions_total", "iteration_tokens_total_count",
-             "iteration_tokens_total_sum", "inter_token_latency_seconds_sum", "inter_token_latency_seconds_count",
-             "request_queue_time_seconds_sum", "request_queue_time_seconds_count",
-             "time_to_first_token_seconds_sum", "time_to_first_token_seconds_count")  # fmt: skip
+_NAMES = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total",
+          "prefix_cache_hits_total", "num_preemptions_total", "iteration_tokens_total_count",
+          "iteration_tokens_total_sum", "inter_token_latency_seconds_sum", "inter_token_latency_seconds_count",
+          "request_queue_time_seconds_sum", "request_queue_time_seconds_count",
+          "time_to_first_token_seconds_sum", "time_to_first_token_seconds_count")  # fmt: skip
+_COUNTERS = frozenset("vllm:" + name for name in _NAMES)
 
 
 def server_counters(url: str) -> dict[str, float] | None:
@@ -265,14 +266,9 @@ def server_counters(url: str) -> dict[str, float] | None:
         text = _get_text(base.strip().rstrip("/").removesuffix("/v1") + "/metrics")
         if text is None:
             return None
-        for line in text.splitlines():
-            name = line.split("{", 1)[0].split(" ", 1)[0].removeprefix("vllm:")
-            if name in _COUNTERS and line.startswith("vllm:"):
-                try:
-                    found[name] = found.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-                except ValueError:
-                    continue
-    return found or None
+        for name, value in metric_sums(text, _COUNTERS).items():
+            found[name] = found.get(name, 0.0) + value
+    return {name.removeprefix("vllm:"): value for name, value in found.items()} or None
 
 
 def server_side(before: dict[str, float] | None, after: dict[str, float] | None, seconds: float,
@@ -281,7 +277,7 @@ def server_side(before: dict[str, float] | None, after: dict[str, float] | None,
     server steps on its own: ms per step is per server)."""
     if not before or not after:
         return None
-    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in _COUNTERS}
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in _NAMES}
 
     def ratio(a: float, b: float, scale: float = 1.0, digits: int = 1) -> float | None:
         return round(a / b * scale, digits) if b else None

@@ -24,6 +24,7 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -35,7 +36,7 @@ from .base import Engine, EngineOptions, SamplingParams, request_fields
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
 POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools as its requests in flight need)
-_LOAD_METRICS = {"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 1}
+_LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
 def normalize_base_url(url: str) -> str:
@@ -107,7 +108,7 @@ class OpenAIHTTPEngine(Engine):
     def _pick(self, i: int) -> _Shard:
         """The least busy pool of server ``i``; a new one when every pool has all its connections in use."""
         shards = self._shards[i]
-        shard = min(shards, key=_Shard.load)
+        shard = min(shards, key=lambda s: s.busy)
         if shard.busy >= POOL_CONNECTIONS:
             shard = self._shard(self.urls[i])
             shards.append(shard)
@@ -186,17 +187,8 @@ class OpenAIHTTPEngine(Engine):
             return None
         if resp.status_code != 200:
             return None
-        found = [0.0, 0.0]
-        seen = False
-        for line in resp.text.splitlines():
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            if name in _LOAD_METRICS:
-                try:
-                    found[_LOAD_METRICS[name]] += float(line.rsplit(" ", 1)[1])
-                    seen = True
-                except ValueError:
-                    continue
-        return (int(found[0]), int(found[1])) if seen else None
+        found = metric_sums(resp.text, _LOAD_METRICS)
+        return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
@@ -251,8 +243,19 @@ class _Shard:
     def __init__(self, client: Any):
         self.client, self.busy = client, 0
 
-    def load(self) -> int:
-        return self.busy
+
+def metric_sums(text: str, names: Collection[str]) -> dict[str, float]:
+    """The samples of the metrics ``names`` in Prometheus text (``/metrics``), each summed over its labels
+    (vLLM writes one line per engine); a name with no sample is absent."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in names:
+            try:
+                found[name] = found.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                continue
+    return found
 
 
 def model_identity(entry: dict[str, Any]) -> str:
