@@ -17,17 +17,19 @@ MAX_SEQS=${MAX_SEQS:-1024}
 BACKEND=${BACKEND:-xgrammar}  # the structured-output backend (xgrammar or guidance)
 SO_CONFIG="{\"backend\":\"$BACKEND\",\"disable_any_whitespace\":true}"
 T0=$(date +%s)
+RECIPE="vllm serve (dummy weights, Qwen3-8B shape, bf16, CUDA graphs) --max-model-len 8192"
 
 start_one() {  # PORT GPU_MEMORY_SHARE DEVICE(empty: every GPU) [FLAGS…]: one vLLM server in the background
   local port=$1 mem=$2 dev=$3
   shift 3
   . /tmp/vb/scripts/env.sh
+  local args=(--gpu-memory-utilization "$mem" --max-num-seqs "$MAX_SEQS" --generation-config vllm --seed 0
+              --structured-outputs-config "$SO_CONFIG" "$@")
+  echo "$RECIPE ${args[*]}" > /tmp/vb/vllm-$port.flags  # what bench records as the server's flags
   # every descriptor goes to the log: nothing keeps the caller's output (a pipe) open
   (cd /tmp/vb && exec env ${dev:+CUDA_VISIBLE_DEVICES=$dev} setsid nohup python3 -m vllm.entrypoints.cli.main serve \
     "$MODEL_DIR" --served-model-name "$SERVED" --load-format dummy --dtype bfloat16 --max-model-len 8192 \
-    --max-num-seqs "$MAX_SEQS" --gpu-memory-utilization "$mem" --generation-config vllm --seed 0 \
-    --structured-outputs-config "$SO_CONFIG" \
-    --host 127.0.0.1 --port "$port" --uvicorn-log-level warning --disable-uvicorn-access-log "$@") \
+    "${args[@]}" --host 127.0.0.1 --port "$port" --uvicorn-log-level warning --disable-uvicorn-access-log) \
     > /tmp/vb/vllm-$port.log 2>&1 < /dev/null &
 }
 
@@ -49,6 +51,7 @@ case "${1:-}" in
     ;;
   serve)
     shift
+    rm -f /tmp/vb/vllm-*.flags  # the bundle's script: bench records MAX_SEQS and EXTRA_FLAGS instead
     MAX_SEQS=$MAX_SEQS EAGER_FLAG= bash /tmp/vb/scripts/serve.sh --structured-outputs-config "$SO_CONFIG" "$@"
     grep -E "KV cache|Maximum concurrency|cudagraph|CUDA graph" /tmp/vb/vllm.log | tail -6 || true
     ;;
@@ -81,12 +84,13 @@ case "${1:-}" in
     pkill -TERM -f "[v]llm.entrypoints.cli.main serve" || true
     sleep 8
     pkill -KILL -f "[v]llm.entrypoints.cli.main serve" || true
+    rm -f /tmp/vb/vllm-*.flags
     ;;
   bench)
     export PYTHONPATH=/tmp/site:/tmp/vb/site:$PWD PYTHONUNBUFFERED=1
-    flags="vllm serve (dummy weights, Qwen3-8B shape, bf16, CUDA graphs) --max-model-len 8192"
-    flags+=" --gpu-memory-utilization 0.90 --max-num-seqs $MAX_SEQS --generation-config vllm --seed 0"
-    flags+=" --structured-outputs-config $SO_CONFIG ${EXTRA_FLAGS:-}"
+    # the flags start_one wrote for the first server; for `serve` (the bundle's script) as it passes them
+    flags=$(cat /tmp/vb/vllm-8000.flags 2>/dev/null) || flags="$RECIPE --gpu-memory-utilization 0.90 \
+--max-num-seqs $MAX_SEQS --generation-config vllm --seed 0 --structured-outputs-config $SO_CONFIG ${EXTRA_FLAGS:-}"
     python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
       --server-flags "$flags" --out /tmp/gpu.json
     ;;

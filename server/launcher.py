@@ -132,8 +132,9 @@ class ServerSpec:
 def one_per_gpu(cmd: list[str], url: str, port: int, gpus: int, env: dict[str, str] | None) -> list[ServerSpec]:
     """``gpus`` copies of a server command, copy i on GPU i (``CUDA_VISIBLE_DEVICES``) and port
     ``port + i``. On 2×H200 one vLLM server per GPU, the client spreading rows over both, took the
-    5,400-row pool from 95 s to 77 s; vLLM's ``--data-parallel-size 2`` took it from 138 s to 204 s
-    (bench/results/gpu.json)."""
+    5,400-row pool from 95 s to 77 s (screen-6); vLLM's ``--data-parallel-size 2`` took it from 138 s
+    to 204 s. Since screen-7 one GPU is fast enough that the one client process bounds the pool
+    (36.7 s on two, 38.0 s on one: bench/results/gpu.json)."""
     specs = []
     for i in range(gpus):
         argv = [str(port + i) if k > 0 and cmd[k - 1] == "--port" else a for k, a in enumerate(cmd)]
