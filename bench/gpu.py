@@ -131,7 +131,7 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
             "errors": len(errors), "first_error": str(errors[0]) if errors else None,
             "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"],
             "completion_tokens_per_row": round(tokens / max(1, len(data)), 1),
-            "client_cpu_share": round(cpu / seconds, 2) if seconds > 0 else None, "server": server}  # fmt: skip
+            "client_cpu_share": round(cpu / seconds, 3) if seconds > 0 else None, "server": server}  # fmt: skip
 
 
 def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
@@ -229,7 +229,7 @@ def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
             "rerun_cache_hits": warm.cache_hits, "pool": pool.name,
             "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1),
             # the client's CPU seconds per second of the run (1.0 = one core busy: the client bounds it)
-            "client_cpu_share": round(cpu / cold.seconds, 2) if cold.seconds > 0 else None,
+            "client_cpu_share": round(cpu / cold.seconds, 3) if cold.seconds > 0 else None,
             "server": server}  # fmt: skip
 
 

@@ -10,14 +10,14 @@ from xladdin.tasks.figures import loss_statement, normalize, quote_supports, rea
     [
         ("归属于上市公司股东的净利润-5,657,115.16元", "net_profit", -0.0565711516,
          "归属于上市公司股东的净利润-5,657,115.16元"),
-        ("营业收入1505.60亿元，同比增长18.04%", "revenue", 1505.6, "营业收入1505.60亿元,同比增长18.04%"),
-        ("营业收入1505.60亿元，同比增长18.04%", "revenue_growth", 18.04, "营业收入1505.60亿元,同比增长18.04%"),
-        ("归母净利润12.5亿元，同比下降3.2%", "net_profit_growth", -3.2, "归母净利润12.5亿元,同比下降3.2%"),
+        ("营业收入1505.60亿元，同比增长18.04%", "revenue", 1505.6, "营业收入1505.60亿元，同比增长18.04%"),
+        ("营业收入1505.60亿元，同比增长18.04%", "revenue_growth", 18.04, "营业收入1505.60亿元，同比增长18.04%"),
+        ("归母净利润12.5亿元，同比下降3.2%", "net_profit_growth", -3.2, "归母净利润12.5亿元，同比下降3.2%"),
         ("归属于上市公司股东的净利润10957.65万元，同比增长-2.28%", "net_profit_growth", -2.28,
-         "归属于上市公司股东的净利润10957.65万元,同比增长-2.28%"),  # a fall written as negative growth
+         "归属于上市公司股东的净利润10957.65万元，同比增长-2.28%"),  # a fall written as negative growth
         ("全年净亏损2.3亿元", "net_profit", -2.3, "净亏损2.3亿元"),
-        ("营业收入１，２３４．５万元", "revenue", 0.12345, "营业收入1,234.5万元"),  # full-width
-        ("营收 55671.14 万元", "revenue", 5.567114, "营收55671.14万元"),  # spaces
+        ("营业收入１，２３４．５万元", "revenue", 0.12345, "营业收入１，２３４．５万元"),  # full-width, as written
+        ("营收 55671.14 万元", "revenue", 5.567114, "营收 55671.14 万元"),  # spaces
         ("基本每股收益为0.65元", "eps", 0.65, "基本每股收益为0.65元"),
         ("加权平均净资产收益率34.19%", "roe", 34.19, "加权平均净资产收益率34.19%"),
         ("毛利率91.96%，销售净利率52.5%", "net_margin", 52.5, "销售净利率52.5%"),
@@ -38,7 +38,11 @@ def test_other_currencies_are_recognised_not_converted():
 @pytest.mark.parametrize(
     "text, loss",
     [("公司业绩由盈转亏", True), ("全年亏损3152.1万港元", True), ("净利润为负", True), ("用未分配利润弥补亏损", False),
-     ("扭亏为盈，净利润2亿元", False), ("营业收入增长", False)],
+     ("扭亏为盈，净利润2亿元", False), ("营业收入增长", False),
+     # boilerplate of a whole annual report: others' losses, not the company's result
+     ("子公司少数股东分担的当期亏损超过了少数股东在该子公司期初所有者权益中所享有的份额", False),
+     ("可抵扣亏损的确认以很可能取得的应纳税所得额为限", False), ("以前年度未弥补亏损", False),
+     ("亏损合同产生的义务满足规定条件的确认为预计负债", False)],
 )  # fmt: skip
 def test_a_reported_loss_is_found(text, loss):
     assert (loss_statement(text) is not None) is loss

@@ -7,7 +7,7 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
     {"errors", "settings", "rules", "models"},
-    {"tasks", "pool", "report"},
+    {"tasks", "pool", "report", "documents"},
     {"engine", "cache", "inflight", "lifecycle", "structured"},
     {"scheduler"},
     {"batcher"},

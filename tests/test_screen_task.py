@@ -229,7 +229,8 @@ def test_figures_code_reads_are_not_asked_of_the_model():
     out = task.validate_output(json.dumps(answer), inp)
     res = task.finish(inp, out, PROV)
     assert res.revenue == 1505.6 and res.revenue_growth == 18.04 and res.net_profit == 747.34
-    assert "营收「营业收入1505.60亿元,同比增长18.04%」" in res.evidence and Flag.UNTRACEABLE not in res.flags
+    assert "营收「营业收入1505.60亿元，同比增长18.04%」" in res.evidence  # verbatim
+    assert Flag.UNTRACEABLE not in res.flags
 
 
 def test_the_length_keyword_form_the_grammar_bench_compares_with():

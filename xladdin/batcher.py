@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import json
 from dataclasses import asdict
 from typing import Any
 
@@ -22,12 +23,24 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache, cache_key
 from .engine import Engine, SamplingParams, build_engine
-from .errors import EngineOffline, OutputError, XladdinError
+from .errors import EngineOffline, EngineRejected, EngineTimeout, OutputError, XladdinError
 from .scheduler import Scheduler
 from .settings import Settings
 from .tasks.base import Provenance, Task
 
 ALONE_ROWS = 10_000  # results without a model answer kept in memory
+# Errors after which a task may still give what code alone can (``Task.without_answer``): the model's
+# answer failed, the engine took too long, or it refused this request (too long). An engine that
+# cannot be reached or is misconfigured stays an error.
+NO_ANSWER_ERRORS = (OutputError, EngineTimeout, EngineRejected)
+# Sizing the report text to the engine's context (``fit``): a sample of report prose measured in the
+# model's own tokens once per model, the row's other fields and the chat template, a safety margin.
+TOKEN_SAMPLE = ("2019年公司实现营业收入1,175,301,034.32元，同比下降4.49%；归属于上市公司股东的净利润129,465,020.68元，"
+                "同比下降28.95%。报告期内，公司坚持以市场为导向，加快产品结构调整，冷链装备业务保持稳定，"
+                "罐式集装箱业务受国际贸易环境影响有所下滑。Revenue and net profit, EPS 0.62, ROE 7.64%.")  # fmt: skip
+ROW_TOKENS = 256
+DEFAULT_TOKENS_PER_CHAR = 1.0  # an engine that cannot count: more than Qwen's ~0.7 for Chinese text
+DEFAULT_CONTEXT = 4096
 
 
 @functools.lru_cache(maxsize=64)
@@ -38,13 +51,16 @@ def _provenance(model: str, task_version: str, cached: bool) -> Provenance:
 class Batcher(Scheduler):
     """The scheduler with the cache in front: keys, cache hits, results, and the sync facade."""
 
-    def __init__(self, engine: Engine, cache: Cache, **options: Any):
+    def __init__(self, engine: Engine, cache: Cache, *, text_tokens: int = 3000, **options: Any):
         super().__init__(engine, **options)
         self.cache = cache
         # Results given without a model answer (``Task.without_answer``) never go to the disk; they
         # are kept for this process, by request key, so that a sheet recalculating the cell does not
         # ask the model again in a loop. A new process asks again.
         self._alone: dict[str, Any] = {}
+        self.text_tokens = text_tokens
+        self.tokens_per_char: float | None = None  # measured when the engine has started
+        self._fitted: dict[Any, Task] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
@@ -53,7 +69,7 @@ class Batcher(Scheduler):
         engine = engine or build_engine(settings)
         params = SamplingParams(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
         timeout = settings.timeout * (settings.retries + 1) + 5
-        return cls(engine, cache, params=params, window_ms=settings.batch_window_ms,
+        return cls(engine, cache, params=params, window_ms=settings.batch_window_ms, text_tokens=settings.text_tokens,
                    max_parallel=settings.max_parallel, request_timeout=timeout, own_engine=own)  # fmt: skip
 
     async def _start_engine(self) -> None:
@@ -70,6 +86,46 @@ class Batcher(Scheduler):
         else:
             if url:
                 self.cache.set_meta(f"model@{url}", self.engine.model_id)
+        await self._measure_tokens()
+
+    async def _measure_tokens(self) -> None:
+        """Tokens per character of report prose in this model's tokenizer: counted by the engine once
+        per model and remembered in the cache's side store (so a cached run never loads weights for it)."""
+        meta = f"tokens_per_char@{self.engine.model_id}"
+        known = self.cache.get_meta(meta)
+        if isinstance(known, float):
+            self.tokens_per_char = known
+            return
+        try:
+            counted = await self.engine.count_tokens(TOKEN_SAMPLE)
+        except XladdinError:
+            counted = None
+        if counted:
+            self.tokens_per_char = counted / len(TOKEN_SAMPLE)
+            self.cache.set_meta(meta, self.tokens_per_char)
+
+    def fit(self, task: Task) -> Task:
+        """``task`` with its report text sized to the engine: the context (vLLM's ``max_model_len``,
+        the embedded ``n_ctx``) less the answer budget, the system prompt (and the schema when it goes
+        into the prompt) and the row's other fields, counted in the model's tokens; at most
+        ``text_tokens``."""
+        fitted = self._fitted.get(task.identity())
+        if fitted is not None:
+            return fitted
+        if not self.engine.model_id:  # not started: nothing measured yet
+            return task
+        per_char = self.tokens_per_char or DEFAULT_TOKENS_PER_CHAR
+        context = self.engine.context_tokens or DEFAULT_CONTEXT
+        prompt_chars = len(getattr(task, "system", "") or "")
+        if not getattr(getattr(self.engine, "options", None), "structured_output", True):
+            prompt_chars += len(json.dumps(task.schema, ensure_ascii=False))
+        room = context - self.params.max_tokens - ROW_TOKENS - int(prompt_chars * per_char * 1.1)
+        tokens = min(self.text_tokens, room)
+        fitted = task.fitted(max(100, int(tokens / (per_char * 1.1))))
+        if len(self._fitted) > 256:
+            self._fitted.clear()
+        self._fitted[task.identity()] = fitted
+        return fitted
 
     def _store(self, key: str, out: BaseModel) -> None:
         self.cache.set(key, out.model_dump(mode="json"))
@@ -82,7 +138,7 @@ class Batcher(Scheduler):
 
     # ---------------------------------------------------------------- keys and results
     def key(self, task: Task, inp: BaseModel) -> str:
-        return cache_key(task=task.name, task_version=task.version, task_config=task.key_config(),
+        return cache_key(task=task.name, task_version=task.version, task_config=self.fit(task).key_config(inp),
                          model=self.engine.model_id, params=self._params_dump, inp=inp)  # fmt: skip
 
     @functools.cached_property
@@ -90,7 +146,13 @@ class Batcher(Scheduler):
         return self.params.model_dump()
 
     def _result(self, task: Task, inp: BaseModel, out: BaseModel, cached: bool) -> Any:
-        return task.finish(inp, out, _provenance(self.engine.model_id, task.version, cached))
+        return self.fit(task).finish(inp, out, _provenance(self.engine.model_id, task.version, cached))
+
+    def without_answer(self, task: Task, inp: BaseModel, error: XladdinError) -> Any | None:
+        """What code alone gives for ``inp`` after ``error`` (``None``: the row is the error)."""
+        if not isinstance(error, NO_ANSWER_ERRORS):
+            return None
+        return self.fit(task).without_answer(inp, error, _provenance(self.engine.model_id, task.version, False))
 
     def _from_cache(self, task: Task, inp: BaseModel, key: str) -> Any | None:
         stored = self.cache.get(key)
@@ -170,10 +232,9 @@ class Batcher(Scheduler):
         with self._lock:
             self.stats.submitted += 1
         try:
-            out = await self._schedule(key, task, inp)
+            out = await self._schedule(key, self.fit(task), inp)
         except XladdinError as e:
-            provenance = _provenance(self.engine.model_id, task.version, False)
-            alone = task.without_answer(inp, e, provenance) if isinstance(e, OutputError) else None
+            alone = self.without_answer(task, inp, e)
             with self._lock:
                 self.stats.last_error = str(e)
                 if alone is None:

@@ -6,7 +6,8 @@
     ├── InputError               one input field is bad (names the field)
     ├── EngineError              the engine failed to answer
     │   ├── EngineOffline        cannot reach the engine (names the URL)
-    │   └── EngineTimeout        the engine did not answer in time
+    │   ├── EngineTimeout        the engine did not answer in time
+    │   └── EngineRejected       the engine refused this one request (too long, bad request)
     └── OutputError              the model's answer is not valid for the schema
 
 Cells and report rows show ``str(error)`` behind ``#QWEN!``; the messages are
@@ -45,6 +46,10 @@ class EngineOffline(EngineError):
 
 
 class EngineTimeout(EngineError):
+    pass
+
+
+class EngineRejected(EngineError):
     pass
 
 

@@ -30,6 +30,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "eps": ("每股收益", "基本每股收益", "eps", "每股收益(元)"),
     "report_text": ("财报摘要", "报告摘要", "业绩摘要", "摘要", "report_text", "report", "summary", "reportsummary"),
     "st": ("st", "is_st", "是否st", "st标记"),
+    "report_file": ("报告文件", "报告路径", "年报文件", "研报文件", "report_file", "report_path", "file", "pdf"),
     "revenue": ("营业收入", "营收", "revenue"),
     "net_profit": ("净利润", "归母净利润", "net_profit", "netprofit"),
     "net_profit_prev": ("上年净利润", "去年净利润", "上年归母净利润", "net_profit_prev", "prior_net_profit"),
@@ -75,10 +76,13 @@ class Pool:
     mapping: dict[str, int] = field(default_factory=dict)  # field → column index
     scale: dict[str, float] = field(default_factory=dict)
 
+    reports: dict[int, Path] = field(default_factory=dict)  # row index → report file found by ``match_reports``
+
     def records(self) -> list[dict[str, Any]]:
-        """Rows as task input dicts (canonical field names; money scaled to 亿元)."""
+        """Rows as task input dicts (canonical field names; money scaled to 亿元; a report file's
+        relative path taken from the pool file's folder)."""
         out = []
-        for row in self.rows:
+        for i, row in enumerate(self.rows):
             rec: dict[str, Any] = {}
             for name, idx in self.mapping.items():
                 value = row[idx] if idx < len(row) else None
@@ -86,8 +90,30 @@ class Pool:
                 if factor != 1.0:
                     value = _scaled(value, factor, name)
                 rec[name] = value
+            if isinstance(rec.get("report_file"), str) and rec["report_file"].strip():
+                given = Path(rec["report_file"].strip()).expanduser()
+                rec["report_file"] = str(given if given.is_absolute() else self.path.parent / given)
+            elif i in self.reports:
+                rec["report_file"] = str(self.reports[i])
             out.append(rec)
         return out
+
+    def match_reports(self, folder: str | Path) -> int:
+        """Give each row without a report file the file in ``folder`` named with its stock code;
+        returns how many rows got one."""
+        from .documents import match_reports
+        from .tasks.fields import normalize_code
+
+        codes: dict[int, str] = {}
+        idx = self.mapping["code"]
+        for i, row in enumerate(self.rows):
+            try:
+                codes[i] = normalize_code(row[idx] if idx < len(row) else None)
+            except InputError:
+                continue  # the row's own error names its code
+        found = match_reports(list(codes.values()), Path(folder))
+        self.reports = {i: found[c[:6]] for i, c in codes.items() if c[:6] in found}
+        return len(self.reports)
 
     def typed_rows(self) -> list[list[Any]]:
         """The input rows as a report writes them back: a number field's text (``"32.78%"``,

@@ -20,8 +20,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import documents
 from .batcher import Batcher
-from .errors import XladdinError, internal_error
+from .errors import EngineTimeout, XladdinError, internal_error
 from .tasks.base import Task
 
 MEMO_ROWS = 50_000
@@ -67,6 +68,10 @@ class Resolver:
         self._failed: dict[str, tuple[float, XladdinError]] = {}  # request key → (when, error)
 
     def resolve(self, task: Task, record: Any) -> Outcome:
+        try:
+            record = documents.attach(record)  # a report file's text (a relative path: from the current folder)
+        except XladdinError as e:
+            return Failed(e)
         memo_key = _memo_key(task.identity(), record)
         if memo_key is not None and (hit := self._memo.get(memo_key)) is not None:
             return Done(hit)
@@ -127,10 +132,10 @@ class Resolver:
             try:
                 ticket = settled.get(timeout=timeout)
             except queue.Empty:
-                stalled = XladdinError(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
+                stalled = EngineTimeout(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
                 for ticket in waiting:
                     ticket.cancel()
-                    settle(tickets[ticket], stalled)
+                    settle(tickets[ticket], self._alone(task, rows[tickets[ticket]], stalled))
                 break
             waiting.discard(ticket)
             try:
@@ -140,6 +145,14 @@ class Resolver:
             except Exception as e:  # a bug in one row never loses the others
                 settle(tickets[ticket], internal_error(e))
         return results
+
+    def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
+        """What code alone gives a row whose answer never came (else the error)."""
+        try:
+            alone = self.batcher.without_answer(task, task.parse(documents.attach(row)), error)
+        except Exception:  # the row parsed once already; whatever fails now, the error stands
+            alone = None
+        return error if alone is None else alone
 
     def remember(self, memo_key: Hashable | None, result: Any) -> None:
         if memo_key is None:

@@ -67,9 +67,14 @@ def screen_file(
     rules: Rules = DEFAULT_RULES,
     progress: bool = True,
     batcher: Batcher | None = None,
+    reports: str | Path | None = None,
 ) -> RunSummary:
+    """Screen the pool at ``input_path`` into a report; ``reports``: a folder of report files matched
+    to rows by the stock code in their names."""
     check_output(output_path, input_path)
     pool = read_pool(input_path)
+    if reports is not None:
+        pool.match_reports(reports)
     records = pool.records()
     own = batcher is None
     batcher = batcher or Batcher.from_settings(settings)
@@ -92,6 +97,7 @@ def screen_file(
             "task_version": task.version,
             "rules": rules.model_dump(),
             "input": str(input_path),
+            "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
             "rows": len(records),
             "errors": errors,
             "cache_hits": hits,

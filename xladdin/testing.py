@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .engine.base import Engine
+
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -117,8 +119,9 @@ def write_tiny_qwen_gguf(path: str | Path, *, seed: int = 0, n_ctx: int = 4096) 
     return path
 
 
-class ScriptedEngine:
-    """An injectable engine for unit tests of batching and caching logic.
+class ScriptedEngine(Engine):
+    """An injectable engine for unit tests of batching and caching logic (an ``Engine``, so a change
+    of the protocol reaches it).
 
     ``respond(messages)`` returns the answer text (or raises); every call is
     recorded with the number of calls in flight at that moment. Integration
@@ -139,9 +142,6 @@ class ScriptedEngine:
         self.in_flight = 0
         self.peak = 0
         self.closed = False
-
-    async def start(self) -> None:
-        pass
 
     async def complete(self, messages, schema, params) -> str:
         import asyncio

@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", help="pool file, .csv or .xlsx (代码/名称/行业/市盈率TTM/ROE/每股收益/财报摘要 …)")
     p.add_argument("-o", "--output", help="report .xlsx (default), .csv or .json [default: INPUT_report.xlsx]")
     p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
+    p.add_argument("--reports", metavar="DIR", help="folder of report files (.pdf .txt .md .html) named with the "
+                   "stock code (603339_年报.pdf), read for the rows without a 报告文件 column")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_settings_options(p)
     p.set_defaults(func=run)
@@ -40,7 +42,8 @@ def load_rules(path: str | None) -> Rules:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
-    summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress)
+    summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
+                          reports=args.reports)  # fmt: skip
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
     alone = f"{summary.without_answer} without a model answer (flag 模型未作答), " if summary.without_answer else ""

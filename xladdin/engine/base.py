@@ -14,7 +14,7 @@ class SamplingParams(BaseModel):
 
     temperature: float = 0.0
     seed: int = 42
-    max_tokens: int = 384
+    max_tokens: int = 512
 
 
 class EngineOptions(BaseModel):
@@ -38,6 +38,7 @@ class Engine(ABC):
 
     model_id: str = ""
     max_parallel: int = 1
+    context_tokens: int | None = None  # tokens one request may hold (prompt and answer), when known
     starter: bool = False  # True when serving the offline starter model, not a configured Qwen
 
     async def start(self) -> None:
@@ -46,6 +47,10 @@ class Engine(ABC):
     @abstractmethod
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         """Return the assistant text for ``messages``, constrained to the JSON ``schema``."""
+
+    async def count_tokens(self, text: str) -> int | None:
+        """``text``'s length in the model's own tokens, or ``None`` when the engine cannot say."""
+        return None
 
     async def server_load(self) -> tuple[int, int] | None:
         """Requests (running, waiting) in the engine now, or ``None`` when it does not say."""

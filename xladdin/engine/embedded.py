@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import EngineError, EngineTimeout, OutputError
+from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
 from ..models import ModelFile, resolve_model
 from ..settings import Settings
 from .base import Engine, EngineOptions, SamplingParams, request_fields
@@ -41,6 +41,7 @@ class EmbeddedEngine(Engine):
     def __init__(self, settings: Settings | EmbeddedOptions, model: ModelFile | None = None):
         self.options = settings if isinstance(settings, EmbeddedOptions) else EmbeddedOptions.from_settings(settings)
         self.max_parallel = self.options.max_parallel or DEFAULT_SLOTS
+        self.context_tokens = self.options.n_ctx
         self._model = model
         self._server: Any = None
         self._pool: ThreadPoolExecutor | None = None
@@ -98,8 +99,16 @@ class EmbeddedEngine(Engine):
         if not isinstance(result, dict) or "choices" not in result:
             err = result.get("error", result) if isinstance(result, dict) else result
             message = err.get("message", err) if isinstance(err, dict) else err
-            raise EngineError(f"embedded engine: {message}")
+            kind = EngineRejected if "context" in str(message) or "exceed" in str(message) else EngineError
+            raise kind(f"embedded engine: {message}")
         return result
+
+    async def count_tokens(self, text: str) -> int | None:
+        if self._server is None:
+            await asyncio.to_thread(self._load_once)
+        result = await asyncio.to_thread(self._server.handle_completions, {"prompt": text, "max_tokens": 0})
+        usage = result.get("usage") if isinstance(result, dict) else None
+        return usage.get("prompt_tokens") if isinstance(usage, dict) else None
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if self._server is None:

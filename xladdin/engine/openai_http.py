@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from ..errors import ConfigError, EngineError, EngineOffline, EngineTimeout, OutputError
+from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
 from ..settings import Settings
 from .base import Engine, EngineOptions, SamplingParams, request_fields
 
@@ -124,7 +124,9 @@ class OpenAIHTTPEngine(Engine):
             return EngineError(f"API key rejected by {self.server_url} — set XLADDIN_API_KEY")
         if isinstance(e, o.APIStatusError):
             detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
-            return EngineError(f"engine error {e.status_code} ({self.server_url}): {detail[:200]}")
+            # a request the server refused (too long for its context, malformed): that row's, not the engine's
+            kind = EngineRejected if e.status_code in (400, 413, 422) else EngineError
+            return kind(f"engine error {e.status_code} ({self.server_url}): {detail[:200]}")
         return EngineError(f"engine error ({self.server_url}): {e}")
 
     def _timeout(self, started: float) -> EngineTimeout:
@@ -148,6 +150,7 @@ class OpenAIHTTPEngine(Engine):
             raise EngineError(f"the servers {self.server_url} serve different models: "
                               + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))  # fmt: skip
         self.served, self.model_id, self.max_model_len = found.pop()
+        self.context_tokens = self.max_model_len
         if self.options.max_parallel is None and await self.server_load() is not None:
             # the batcher adapts within this
             self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self.urls)
@@ -169,6 +172,20 @@ class OpenAIHTTPEngine(Engine):
         if name not in models:
             raise EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
         return name, model_identity(models[name]), models[name].get("max_model_len")
+
+    async def count_tokens(self, text: str) -> int | None:
+        """The server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
+        url = self.urls[0].removesuffix("/").removesuffix("/v1") + "/tokenize"
+        headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
+        try:
+            resp = await self._meta_http.post(url, json={"model": self.served, "prompt": text, "content": text},
+                                              headers=headers, timeout=10.0)  # fmt: skip
+            data = resp.json() if resp.status_code == 200 else {}
+        except Exception:  # the transport's own errors, or not JSON: no count
+            return None
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        return len(data["tokens"]) if isinstance(data.get("tokens"), list) else None
 
     async def server_load(self) -> tuple[int, int] | None:
         """vLLM's requests running and waiting (``/metrics``, summed over engines and servers),

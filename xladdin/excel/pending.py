@@ -92,7 +92,7 @@ class CellRuntime:
         self.resolver.error_ttl = seconds
 
     @functools.cached_property
-    def max_text_chars(self) -> int:
+    def max_text_chars(self) -> int | None:
         self.batcher  # noqa: B018  (settings are loaded with the batcher)
         return (self._settings or Settings()).max_text_chars
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..rules import Flag, relative_gap
 from .figures import (
     FIGURES,
+    TABLE_FIGURES,
     Reading,
     convert,
     loss_statement,
@@ -23,7 +24,9 @@ from .figures import (
     read_figures,
     read_shares,
     split_figure,
+    table_prose_conflicts,
 )
+from .tables import read_tables
 
 GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply
 MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue (or EPS and profit ÷ shares)
@@ -31,8 +34,9 @@ MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit �
 
 @dataclass
 class Audit:
-    values: dict[str, float | None] = field(default_factory=dict)  # FIGURES name → verified value
+    values: dict[str, float | None] = field(default_factory=dict)  # FIGURES / TABLE_FIGURES name → value
     quotes: dict[str, str] = field(default_factory=dict)
+    pages: dict[str, int] = field(default_factory=dict)
     flags: set[Flag] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
@@ -41,7 +45,9 @@ class Audit:
         self.notes.append(note)
 
     def evidence(self) -> str:
-        return "; ".join(f"{FIGURES[n][0]}「{q}」" for n, q in self.quotes.items())
+        labels = {**FIGURES, **TABLE_FIGURES}
+        return "; ".join(f"{labels[n][0]}「{q}」" + (f"(第{self.pages[n]}页)" if n in self.pages else "")
+                         for n, q in self.quotes.items())  # fmt: skip
 
 
 def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance: float,
@@ -68,6 +74,8 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             continue
         if found is not None:
             a.values[name], a.quotes[name] = found.value, found.quote
+            if found.page is not None:
+                a.pages[name] = found.page
             if model_value is not None and relative_gap(model_value, found.value) > tolerance:
                 a.doubt(f"{label}: 模型{model_value:g} vs 原文{found.value:g}")
         elif model_value is not None and read is not None:
@@ -76,11 +84,24 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             a.values[name] = None
     if untraced:
         a.notes.append("模型读数在原文中找不到出处, 未采用: " + ", ".join(untraced))
-    loss = loss_statement(text)
+    for name in TABLE_FIGURES:
+        found = code.get(name)
+        a.values[name] = found.value if found is not None else None
+        if found is not None:
+            a.quotes[name] = found.quote
+            if found.page is not None:
+                a.pages[name] = found.page
+    for name, table, prose in table_prose_conflicts(text, tolerance):
+        a.doubt(f"{FIGURES[name][0]}: 表格{table.value:g}「{table.quote[:30]}」 vs "
+                f"正文{prose.value:g}「{prose.quote[:30]}」")
     profit = a.values.get("net_profit")
+    # a report's own table states its result: loss words elsewhere (a subsidiary's, a minority's) do not
+    loss = None if "net_profit" in read_tables(text) else loss_statement(text)
     if loss or (profit is not None and profit < 0):
         a.flags.add(Flag.LOSS)
         a.notes.append(f"文本报告亏损「{loss or a.quotes['net_profit']}」")
+    if net_profit_prev is None:
+        net_profit_prev = a.values.get("net_profit_prev")
     _consistency(a, net_profit_prev, read_shares(text))
     return a
 

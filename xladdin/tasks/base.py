@@ -98,9 +98,14 @@ class Task(ABC, Generic[In, Out, Res]):
         schema, even when asked again); ``None``: the row is that error. Never cached."""
         return None
 
-    def key_config(self) -> dict[str, Any]:
-        """Task settings that change what the model is asked (part of the cache key)."""
+    def key_config(self, inp: In | None = None) -> dict[str, Any]:
+        """Task settings that change what the model is asked for ``inp`` (part of the cache key)."""
         return {}
+
+    def fitted(self, text_chars: int | None) -> Task:
+        """This task with its input text sized to ``text_chars`` characters (what the engine's
+        context holds); a task without a long text is itself."""
+        return self
 
     def identity(self) -> Hashable:
         """Everything that decides this task's result for a given input and answer."""

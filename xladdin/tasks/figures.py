@@ -18,6 +18,8 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
+from .tables import PAGE_BREAK, read_tables
+
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
 ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
 # name → (label, canonical unit); the order of the result columns
@@ -73,8 +75,9 @@ class Reading:
 
     name: str
     value: float | None  # None: stated in another currency, not converted
-    quote: str
+    quote: str  # verbatim as in the text (whitespace runs as one space)
     currency: str = "CNY"
+    page: int | None = None  # the document page it stands on (a text with pages)
 
 
 _NUM = r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?"
@@ -138,14 +141,83 @@ def _money(match: re.Match, sign: float = 1.0, number: str | None = None) -> tup
     return round(sign * value * _SCALE[match.group("scale")], 10), currency
 
 
+# Figures only code reads, from a report's key-figure tables (not asked of the model): name → (label, unit)
+TABLE_FIGURES: dict[str, tuple[str, str]] = {
+    "net_profit_prev": ("上年净利润", "亿元"),
+    "net_profit_deducted": ("扣非净利润", "亿元"),
+    "operating_cash_flow": ("经营现金流", "亿元"),
+}
+
+
 def read_figures(text: str) -> dict[str, Reading]:
-    """The figures code can read from ``text`` (first statement of each wins), each with its quote.
-    Read once per text: a row's schema, the repair of its answer and its audit all ask."""
+    """The figures code can read from ``text``, each with its verbatim quote (and page): a report's
+    key-figure tables first (``tables.read_tables``), then statements in its prose (first of each
+    wins). Read once per text: a row's schema, the repair of its answer and its audit all ask."""
     return dict(_read_figures(text))
 
 
 @functools.lru_cache(maxsize=64)
 def _read_figures(text: str) -> dict[str, Reading]:
+    out = _from_tables(text)
+    for name, r in _read_prose(text).items():
+        out.setdefault(name, r)
+    return out
+
+
+def _from_tables(text: str) -> dict[str, Reading]:
+    out: dict[str, Reading] = {}
+    for name, row in read_tables(text).items():
+        if row.current is not None:
+            out[name] = Reading(name, row.current, row.quote, page=row.page)
+        if name in ("revenue", "net_profit") and row.change is not None:
+            growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
+            out[growth] = Reading(growth, row.change, row.quote, page=row.page)
+        if name == "net_profit" and row.prior is not None:
+            out["net_profit_prev"] = Reading("net_profit_prev", row.prior, row.quote, page=row.page)
+    return out
+
+
+def table_prose_conflicts(text: str, tolerance: float) -> list[tuple[str, Reading, Reading]]:
+    """Figures a report's table and its prose both state, with values more than ``tolerance`` apart."""
+    tables, prose = _from_tables(text), _read_prose(text)
+    out = []
+    for name, t in tables.items():
+        p = prose.get(name)
+        if p is None or p.value is None or t.value is None:
+            continue
+        if abs(p.value - t.value) > tolerance * max(abs(p.value), abs(t.value), 1e-12):
+            out.append((name, t, p))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _offsets(text: str) -> tuple[int, ...] | None:
+    """For each character of ``normalize(text)``, its index in ``text`` (``None`` when the
+    character-wise fold does not give the same string)."""
+    offsets: list[int] = []
+    for i, ch in enumerate(text):
+        piece = re.sub(r"\s+", "", unicodedata.normalize("NFKC", ch)).replace("−", "-")
+        offsets.extend([i] * len(piece))
+    return tuple(offsets) if len(offsets) == len(normalize(text)) else None
+
+
+def verbatim(text: str, start: int, end: int) -> tuple[str, int]:
+    """The words of ``text`` behind ``normalize(text)[start:end]`` as written (whitespace runs as one
+    space), and where they start in ``text``."""
+    off = _offsets(text)
+    if off is None or end <= start:
+        return normalize(text)[start:end], 0
+    a, b = off[start], off[end - 1] + 1
+    return " ".join(text[a:b].split()), a
+
+
+def _reading(text: str, name: str, value: float | None, start: int, end: int, currency: str = "CNY") -> Reading:
+    quote, at = verbatim(text, start, end)
+    return Reading(name, value, quote, currency, text.count(PAGE_BREAK, 0, at) + 1 if PAGE_BREAK in text else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_prose(text: str) -> dict[str, Reading]:
     t = normalize(text)
     out: dict[str, Reading] = {}
     for name in ("revenue", "net_profit"):
@@ -153,24 +225,24 @@ def _read_figures(text: str) -> dict[str, Reading]:
         if found is None:
             continue
         m, value, currency = found
-        out[name] = Reading(name, value, m.group(0), currency)
+        out[name] = _reading(text, name, value, m.start(), m.end(), currency)
         g = m.groupdict().get("g")
         if g and not (g.startswith("-") and m.group("dir") in _DOWN):  # "下降-5%" says neither: not read
             sign = -1 if m.group("dir") in _DOWN else 1
             growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
-            out[growth] = Reading(growth, sign * float(m.group("g")), m.group(0))
+            out[growth] = _reading(text, growth, sign * float(m.group("g")), m.start(), m.end())
     if "net_profit" not in out:
-        loss = _LOSS.search(t)
+        loss = _own_loss(t)
         if loss:
             value, currency = _money(loss, sign=-1.0)
-            out["net_profit"] = Reading("net_profit", value, loss.group("q"), currency)
+            out["net_profit"] = _reading(text, "net_profit", value, loss.start("q"), loss.end("q"), currency)
     for name in ("gross_margin", "net_margin", "roe"):
         m = re.search(f"(?:{_LABELS[name]}){_GAP}(?P<n>{_NUM})%", t)
         if m:
-            out[name] = Reading(name, _number(m.group("n")), m.group(0))
+            out[name] = _reading(text, name, _number(m.group("n")), m.start(), m.end())
     m = re.search(f"(?:{_LABELS['eps']}){_GAP}(?P<n>{_NUM})元", t)
     if m:
-        out["eps"] = Reading("eps", _number(m.group("n")), m.group(0))
+        out["eps"] = _reading(text, "eps", _number(m.group("n")), m.start(), m.end())
     return out
 
 
@@ -226,10 +298,28 @@ def read_shares(text: str) -> Reading | None:
     return Reading("shares", round(_number(m.group("n")) * scale, 10), m.group(0))
 
 
+# A loss that is not the company's own result: a minority's share, losses carried forward, an
+# onerous contract, standard lines of the statements (「子公司少数股东分担的当期亏损」).
+_OTHERS_LOSS_BEFORE = re.compile(r"(少数股东|分担|弥补|抵扣|抵减|结转|承担|超额|联营|合营|参股|被投资|以前年度|累计"
+                                 r"|可能|若|如果|风险|避免|减少)[^，。；,;：:]{0,10}$")  # fmt: skip
+# after the word: "(亏损以“-”号填列)" is a line label of the statements, 亏损合同 an onerous contract
+_OTHERS_LOSS_AFTER = re.compile(r"^(合同|准备|风险|的风险|(?:总)?额|(?:总额)?以|的子公司)")
+
+
+def _own(t: str, m: re.Match) -> bool:
+    return not (_OTHERS_LOSS_BEFORE.search(t[max(0, m.start() - 16) : m.start()])
+                or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]))  # fmt: skip
+
+
+def _own_loss(t: str) -> re.Match | None:
+    return next((m for m in _LOSS.finditer(t) if _own(t, m)), None)
+
+
 def loss_statement(text: str) -> str | None:
-    """The words by which ``text`` reports a loss (``由盈转亏``, ``亏损3152.1万港元``), if it does."""
+    """The words by which ``text`` reports the company's own loss (``由盈转亏``, ``亏损3152.1万港元``),
+    if it does; a loss of others (a minority's share, losses carried forward) is not one."""
     t = normalize(text)
-    m = _LOSS.search(t) or _LOSS_WORDS.search(t)
+    m = _own_loss(t) or next((w for w in _LOSS_WORDS.finditer(t) if _own(t, w)), None)
     if m is None:
         return None
     clause = max(t.rfind(p, 0, m.start()) for p in "，。；,;：:")  # from the start of its clause
@@ -247,7 +337,7 @@ def only_read_figures(text: str, quote: str) -> bool:
     """Whether ``quote`` states numbers (years aside) and every one of them is in a statement code
     read from ``text``: a figure already read and checked, which by itself contradicts nothing."""
     numbers = re.findall(_NUM + r"(?![\d年])", normalize(quote))
-    read = "".join(r.quote for r in _read_figures(text).values())
+    read = normalize("".join(r.quote for r in _read_figures(text).values()))
     return bool(numbers) and all(n in read for n in numbers)
 
 

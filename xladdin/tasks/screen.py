@@ -25,7 +25,8 @@ from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task, plain, plain_text
-from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none, trim_text
+from .excerpt import excerpt
+from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
 
 MAX_REASON = 30
@@ -45,6 +46,9 @@ class StockSample(BaseModel):
     roe: float | None = Field(None, title="ROE(%)")
     eps: float | None = Field(None, title="每股收益 EPS(元)")
     report_text: str = Field("", title="财报摘要 report text")
+    # the report file's name, shown to the user; its text is in report_text, so the cache key holds
+    # the document's content, never its path (excluded from every dump: key and prompt)
+    report_file: str | None = Field(None, title="报告文件 report file", exclude=True)
     st: bool | None = Field(None, title="ST")
     revenue: float | None = Field(None, title="营业收入(亿元) revenue")
     net_profit: float | None = Field(None, title="净利润(亿元) net profit")
@@ -68,7 +72,8 @@ class StockSample(BaseModel):
     @field_validator("report_text", mode="before")
     @classmethod
     def _text(cls, v: Any) -> str:
-        return text_or_none(v) or ""
+        # kept as written (not width-folded), so every quote is shown as the source has it
+        return v.strip() if isinstance(v, str) and text_or_none(v) is not None else text_or_none(v) or ""
 
     @field_validator("pe_ttm", "roe", "eps", "revenue", "net_profit", "net_profit_prev", mode="before")
     @classmethod
@@ -131,9 +136,13 @@ class ScreenResult(BaseModel):
     net_margin: float | None = Field(title="净利率(%) net margin")
     roe_text: float | None = Field(title="文本ROE(%) ROE in text")
     eps_text: float | None = Field(title="文本EPS(元) EPS in text")
+    net_profit_prev_text: float | None = Field(None, title="上年净利润(亿元) prior-year profit")
+    net_profit_deducted: float | None = Field(None, title="扣非净利润(亿元) profit ex. one-offs")
+    operating_cash_flow: float | None = Field(None, title="经营现金流(亿元) operating cash flow")
     basis: str = Field(title="规则依据 rule basis")
     notes: str = Field(title="说明 notes")
     evidence: str = Field(title="出处 evidence")
+    read: str = Field("", title="阅读范围 read")
     provenance: Provenance
 
     def cells(self) -> list[Any]:
@@ -168,6 +177,10 @@ SYSTEM_PROMPT = """你是A股财报信息抽取助手。用户给出一只股票
 RESULT_FIGURES = {"revenue": "revenue", "net_profit": "net_profit", "revenue_growth": "revenue_growth",
                   "net_profit_growth": "net_profit_growth", "gross_margin": "gross_margin", "net_margin": "net_margin",
                   "roe_text": "roe", "eps_text": "eps"}  # fmt: skip
+# result column → a figure only code reads (a report's key-figure table)
+RESULT_TABLE_FIGURES = {"net_profit_prev_text": "net_profit_prev", "net_profit_deducted": "net_profit_deducted",
+                        "operating_cash_flow": "operating_cash_flow"}  # fmt: skip
+DEFAULT_TEXT_CHARS = 1200  # before the batcher has sized the text to an engine's context
 
 
 @functools.lru_cache(maxsize=256)
@@ -189,14 +202,29 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     result_model = ScreenResult
     system = SYSTEM_PROMPT
 
-    def __init__(self, rules: Rules = DEFAULT_RULES, max_text_chars: int = 1200):
+    def __init__(self, rules: Rules = DEFAULT_RULES, max_text_chars: int | None = None, *,
+                 fitted_chars: int | None = None):  # fmt: skip
         self.rules = rules
-        self.max_text_chars = max_text_chars
+        self.max_text_chars = max_text_chars  # the user's cap; None: as much as the engine's context holds
+        self.fitted_chars = fitted_chars  # what the engine's context holds (``Batcher`` sizes it)
 
-    def key_config(self) -> dict[str, Any]:
-        # Rules are applied after the cache (re-scoring never re-asks the model);
-        # only what changes the prompt belongs in the key.
-        return {"max_text_chars": self.max_text_chars}
+    @property
+    def text_limit(self) -> int:
+        """Characters of report text the model is given."""
+        limits = [n for n in (self.max_text_chars, self.fitted_chars) if n]
+        return min(limits) if limits else DEFAULT_TEXT_CHARS
+
+    def fitted(self, text_chars: int | None) -> ScreenTask:
+        if text_chars is None or text_chars == self.fitted_chars:
+            return self
+        return ScreenTask(self.rules, self.max_text_chars, fitted_chars=text_chars)
+
+    def key_config(self, inp: StockSample | None = None) -> dict[str, Any]:
+        # Rules are applied after the cache (re-scoring never re-asks the model); only what changes
+        # the prompt belongs in the key: the text limit, for a text it shortens.
+        if inp is not None and len(inp.report_text) <= self.text_limit:
+            return {}
+        return {"max_text_chars": self.text_limit}
 
     def identity(self) -> Hashable:
         return (*super().identity(), self.rules)  # rules are applied after the cache
@@ -219,8 +247,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         return frozenset((read_figures(text).keys() | (FIGURES.keys() - named_figures(text))) & FIGURES.keys())
 
     def user_text(self, inp: StockSample) -> str:
-        text, _ = trim_text(inp.report_text, self.max_text_chars)
-        return self.row_json(inp.model_copy(update={"report_text": text}))
+        return self.row_json(inp.model_copy(update={"report_text": excerpt(inp.report_text, self.text_limit).text}))
 
     def without_answer(self, inp: StockSample, error: XladdinError, provenance: Provenance) -> ScreenResult:
         """The rules and code's readings need no model: a row whose answer failed still gets its
@@ -232,20 +259,23 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         return res.model_copy(update={"flags": [f for f in Flag if f in {*res.flags, Flag.NO_ANSWER}], "notes": notes})
 
     def finish(self, inp: StockSample, out: ScreenExtraction, provenance: Provenance) -> ScreenResult:
+        reads = {name: (r.value, r.quote) if (r := getattr(out, name)) is not None else None for name in FIGURES}
+        audit = audit_figures(inp.report_text, reads, self.rules.mismatch_tolerance, inp.net_profit_prev)
+        # a given field first; else the verified figure of the report (so 连续两年亏损 fires from a report)
         verdict = assess(
             roe=inp.roe,
             pe_ttm=inp.pe_ttm,
             is_st=inp.is_st,
-            net_profit=inp.net_profit,
-            net_profit_prev=inp.net_profit_prev,
+            net_profit=inp.net_profit if inp.net_profit is not None else audit.values.get("net_profit"),
+            net_profit_prev=inp.net_profit_prev if inp.net_profit_prev is not None
+            else audit.values.get("net_profit_prev"),
             rules=self.rules,
         )
         flags, notes = set(verdict.flags), list(verdict.notes)
-        reads = {name: (r.value, r.quote) if (r := getattr(out, name)) is not None else None for name in FIGURES}
-        audit = audit_figures(inp.report_text, reads, self.rules.mismatch_tolerance, inp.net_profit_prev)
         flags |= audit.flags
         notes += audit.notes
         figures = {column: audit.values.get(name) for column, name in RESULT_FIGURES.items()}
+        tables = {column: audit.values.get(name) for column, name in RESULT_TABLE_FIGURES.items()}
         checks = (("ROE", "roe_text", inp.roe), ("EPS", "eps_text", inp.eps),
                   ("营收", "revenue", inp.revenue), ("净利润", "net_profit", inp.net_profit))  # fmt: skip
         for label, key, given in checks:
@@ -262,9 +292,10 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             else:
                 flags.add(Flag.DOUBTFUL)
                 notes.append(f"模型指出矛盾「{quote}」")
-        if len(inp.report_text) > self.max_text_chars:
+        given = excerpt(inp.report_text, self.text_limit)
+        if given.trimmed:
             flags.add(Flag.TRIMMED)
-            notes.append(f"摘要超过{self.max_text_chars}字, 已截断")
+            notes.append(f"文本超过{self.text_limit}字, 模型只读了选出的部分")
         if not inp.report_text:
             flags.add(Flag.MISSING)
             notes.append("缺财报摘要: 未抽取数字")
@@ -276,8 +307,11 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             reason=" ".join(out.reason.split())[:MAX_REASON],
             flags=[f for f in Flag if f in flags],
             **figures,
+            **tables,
             basis=verdict.basis,
             notes="; ".join(dict.fromkeys(notes)),
             evidence=audit.evidence(),
+            read=(f"{inp.report_file}: " if inp.report_file else "") + (given.scope or
+                  (f"全文{len(inp.report_text):,}字" if inp.report_text else "")),
             provenance=provenance,
         )

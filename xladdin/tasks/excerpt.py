@@ -1,0 +1,84 @@
+"""What the model is given of a long report: chosen, not cut.
+
+A report longer than the budget (characters that fit the engine's context, ``Batcher`` sizes it)
+is given as its sections that carry the figures and the management discussion — 主要会计数据 /
+主要财务指标, then 经营情况讨论与分析 / 管理层讨论与分析 — then its opening and later sentences
+with digits while they fit. Code reads the tables itself; the excerpt is what the model reads, and
+the result says how much of the text that was and from where (``Excerpt.scope``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from .fields import trim_text
+
+PAGE_BREAK = "\f"
+# (label, heading pattern, share of the budget at most)
+SECTIONS: tuple[tuple[str, str, float], ...] = (
+    ("主要会计数据", r"主要会计数据和财务指标|主要会计数据", 0.35),
+    ("经营情况讨论与分析", r"经营情况讨论与分析|管理层讨论与分析|董事会报告|经营情况回顾|业绩回顾", 0.45),
+)
+_TOC = re.compile(r"(\.{4,}|…{2,}|·{4,})|第[一二三四五六七八九十]+节.{0,30}第[一二三四五六七八九十]+节", re.S)
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    text: str
+    trimmed: bool  # the model did not get the whole text
+    scope: str  # what it got, in words ("" for the whole text)
+
+
+def _pages(text: str, start: int, end: int) -> str:
+    if PAGE_BREAK not in text:
+        return ""
+    a, b = text.count(PAGE_BREAK, 0, start) + 1, text.count(PAGE_BREAK, 0, max(start, end - 1)) + 1
+    return f"第{a}页" if a == b else f"第{a}-{b}页"
+
+
+def _section(text: str, pattern: str, budget: int) -> tuple[int, int] | None:
+    """Where a section's body starts and the budget ends: the first heading not in a table of contents."""
+    for m in re.finditer(pattern, text):
+        window = text[m.start() : m.start() + 400]
+        if _TOC.search(window):
+            continue
+        return m.start(), min(len(text), m.start() + budget)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def excerpt(text: str, limit: int) -> Excerpt:
+    """At most ``limit`` characters of ``text`` for the model (page breaks as new lines)."""
+    if len(text) <= limit:
+        return Excerpt(text.replace(PAGE_BREAK, "\n"), False, "")
+    parts: list[tuple[int, int, str]] = []
+    for label, pattern, share in SECTIONS:
+        span = _section(text, pattern, int(limit * share))
+        if span is not None and not any(a <= span[0] < b for a, b, _ in parts):
+            parts.append((*span, label))
+    used = sum(b - a for a, b, _ in parts)
+    rest = limit - used - 2 * len(parts)
+    pieces = []
+    if rest >= 50:
+        # the rest of the budget: the opening and later sentences with digits, from what is not taken yet
+        remaining = "".join(text[a:b] for a, b in _gaps(len(text), parts))
+        head, _ = trim_text(remaining, rest)
+        pieces.append(("开头及含数字的句子", head))
+    for a, b, label in sorted(parts):
+        pieces.append((f"{label}({_pages(text, a, b)})" if PAGE_BREAK in text else label, text[a:b]))
+    body = "\n…\n".join(p for _, p in pieces).replace(PAGE_BREAK, "\n")[:limit]
+    scope = f"读了全文{len(text):,}字中的{len(body):,}字: " + ", ".join(label for label, _ in pieces)
+    return Excerpt(body, True, scope)
+
+
+def _gaps(n: int, parts: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    out, at = [], 0
+    for a, b, _ in sorted(parts):
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at < n:
+        out.append((at, n))
+    return out
