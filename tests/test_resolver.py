@@ -19,9 +19,11 @@ def test_outcomes(tmp_path):
         first = r.resolve(TASK, ROW)
         assert isinstance(first, Pending)
         assert first.ticket.result(10).reason == "稳健"
-        second = r.resolve(TASK, ROW)  # from the disk cache, then remembered
-        assert isinstance(second, Done) and second.result.provenance.cached
+        second = r.resolve(TASK, ROW)  # the ticket's own outcome, kept in memory: not read back from the disk
+        assert isinstance(second, Done) and second.result is first.ticket.result()
         assert isinstance(r.resolve(TASK, ROW), Done) and len(engine.calls) == 1
+        fresh = Resolver(b).resolve(TASK, ROW)  # another front door: from the disk cache
+        assert isinstance(fresh, Done) and fresh.result.provenance.cached and len(engine.calls) == 1
         bad = r.resolve(TASK, {**ROW, "roe": "N/A x"})
         assert isinstance(bad, Failed) and str(bad.error) == "roe is not a number: 'N/A x'"
 

@@ -52,6 +52,17 @@ def _norm(header: str) -> str:
 _LOOKUP = {_norm(alias): name for name, aliases in FIELD_ALIASES.items() for alias in aliases}
 
 
+def money_unit(unit: str, header: str) -> float:
+    """The factor to 亿元 of a money column's unit (``万元``, ``万``, ``千万元``); an unknown unit or another
+    currency is an error naming the column, never a silent 亿元."""
+    written = unit if unit.endswith("元") else unit + "元"
+    factor = {**MONEY_UNITS, "千万元": 0.1, "十万元": 1e-3}.get(written)
+    if factor is None:
+        raise InputError("columns", f"{header!r}: unknown money unit {unit!r} (known: 元, 千元, 万元, 百万元, "
+                         "千万元, 亿元; figures in other currencies are not converted)")  # fmt: skip
+    return factor
+
+
 def match_header(header: Any) -> tuple[str, float] | None:
     """``(field, scale)`` for a recognised header, else ``None``."""
     if header is None:
@@ -63,7 +74,7 @@ def match_header(header: Any) -> tuple[str, float] | None:
     if m and m.group(1) in _LOOKUP:
         name, unit = _LOOKUP[m.group(1)], m.group(2)
         if name in MONEY_FIELDS:
-            return name, MONEY_UNITS.get(unit, 1.0)
+            return name, money_unit(unit, str(header))
         return name, 1.0
     return None
 

@@ -86,7 +86,8 @@ class Resolver:
             return Failed(e)
         if isinstance(res, concurrent.futures.Future):
             # keyed when it settles: before the engine has named its model no key is final
-            res.add_done_callback(functools.partial(self._settled, functools.partial(self.batcher.key, task, inp)))
+            res.add_done_callback(functools.partial(self._settled, memo_key,
+                                                    functools.partial(self.batcher.key, task, inp)))  # fmt: skip
             return Pending(res)
         self.remember(memo_key, res)
         return Done(res)
@@ -162,10 +163,16 @@ class Resolver:
             if len(self._memo) > self.memo_rows:
                 self._memo.popitem(last=False)
 
-    def _settled(self, key: Callable[[], str], fut: concurrent.futures.Future) -> None:
-        error = None if fut.cancelled() else fut.exception()
+    def _settled(self, memo_key: Hashable | None, key: Callable[[], str], fut: concurrent.futures.Future) -> None:
+        """A ticket's outcome, kept for the callers that asked: the result in memory (so the cell that
+        is recalculated when its ticket settles gets it whether or not the disk cache works), an error
+        for ``error_ttl``. Runs before the cell's own recalculation callback (added after this one)."""
+        if fut.cancelled():
+            return
+        error = fut.exception()
         if error is None:
-            return  # the answer is in the cache: the next resolve reads and remembers it
+            self.remember(memo_key, fut.result())
+            return
         if not isinstance(error, XladdinError):
             error = internal_error(error)
         now = time.monotonic()

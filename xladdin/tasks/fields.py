@@ -17,6 +17,7 @@ from ..errors import InputError
 
 MISSING_TOKENS = frozenset({"", "n/a", "na", "nan", "none", "null", "-", "--", "---", "—", "——", "#n/a", "无", "暂无"})
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_GROUPED = re.compile(r"^[+-]?\d{1,3}(?:(,)\d{3}(?:\1\d{3})*|( )\d{3}(?:\2\d{3})*)(\.\d+)?%?$")
 # Larger than any figure a stock pool holds (1e15 亿元 is a thousand times world GDP): past this a
 # value is a typo or a placeholder, and it would overflow the exact decimal arithmetic of the rules.
 MAX_ABS = 1e15
@@ -67,6 +68,10 @@ def parse_number(value: Any, field: str) -> float | None:
     cleaned = text.replace(",", "").replace(" ", "").removesuffix("%")
     if not _NUMBER.match(cleaned):
         raise InputError(field, f"is not a number: {shown(text)!r}")
+    if ("," in text or " " in text) and not _GROUPED.match(text):
+        # "12,5" is 12.5 in many locales and 125 in none: never guess
+        raise InputError(field, f"is ambiguous: {shown(text)!r} (a comma or space only separates thousands, in "
+                         "groups of three: write 12.5 or 1,234.5)")  # fmt: skip
     return _bounded(float(cleaned), text, field)
 
 
