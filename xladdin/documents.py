@@ -1,10 +1,9 @@
 """Report files as text: ``.pdf`` (text layer, page by page), ``.txt``/``.md`` and ``.html``.
 
 A document's pages are joined with a form feed (``\\f``), so code that reads the text can say on
-which page a quote stands (``page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 / BSD-3):
-on the real 156-page annual report in ``../shared/data`` it reads every page in ~0.3 s on 2 cores,
-pdfplumber (MIT) ~13 s, and both give the table rows of 主要会计数据 in reading order
-(``python -m bench documents``). A missing, encrypted, scanned (no text layer) or damaged file is
+which page a quote stands (``page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 / BSD-3),
+chosen against pdfplumber (MIT) on the same files, side by side: ``python -m bench documents``
+(``bench/results/documents.json``: speed per page and which table figures code finds). A missing, encrypted, scanned (no text layer) or damaged file is
 an ``InputError`` naming the file; the other rows of a pool go on.
 
 This is the only module that opens report files: every front door calls ``attach`` before a row
