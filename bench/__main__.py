@@ -14,7 +14,8 @@ from pathlib import Path
 from .common import RESULTS, machine, make_env, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
-COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold", "documents")  # python -m bench NAME: the module's main()
+COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold",
+            "documents")  # python -m bench NAME: the module's main()
 # sections 6-9 of the doc: results file (bench/results/NAME.json) and the module that renders it
 SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"))
 

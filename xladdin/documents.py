@@ -1,10 +1,11 @@
 """Report files as text: ``.pdf`` (text layer, page by page), ``.txt``/``.md`` and ``.html``.
 
 A document's pages are joined with a form feed (``\\f``), so code that reads the text can say on
-which page a quote stands (``page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 / BSD-3),
-chosen against pdfplumber (MIT) on the same files, side by side: ``python -m bench documents``
-(``bench/results/documents.json``: speed per page and which table figures code finds). A missing, encrypted, scanned (no text layer) or damaged file is
-an ``InputError`` naming the file; the other rows of a pool go on.
+which page a quote stands (``page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 /
+BSD-3), chosen against pdfplumber (MIT) on the same files, side by side: ``python -m bench
+documents`` (``bench/results/documents.json``: speed per page and which table figures code finds).
+A missing, encrypted, scanned (no text layer) or damaged file is an ``InputError`` naming the
+file; the other rows of a pool go on.
 
 This is the only module that opens report files: every front door calls ``attach`` before a row
 is parsed, so the task sees text (tasks never do I/O), and the cache key holds the text itself
