@@ -38,7 +38,7 @@ from .common import RESULTS, SHARED_DATA, rows
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
-PARTS = ("per_cell", "default", "bare", "sweep", "market")
+PARTS = ("per_cell", "default", "bare", "sweep", "market", "documents")
 POOL_HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "净利润(万元)", "财报摘要"]
 
 
@@ -104,6 +104,61 @@ def synthetic_pool(path: Path, n: int) -> Path:
         w.writerow(POOL_HEADER)
         for r in rows(n, seed=900):
             w.writerow([r["code"], r["name"], r["industry"], r["pe_ttm"], r["roe"], r["eps"], "", r["report_text"]])
+    return path
+
+
+# ------------------------------------------------------------------ the document pool
+FINGLM = SHARED_DATA / "finglm" / "parsed_annual_report_300617_2019.json"
+NOTES = SHARED_DATA / "cfbenchmark" / "basic_summary.jsonl"
+DOC_CHARS = 20_000  # of the annual report per row: a document, not a summary
+
+
+def flatten_report(path: Path) -> str:
+    """A parsed annual report (FinGLM's JSON) as text, each section's heading on its own line."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines, last = [], None
+    for items in data.values():
+        for item in items:
+            titles = item.get("title_hierarchy") or []
+            if titles and titles[-1] != last:
+                last = titles[-1]
+                lines.append(last)
+            if item.get("content"):
+                lines.append(str(item["content"]))
+    return "\n".join(lines)
+
+
+def build_doc_source(path: Path) -> Path | None:
+    """The texts the document pool is made of, in one small gzipped file that travels to the GPU box:
+    the whole annual report and the broker notes. ``None`` without ``../shared/data``."""
+    import gzip
+
+    if not FINGLM.is_file() or not NOTES.is_file():
+        return None
+    notes = [json.loads(line)["input"] for line in NOTES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    path.write_bytes(gzip.compress(json.dumps({"report": flatten_report(FINGLM), "notes": notes},
+                                              ensure_ascii=False).encode("utf-8")))  # fmt: skip
+    return path
+
+
+def build_document_pool(path: Path, market_pool: Path, source: Path) -> Path:
+    """The market pool's rows, each with a document-sized report text: its own results sentence, a
+    broker note, and 20,000 characters of an annual report (a different window for every row, so no
+    row's text is a prefix of another's)."""
+    import gzip
+
+    src = json.loads(gzip.decompress(source.read_bytes()))
+    report, notes = src["report"], src["notes"]
+    span = len(report) - DOC_CHARS
+    with market_pool.open(encoding="utf-8") as f, path.open("w", encoding="utf-8", newline="") as out:
+        reader, w = csv.reader(f), csv.writer(out)
+        header = next(reader)
+        w.writerow(header)
+        text_at = header.index("财报摘要")
+        for i, row in enumerate(reader):
+            at = (i * 7919) % span
+            row[text_at] = "\n".join((row[text_at], notes[i % len(notes)], report[at : at + DOC_CHARS]))
+            w.writerow(row)
     return path
 
 
@@ -214,19 +269,20 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
     return out
 
 
-def market(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
+def market(url: str, workdir: Path, pool: Path, name: str = "market") -> dict[str, Any]:
     """The CLI path (``screen_file``): cold, then again answered from the cache."""
-    settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / "market-cache"))
+    settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / f"{name}-cache"))
     with Batcher.from_settings(settings) as b:
         before, cpu = server_counters(url), time.process_time()
-        cold = screen_file(pool, workdir / "market-report.csv", settings, progress=False, batcher=b)
+        cold = screen_file(pool, workdir / f"{name}-report.csv", settings, progress=False, batcher=b)
         cpu = time.process_time() - cpu
         server = server_side(before, server_counters(url), cold.seconds, len(url.split(",")))
         tokens = getattr(b.engine, "completion_tokens", 0)
-    warm = screen_file(pool, workdir / "market-report-2.csv", settings, progress=False)
+        text_chars = b.fit(TASK).text_limit
+    warm = screen_file(pool, workdir / f"{name}-report-2.csv", settings, progress=False)
     return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
             "rows_per_s": round(cold.rows_per_second, 2), "rerun_seconds": round(warm.seconds, 2),
-            "rerun_cache_hits": warm.cache_hits, "pool": pool.name,
+            "rerun_cache_hits": warm.cache_hits, "pool": pool.name, "text_chars_per_row": text_chars,
             "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1),
             # the client's CPU seconds per second of the run (1.0 = one core busy: the client bounds it)
             "client_cpu_share": round(cpu / cold.seconds, 3) if cold.seconds > 0 else None,
@@ -349,11 +405,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", help="market pool CSV (default: built from ../shared/data, else generated)")
     p.add_argument("--market-rows", type=int, default=5400)
     p.add_argument("--build-pool", metavar="CSV", help="only write the market pool to CSV and stop")
+    p.add_argument("--build-doc-source", metavar="FILE", help="only write the document pool's texts and stop")
+    p.add_argument("--doc-source", help="the document pool's texts (--build-doc-source), for part documents")
     p.add_argument("--server-flags", default="", help="the server's command line, recorded in the results")
     p.add_argument("--out", default=str(RESULTS / "gpu.json"))
     args = p.parse_args(argv)
     if args.build_pool:
         built = build_market_pool(Path(args.build_pool), args.market_rows)
+        print(f"wrote {built}" if built else "../shared/data not present: nothing written")
+        return 0 if built else 1
+    if args.build_doc_source:
+        built = build_doc_source(Path(args.build_doc_source))
         print(f"wrote {built}" if built else "../shared/data not present: nothing written")
         return 0 if built else 1
     if not args.engine_url:
@@ -384,11 +446,22 @@ def main(argv: list[str] | None = None) -> int:
         else:
             pool = Path(args.pool) if args.pool else build_market_pool(workdir / "market.csv", args.market_rows)
             pool = pool or synthetic_pool(workdir / "market.csv", args.market_rows)
-            data["market"] = market(args.engine_url, workdir, pool)
+            if part == "market":
+                data["market"] = market(args.engine_url, workdir, pool)
+            else:
+                source = Path(args.doc_source) if args.doc_source else build_doc_source(workdir / "docs.json.gz")
+                if source is None:
+                    p.error("part documents needs --doc-source or ../shared/data")
+                docs = build_document_pool(workdir / "documents.csv", pool, source)
+                run = market(args.engine_url, workdir, docs, name="documents")
+                side = run.get("server") or {}
+                run["prompt_tokens_per_row"] = round(side["prompt_tokens"] / run["rows"]) if side else None
+                data["documents"] = run
         data.update(summarise(data))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-        shown = {k: v for k, v in data.items() if k in {"per_cell", "default_run", "market"} and k.startswith(part[:4])}
+        shown = {k: v for k, v in data.items()
+                 if k in {"per_cell", "default_run", "market", "documents"} and k.startswith(part[:4])}
         print(f"{part} done in {time.perf_counter() - t0:.0f} s {json.dumps(shown, ensure_ascii=False)}", flush=True)
     print(json.dumps(summarise(data), indent=2))
     return 0

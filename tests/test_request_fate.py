@@ -61,3 +61,83 @@ def test_500_cells_reach_their_values_without_a_disk_cache(kind, tmp_path):
     finally:
         udfs.set_runtime(None)
         rt.close()
+
+
+def _cpu_server(model, port: int):
+    from server import launcher
+
+    cmd = launcher.cpu_server_command(str(model), host="127.0.0.1", port=port, parallel=1)
+    server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}", env=dict(__import__("os").environ,
+                                                                              XLADDIN_N_THREADS="1"))  # fmt: skip
+    server.__enter__()
+    server.wait_ready(120)
+    return server
+
+
+def _rows(n: int, start: int = 0) -> list[dict]:
+    return [{"code": 600000 + i, "name": f"公司{i}", "roe": 20, "pe_ttm": 10, "report_text": f"营收{i}亿元"}
+            for i in range(start, start + n)]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_servers_one_killed_mid_run_every_row_is_answered_by_the_other(tiny_model_path, tmp_path):
+    from conftest import free_port, tiny_settings
+
+    from xladdin.resolver import Resolver
+    from xladdin.tasks import ScreenResult, ScreenTask
+
+    a, b = _cpu_server(tiny_model_path, free_port()), _cpu_server(tiny_model_path, free_port())
+    try:
+        urls = f"{a.base_url}/v1,{b.base_url}/v1"
+        done = []
+
+        def on_result(i, res):
+            done.append(res)
+            if len(done) == 3:
+                a.proc.kill()  # one server goes away mid-run
+
+        with Batcher.from_settings(tiny_settings(tmp_path, engine_url=urls, retries=0, timeout=60)) as batcher:
+            results = Resolver(batcher).map(ScreenTask(), _rows(24), on_result)
+            engine = batcher.engine
+        assert all(isinstance(r, ScreenResult) for r in results), [r for r in results if not isinstance(r, ScreenResult)]
+        assert 0 in engine.down and engine.answered[1] >= 12 and "down: " in engine.describe()
+        # a server down at the start: the run starts on the other, naming it
+        with Batcher.from_settings(tiny_settings(tmp_path / "2", engine_url=urls, retries=0)) as batcher:
+            results = Resolver(batcher).map(ScreenTask(), _rows(4, 100))
+            assert all(isinstance(r, ScreenResult) for r in results) and a.base_url in batcher.engine.describe()
+    finally:
+        for s in (a, b):
+            s.__exit__(None, None, None)
+
+
+@pytest.mark.slow
+def test_a_server_replaced_by_another_model_never_stores_its_answers_under_the_first(tiny_model_path, tmp_path,
+                                                                                     monkeypatch):  # fmt: skip
+    from conftest import free_port, tiny_settings
+
+    from xladdin.engine import openai_http
+    from xladdin.resolver import Resolver
+    from xladdin.tasks import ScreenResult, ScreenTask
+    from xladdin.testing import write_tiny_qwen_gguf
+
+    monkeypatch.setattr(openai_http, "DOWN_RETRY_S", 0.2)
+    other = write_tiny_qwen_gguf(tmp_path / "other-model.gguf", seed=7)
+    port = free_port()
+    first = _cpu_server(tiny_model_path, port)
+    settings = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", retries=0, timeout=60)
+    with Batcher.from_settings(settings) as batcher:
+        try:
+            before = Resolver(batcher).map(ScreenTask(), _rows(2))
+            model = batcher.engine.model_id
+        finally:
+            first.__exit__(None, None, None)
+        second = _cpu_server(other, port)  # another model at the same URL, the process still running
+        try:
+            after = Resolver(batcher).map(ScreenTask(), _rows(2, 50))
+        finally:
+            second.__exit__(None, None, None)
+        entries = batcher.cache.stats()["entries"]
+    assert all(isinstance(r, ScreenResult) and r.provenance.model == model for r in before)
+    assert all(not isinstance(r, ScreenResult) for r in after), after
+    assert "serve" in str(after[0]) and "other-model" in str(after[0])  # the row names what happened
+    assert entries == 2  # only the first model's answers, under its key

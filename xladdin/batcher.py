@@ -51,7 +51,7 @@ def _provenance(model: str, task_version: str, cached: bool) -> Provenance:
 class Batcher(Scheduler):
     """The scheduler with the cache in front: keys, cache hits, results, and the sync facade."""
 
-    def __init__(self, engine: Engine, cache: Cache, *, text_tokens: int = 3000, **options: Any):
+    def __init__(self, engine: Engine, cache: Cache, *, text_tokens: int = 1500, **options: Any):
         super().__init__(engine, **options)
         self.cache = cache
         # Results given without a model answer (``Task.without_answer``) never go to the disk; they

@@ -53,7 +53,7 @@ class Settings(BaseModel):
     max_tokens: int = Field(512, ge=16)
     max_text_chars: int | None = Field(None, ge=100, description="at most this many characters of report text "
                                        "for the model (default: what text_tokens and the engine's context hold)")
-    text_tokens: int = Field(3000, ge=100, description="at most this many tokens of report text per request "
+    text_tokens: int = Field(1500, ge=100, description="at most this many tokens of report text per request "
                              "(lowered to what the engine's context holds)")
     structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")
     temperature: float = Field(0.0, ge=0)

@@ -13,8 +13,11 @@ That identity keys the cache and is each result's provenance.
 
 Several servers of one model (``URL1,URL2``: independent vLLM replicas, on one GPU or many) are
 one engine: each request goes to the server with the fewest requests in flight from here, their
-load readings add up, and they must all serve the same model. On one H200 a single vLLM server
-is bound by its own per-step CPU work long before the GPU is full (``docs/BENCHMARKS.md``).
+load readings add up, and they must all serve the same model. A server that goes away is left
+out (its requests go to the others) and asked again after ``DOWN_RETRY_S``; before a server that
+was down, or was last identified more than ``IDENTIFY_S`` ago, gets a request, its model is
+identified again: a server that now serves another model gets none (its answers would be stored
+under this model's key). A run starts when at least one server is up, naming those that are not.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import sys
 import time
 from collections.abc import Collection
@@ -37,6 +41,8 @@ DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
 POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools as its requests in flight need)
 _LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+DOWN_RETRY_S = 5.0  # a server found offline gets no request for this long
+IDENTIFY_S = 10.0  # a server's model is identified again when its last identification is older
 
 
 def normalize_base_url(url: str) -> str:
@@ -81,7 +87,8 @@ class OpenAIHTTPEngine(Engine):
         # one pool cost the client 4.0 ms CPU per row, pools of 32 2.2 ms (``python -m bench client``).
         self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
         # one TLS context for every pool (building one costs ~17 ms, and a window of 1,024 makes 32 pools)
-        tls = getattr(sys.modules[self._limits.__module__.partition(".")[0]], "create_ssl_context", None)
+        self._http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
+        tls = getattr(self._http, "create_ssl_context", None)
         self._tls = {"verify": tls()} if tls else {}
         self._shards: list[list[_Shard]] = [[self._shard(url)] for url in self.urls]  # more made as needed
         # the load readings (/metrics) have their own small pool
@@ -91,6 +98,14 @@ class OpenAIHTTPEngine(Engine):
         self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
+        self.down: dict[int, float] = {}  # server → when it was found offline
+        self.wrong: dict[int, str] = {}  # server → the other model it serves now
+        self._identified = [0.0] * len(self.urls)  # when each server's model was last identified
+        self._identifying: dict[int, tuple[float, asyncio.Future]] = {}  # server → (started, check)
+        # the connections each server has answered on: an answer on a new one counts only once the server
+        # has been identified after the request was sent (a server replaced at its URL answers on new ones)
+        self._streams: list[dict[int, Any]] = [{} for _ in self.urls]
+        self.log = logging.getLogger(__name__)
 
     def _shard(self, url: str) -> _Shard:
         http = self._openai.DefaultAsyncHttpxClient(
@@ -145,11 +160,26 @@ class OpenAIHTTPEngine(Engine):
     async def start(self) -> None:
         if self.model_id and self.served:
             return  # (a model id remembered for an offline server has no served name yet)
-        found = {await self._listed(shards[0].client) for shards in self._shards}
+        listed: dict[int, tuple[str, str, int | None]] = {}
+        for i, shards in enumerate(self._shards):
+            try:
+                listed[i] = await self._listed(shards[0].client)
+            except EngineOffline:
+                if len(self.urls) == 1:
+                    raise
+                self.down[i] = time.monotonic()
+        if not listed:
+            raise EngineOffline(f"engine offline ({self.server_url}): none of the servers answers")
+        if self.down:
+            self.log.warning("servers down, their share goes to the others: %s", self.down_urls())
+        found = set(listed.values())
         if len(found) > 1:
             raise EngineError(f"the servers {self.server_url} serve different models: "
                               + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))  # fmt: skip
         self.served, self.model_id, self.max_model_len = found.pop()
+        now = time.monotonic()
+        for i in listed:
+            self._identified[i] = now
         self.context_tokens = self.max_model_len
         if self.options.max_parallel is None and await self.server_load() is not None:
             # the batcher adapts within this
@@ -207,29 +237,98 @@ class OpenAIHTTPEngine(Engine):
         found = metric_sums(resp.text, _LOAD_METRICS)
         return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
 
+    def down_urls(self) -> str:
+        return ", ".join(self.urls[i] for i in sorted(self.down))
+
+    def _usable(self, tried: set[int]) -> list[int]:
+        now = time.monotonic()
+        return [i for i in range(len(self.urls))
+                if i not in tried and i not in self.wrong and now - self.down.get(i, -DOWN_RETRY_S) >= DOWN_RETRY_S]
+
+    async def _identify_again(self, i: int, after: float | None = None) -> None:
+        """Identify server ``i``'s model by a check that starts no sooner than ``after`` (default: now);
+        requests waiting at once share one check. Marks the server ``wrong`` if the model changed."""
+        after = time.monotonic() if after is None else after
+        if self._identified[i] >= after:
+            return
+        running = self._identifying.get(i)
+        if running is None or running[0] < after:
+            running = self._identifying[i] = (time.monotonic(),
+                                              asyncio.ensure_future(self._listed(self._shards[i][0].client)))
+        started, check = running
+        try:
+            _, model, _ = await asyncio.shield(check)
+        finally:
+            if self._identifying.get(i) is running:
+                del self._identifying[i]
+        self._identified[i] = max(self._identified[i], started)
+        self.down.pop(i, None)
+        if model != self.model_id:
+            self.wrong[i] = model
+            self.log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model, self.model_id)
+
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
             await self.start()
-        i = min(range(len(self.urls)), key=self._busy.__getitem__)  # the least busy server
-        shard = self._pick(i)
-        self._busy[i] += 1
-        shard.busy += 1
+        tried: set[int] = set()
+        while True:
+            usable = self._usable(tried)
+            if not usable:
+                if self.wrong and not self.down:
+                    i, other = next(iter(self.wrong.items()))
+                    raise EngineError(f"{self.urls[i]} now serves {other}, not {self.model_id}: its answers are "
+                                      "not used (restart xladdin to use the new model)")  # fmt: skip
+                raise EngineOffline(f"engine offline ({self.down_urls() or self.server_url})")
+            i = min(usable, key=self._busy.__getitem__)  # the least busy server
+            tried.add(i)
+            try:
+                if i in self.down or time.monotonic() - self._identified[i] > IDENTIFY_S:
+                    await self._identify_again(i)
+                    if i in self.wrong:
+                        continue
+                resp = await self._send(i, messages, schema, params)
+            except EngineOffline:
+                self.down[i] = time.monotonic()
+                if len(self.urls) > 1:
+                    self.log.warning("%s is offline: its requests go to the other servers", self.urls[i])
+                continue
+            break
         try:
-            resp = await self._ask(shard.client, messages, schema, params)
-            self.answered[i] += 1
-        finally:
-            self._busy[i] -= 1
-            shard.busy -= 1
-        try:
+            resp = resp.json()
             choice = resp["choices"][0]
             content, finish = choice["message"].get("content"), choice.get("finish_reason")
             self.completion_tokens += (resp.get("usage") or {}).get("completion_tokens") or 0
-        except (KeyError, IndexError, TypeError, AttributeError):
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            shown = resp if isinstance(resp, dict | list) else getattr(resp, "text", resp)
             raise EngineError(f"{self.server_url} answered without a chat completion: "
-                              f"{json.dumps(resp, ensure_ascii=False)[:120]}") from None  # fmt: skip
+                              f"{json.dumps(shown, ensure_ascii=False)[:120]}") from None  # fmt: skip
         if finish == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
         return content or ""
+
+    async def _send(self, i: int, messages: list[dict[str, str]], schema: dict[str, Any],
+                    params: SamplingParams) -> Any:  # fmt: skip
+        shard = self._pick(i)
+        self._busy[i] += 1
+        shard.busy += 1
+        sent = time.monotonic()
+        try:
+            resp = await self._ask(shard.client, messages, schema, params)
+        finally:
+            self._busy[i] -= 1
+            shard.busy -= 1
+        stream = resp.extensions.get("network_stream")
+        known = self._streams[i]
+        if stream is not None and id(stream) not in known:  # a new connection: who answers on it?
+            await self._identify_again(i, after=sent)
+            if i in self.wrong:
+                raise EngineError(f"{self.urls[i]} now serves {self.wrong[i]}, not {self.model_id}: its answer is "
+                                  "not used (restart xladdin to use the new model)")  # fmt: skip
+            if len(known) >= 4 * ADAPTIVE_CAP:
+                known.clear()
+            known[id(stream)] = stream
+        self.answered[i] += 1
+        return resp
 
     async def _ask(self, client: Any, messages: list[dict[str, str]], schema: dict[str, Any],
                    params: SamplingParams) -> Any:  # fmt: skip
@@ -239,7 +338,7 @@ class OpenAIHTTPEngine(Engine):
         body = {"model": self.served, "temperature": params.temperature, "seed": params.seed,
                 "max_tokens": params.max_tokens, "chat_template_kwargs": {"enable_thinking": False},
                 **request_fields(messages, schema, self.options.structured_output)}  # fmt: skip
-        return await self._bounded(client.post("/chat/completions", body=body, cast_to=object))
+        return await self._bounded(client.post("/chat/completions", body=body, cast_to=self._http.Response))
 
     async def aclose(self) -> None:
         for shards in self._shards:
@@ -249,7 +348,9 @@ class OpenAIHTTPEngine(Engine):
 
     def describe(self) -> str:
         shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"
-        return f"{shown or '(model not yet known)'} at {self.server_url}"
+        down = f" (down: {self.down_urls()})" if self.down else ""
+        wrong = "".join(f" ({self.urls[i]} serves {m})" for i, m in self.wrong.items())
+        return f"{shown or '(model not yet known)'} at {self.server_url}{down}{wrong}"
 
 
 class _Shard:

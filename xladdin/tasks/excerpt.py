@@ -49,12 +49,15 @@ def _section(text: str, pattern: str, budget: int) -> tuple[int, int] | None:
 
 
 @functools.lru_cache(maxsize=256)
-def excerpt(text: str, limit: int) -> Excerpt:
-    """At most ``limit`` characters of ``text`` for the model (page breaks as new lines)."""
+def excerpt(text: str, limit: int, skip: frozenset[str] = frozenset()) -> Excerpt:
+    """At most ``limit`` characters of ``text`` for the model (page breaks as new lines); ``skip``: the
+    labels of sections the model need not read (a figure table code has read)."""
     if len(text) <= limit:
         return Excerpt(text.replace(PAGE_BREAK, "\n"), False, "")
     parts: list[tuple[int, int, str]] = []
     for label, pattern, share in SECTIONS:
+        if label in skip:
+            continue
         span = _section(text, pattern, int(limit * share))
         if span is not None and not any(a <= span[0] < b for a, b, _ in parts):
             parts.append((*span, label))

@@ -10,6 +10,7 @@ A figure in another currency (港元, 美元) is recognised and never treated as
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -66,7 +67,12 @@ def convert(value: float, from_unit: str, to_unit: str, digits: int = 10) -> flo
 def normalize(text: str) -> str:
     """Width-folded (NFKC: full-width digits and punctuation), without whitespace, minus sign unified.
     Remembered: one row's report text is read by several checks (figures, loss, shares, quotes)."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).replace("−", "-")
+    return re.sub(r"\s+", "", _folded(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("−", "-")
 
 
 @dataclass(frozen=True)
@@ -201,14 +207,40 @@ def _offsets(text: str) -> tuple[int, ...] | None:
     return tuple(offsets) if len(offsets) == len(normalize(text)) else None
 
 
+@functools.lru_cache(maxsize=64)
+def _whitespace_runs(text: str) -> tuple[list[int], list[int]] | None:
+    """Where ``normalize`` removed whitespace: (normalized position of each run, characters removed up to
+    and including it), when the fold keeps every other character one for one (the common case: CJK,
+    full-width forms); ``None`` otherwise."""
+    folded = _folded(text)
+    if len(folded) != len(text):
+        return None
+    at, removed, total = [], [], 0
+    for m in re.finditer(r"\s+", folded):
+        at.append(m.start() - total)
+        total += m.end() - m.start()
+        removed.append(total)
+    return at, removed
+
+
+def _original(text: str, p: int) -> int | None:
+    """The index in ``text`` of ``normalize(text)[p]``."""
+    runs = _whitespace_runs(text)
+    if runs is None:
+        off = _offsets(text)  # the slow, general map
+        return None if off is None else off[p]
+    k = bisect.bisect_right(runs[0], p)
+    return p + (runs[1][k - 1] if k else 0)
+
+
 def verbatim(text: str, start: int, end: int) -> tuple[str, int]:
     """The words of ``text`` behind ``normalize(text)[start:end]`` as written (whitespace runs as one
     space), and where they start in ``text``."""
-    off = _offsets(text)
-    if off is None or end <= start:
+    a = _original(text, start) if end > start else None
+    b = _original(text, end - 1) if a is not None else None
+    if a is None or b is None:
         return normalize(text)[start:end], 0
-    a, b = off[start], off[end - 1] + 1
-    return " ".join(text[a:b].split()), a
+    return " ".join(text[a : b + 1].split()), a
 
 
 def _reading(text: str, name: str, value: float | None, start: int, end: int, currency: str = "CNY") -> Reading:

@@ -25,9 +25,10 @@ from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task, plain, plain_text
-from .excerpt import excerpt
+from .excerpt import Excerpt, excerpt
 from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
+from .tables import read_tables
 
 MAX_REASON = 30
 NO_ANSWER_REASON = "模型未作答: 风险与数字由程序给出"
@@ -73,7 +74,9 @@ class StockSample(BaseModel):
     @classmethod
     def _text(cls, v: Any) -> str:
         # kept as written (not width-folded), so every quote is shown as the source has it
-        return v.strip() if isinstance(v, str) and text_or_none(v) is not None else text_or_none(v) or ""
+        if isinstance(v, str) and len(v) > 16:  # longer than any placeholder (N/A, --, 暂无)
+            return v.strip()
+        return text_or_none(v) or ""
 
     @field_validator("pe_ttm", "roe", "eps", "revenue", "net_profit", "net_profit_prev", mode="before")
     @classmethod
@@ -246,8 +249,14 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         text = inp.report_text
         return frozenset((read_figures(text).keys() | (FIGURES.keys() - named_figures(text))) & FIGURES.keys())
 
+    def excerpt(self, inp: StockSample) -> Excerpt:
+        """What the model reads of the row's text: a figure table code has read is not given again."""
+        tables = read_tables(inp.report_text)
+        skip = frozenset({"主要会计数据"}) if {"revenue", "net_profit"} <= tables.keys() else frozenset()
+        return excerpt(inp.report_text, self.text_limit, skip)
+
     def user_text(self, inp: StockSample) -> str:
-        return self.row_json(inp.model_copy(update={"report_text": excerpt(inp.report_text, self.text_limit).text}))
+        return self.row_json(inp.model_copy(update={"report_text": self.excerpt(inp).text}))
 
     def without_answer(self, inp: StockSample, error: XladdinError, provenance: Provenance) -> ScreenResult:
         """The rules and code's readings need no model: a row whose answer failed still gets its
@@ -292,7 +301,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             else:
                 flags.add(Flag.DOUBTFUL)
                 notes.append(f"模型指出矛盾「{quote}」")
-        given = excerpt(inp.report_text, self.text_limit)
+        given = self.excerpt(inp)
         if given.trimmed:
             flags.add(Flag.TRIMMED)
             notes.append(f"文本超过{self.text_limit}字, 模型只读了选出的部分")
