@@ -2,7 +2,7 @@
 # How bench/results/gpu.json was produced on an offline GPU box (recipe: ../shared/gpu/README.md).
 # Run from the project root there, with the bundle parts (vb.tar.xz.0?) in /tmp/parts and
 # .gpu/run/ holding the market pool (python -m bench gpu --build-pool .gpu/run/market.csv, built
-# where ../shared/data is) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm).
+# where ../shared/data is), the document pool's texts (--build-doc-source .gpu/run/docs.json.gz) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm).
 # BACKEND=guidance picks the structured-output backend (default xgrammar), MAX_SEQS the sequences.
 #   bash bench/gpu_box.sh setup            unpack vLLM 0.26.0 + the client's wheels
 #   bash bench/gpu_box.sh serve [FLAGS…]   start vLLM (CUDA graphs, xgrammar compact JSON), wait until ready
@@ -91,8 +91,9 @@ case "${1:-}" in
     # the flags start_one wrote for the first server; for `serve` (the bundle's script) as it passes them
     flags=$(cat /tmp/vb/vllm-8000.flags 2>/dev/null) || flags="$RECIPE --gpu-memory-utilization 0.90 \
 --max-num-seqs $MAX_SEQS --generation-config vllm --seed 0 --structured-outputs-config $SO_CONFIG ${EXTRA_FLAGS:-}"
+    docs=(); [ -f .gpu/run/docs.json.gz ] && docs=(--doc-source .gpu/run/docs.json.gz)  # python -m bench gpu --build-doc-source
     python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
-      --server-flags "$flags" --out /tmp/gpu.json
+      "${docs[@]}" --server-flags "$flags" --out /tmp/gpu.json
     ;;
   *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|eval GOLD…" >&2; exit 2 ;;
 esac
