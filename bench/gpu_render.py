@@ -43,6 +43,8 @@ def render(d: dict[str, Any]) -> list[str]:
         b = d["before"]
         lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
                      f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")  # fmt: skip
+    if "documents_session" in d:
+        lines += _render_documents(d["documents_session"])
     if "two_gpus_screen_7" in d:
         lines += _render_two_gpus(d["two_gpus_screen_7"])
     if "screen_6" in d:
@@ -50,6 +52,24 @@ def render(d: dict[str, Any]) -> list[str]:
     if "screen_2" in d:
         lines += _render_screen_2(d["screen_2"], d)
     lines.append("")
+    return lines
+
+
+def _render_documents(s: dict[str, Any]) -> list[str]:
+    """Whole pools of document-sized texts (``bench gpu`` part documents)."""
+    lines = ["", f"### Document-sized texts ({s['when']}, {s['gpu']}, vLLM {s['vllm']}, `{s['task_version']}`)", "",
+             f"{s['note'][0].upper()}{s['note'][1:]}. Server: `{s['server_flags']}`.", "",
+             "| pool | text limit (chars) | prompt tokens per row | seconds | rows/s | errors | prefix-cache hits "
+             "| engine steps × ms | client CPU share | again from the cache |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    runs = (("market (short texts)", s["market"]), ("documents, text_tokens 1500 (default)",
+            s["documents_text_tokens_1500"]), ("documents, text_tokens 1000", s["documents_text_tokens_1000"]))
+    for label, r in runs:
+        srv = r.get("server") or {}
+        per_row = r.get("prompt_tokens_per_row") or round(srv.get("prompt_tokens", 0) / max(1, r["rows"]))
+        lines.append(f"| {label} | {r.get('text_chars_per_row')} | {per_row:,} | **{r['seconds']}** "
+                     f"| {r['rows_per_s']} | {r['errors']} | {srv.get('prefix_cache_hit_rate')} | {srv.get('engine_steps')} × "
+                     f"{srv.get('ms_per_step')} | {r.get('client_cpu_share')} | {r['rerun_seconds']} s |")  # fmt: skip
     return lines
 
 
