@@ -69,7 +69,8 @@ def _render_documents(s: dict[str, Any]) -> list[str]:
         per_row = r.get("prompt_tokens_per_row") or round(srv.get("prompt_tokens", 0) / max(1, r["rows"]))
         lines.append(f"| {label} | {r.get('text_chars_per_row')} | {per_row:,} | **{r['seconds']}** "
                      f"| {r['rows_per_s']} | {r['errors']} | {srv.get('prefix_cache_hit_rate')} "
-                     f"| {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {r.get('client_cpu_share')} | {r['rerun_seconds']} s |")  # fmt: skip
+                     f"| {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {r.get('client_cpu_share')} "
+                     f"| {r['rerun_seconds']} s |")  # fmt: skip
     return lines
 
 
