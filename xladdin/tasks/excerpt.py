@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from .fields import trim_text
+from .figures import ROWS_IN_FLIGHT
 
 PAGE_BREAK = "\f"
 # (label, heading pattern, share of the budget at most)
@@ -48,7 +49,7 @@ def _section(text: str, pattern: str, budget: int) -> tuple[int, int] | None:
     return None
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def excerpt(text: str, limit: int, skip: frozenset[str] = frozenset()) -> Excerpt:
     """At most ``limit`` characters of ``text`` for the model (page breaks as new lines); ``skip``: the
     labels of sections the model need not read (a figure table code has read)."""

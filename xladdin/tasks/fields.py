@@ -143,6 +143,7 @@ def is_st_name(name: str | None) -> bool:
 
 
 _SENTENCE = re.compile(r"(?<=[。！？；;!?\n])")
+_DIGIT = re.compile(r"\d")
 
 
 def trim_text(text: str, limit: int) -> tuple[str, bool]:
@@ -155,7 +156,9 @@ def trim_text(text: str, limit: int) -> tuple[str, bool]:
     rest = _SENTENCE.split(text[len(head) :])[1:]  # drop the sentence the head cut through
     kept: list[str] = []
     for sentence in rest:
-        if any(ch.isdigit() for ch in sentence) and len(sentence) <= budget:
+        if budget < 4:
+            break
+        if len(sentence) <= budget and _DIGIT.search(sentence):
             kept.append(sentence)
             budget -= len(sentence)
     return head + "…" + "".join(kept), True

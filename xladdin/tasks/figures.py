@@ -21,6 +21,10 @@ from pydantic import StringConstraints
 
 from .tables import PAGE_BREAK, read_tables
 
+# Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
+# answer meets its text again seconds after it was sent): each entry is small (the texts themselves are
+# held by the requests in flight anyway). The folded copies of whole texts are kept for fewer.
+ROWS_IN_FLIGHT = 2048
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
 ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
 # name → (label, canonical unit); the order of the result columns
@@ -128,7 +132,7 @@ _NAMED["revenue_growth"] = _NAMED["revenue"]
 _NAMED["net_profit_growth"] = _NAMED["net_profit"]
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def named_figures(text: str) -> frozenset[str]:
     """The figures whose words occur in ``text`` (those a reader could find there at all)."""
     t = normalize(text).casefold()
@@ -162,7 +166,7 @@ def read_figures(text: str) -> dict[str, Reading]:
     return dict(_read_figures(text))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def _read_figures(text: str) -> dict[str, Reading]:
     out = _from_tables(text)
     for name, r in _read_prose(text).items():
@@ -207,7 +211,7 @@ def _offsets(text: str) -> tuple[int, ...] | None:
     return tuple(offsets) if len(offsets) == len(normalize(text)) else None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def _whitespace_runs(text: str) -> tuple[list[int], list[int]] | None:
     """Where ``normalize`` removed whitespace: (normalized position of each run, characters removed up to
     and including it), when the fold keeps every other character one for one (the common case: CJK,
@@ -248,7 +252,7 @@ def _reading(text: str, name: str, value: float | None, start: int, end: int, cu
     return Reading(name, value, quote, currency, text.count(PAGE_BREAK, 0, at) + 1 if PAGE_BREAK in text else None)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def _read_prose(text: str) -> dict[str, Reading]:
     t = normalize(text)
     out: dict[str, Reading] = {}
@@ -321,6 +325,7 @@ def _first_money(t: str, name: str) -> tuple[re.Match, float | None, str] | None
 _SHARES = re.compile(r"(?:总股本|股本总数|总股数)" + _GAP + r"(?P<n>" + _NUM + r")(?P<scale>亿|万)?股")
 
 
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def read_shares(text: str) -> Reading | None:
     """The share count a text states (``总股本12.56亿股``), in 亿股, with its quote."""
     m = _SHARES.search(normalize(text))
@@ -347,6 +352,7 @@ def _own_loss(t: str) -> re.Match | None:
     return next((m for m in _LOSS.finditer(t) if _own(t, m)), None)
 
 
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def loss_statement(text: str) -> str | None:
     """The words by which ``text`` reports the company's own loss (``由盈转亏``, ``亏损3152.1万港元``),
     if it does; a loss of others (a minority's share, losses carried forward) is not one."""

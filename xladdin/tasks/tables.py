@@ -54,11 +54,15 @@ def _norm(s: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", s))
 
 
+def _fold(tok: str) -> str:
+    return tok if tok.isascii() else unicodedata.normalize("NFKC", tok)
+
+
 def _cells(tokens: list[str]) -> int:
     """How many of the last tokens are table cells."""
     n = 0
     for tok in reversed(tokens):
-        t = unicodedata.normalize("NFKC", tok)
+        t = _fold(tok)
         if _CELL.match(t) or _PP.match(t) or t in ("-", "--", "不适用"):
             n += 1
         else:
@@ -67,7 +71,7 @@ def _cells(tokens: list[str]) -> int:
 
 
 def _number(tok: str) -> float | None:
-    t = unicodedata.normalize("NFKC", tok)
+    t = _fold(tok)
     if (m := _CELL.match(t)) is not None:
         return float(m.group(1).replace(",", ""))
     if (m := _PP.match(t)) is not None:
@@ -76,7 +80,7 @@ def _number(tok: str) -> float | None:
     return None
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=2048)  # small results, one per row in flight (figures.ROWS_IN_FLIGHT)
 def read_tables(text: str) -> dict[str, TableRow]:
     """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins)."""
     if "主要会计数据" not in text and "主要财务指标" not in text:
@@ -106,12 +110,12 @@ def _read_page(page: str, page_no: int | None, out: dict[str, TableRow]) -> None
                 return
             inside, label = False, []
             continue
-        if (m := _UNIT.search(_norm(line))) is not None:
+        if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
             unit, label = m.group(2), []
             continue
         tokens = line.split()
         n = _cells(tokens)
-        if any(_YEAR.match(unicodedata.normalize("NFKC", t)) for t in tokens):
+        if "年" in line and any(_YEAR.match(_fold(t)) for t in tokens):
             label = []  # a header row (2019年 2018年 …)
             continue
         if n < 2:
