@@ -28,3 +28,142 @@ def test_an_unknown_money_unit_is_an_error_naming_the_column(header, tiny_model_
     r = cli(["screen", str(pool), "-o", str(tmp_path / "out.json")], tiny_model_path, tmp_path)
     assert r.returncode == 2 and header in r.stderr and "unknown money unit" in r.stderr, r.stderr[-500:]
     assert not (tmp_path / "out.json").exists()
+
+
+# Header rows as the terminals export them (recorded header cells; see pool.FIELD_ALIASES for where each
+# kind of name comes from), with one data row each; every known column must be recognised.
+GALLERY = {
+    "wind": (["证券代码", "证券简称", "所属申万行业名称", "市盈率PE(TTM)\n[交易日期] 2023-12-29",
+              "净资产收益率ROE(平均)\n[报告期] 2023年报\n[单位] %",
+              "归属母公司股东的净利润\n[报告期] 2023年报\n[单位] 元",
+              "上市日期"],
+             ["600519.SH", "贵州茅台", "食品饮料", "25.6", "34.19", "74734071550.99", "2001-08-27"]),
+    "ifind": (["股票代码", "股票简称", "所属行业", "市盈率(PE,TTM)", "净资产收益率(%)", "归母净利润(万)", "总市值"],
+              ["600519", "贵州茅台", "白酒", "25.6", "34.19", "7473407.16", "2.1万亿"]),
+    "ths": (["代码", "名称", "细分行业", "市盈(TTM)", "加权净资产收益率", "基本每股收益(元)", "涨幅%"],
+            ["600519", "贵州茅台", "白酒", "25.6", "34.19", "59.49", "1.2"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("terminal", sorted(GALLERY))
+@pytest.mark.parametrize("form", ["csv", "semicolon", "utf16-tab", "xlsx"])
+def test_export_gallery_every_known_column_recognised_the_rest_named(terminal, form, tiny_model_path, tmp_path):
+    header, row = GALLERY[terminal]
+    title, footer = ["沪深A股 2023-12-29"], ["数据来源：Wind"]
+    path = tmp_path / f"{terminal}.{'xlsx' if form == 'xlsx' else 'txt' if form == 'utf16-tab' else 'csv'}"
+    lines = [title, header, row, footer]
+    if form == "xlsx":
+        import openpyxl
+
+        wb = openpyxl.Workbook()
+        for line in lines:
+            wb.active.append(line)
+        wb.save(path)
+    else:
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, delimiter={"csv": ",", "semicolon": ";", "utf16-tab": "\t"}[form])
+        w.writerows(lines)
+        path.write_bytes(buf.getvalue().encode("utf-16" if form == "utf16-tab" else "utf-8"))
+    r = cli(["screen", str(path), "-o", str(tmp_path / "out.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr[-1500:])  # the title and the footer are no rows
+    report = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    (got,) = report["rows"]
+    assert got["代码 code"] == "600519.SH" and got["错误 error"] is None
+    read = report["run"]["columns_read"]
+    assert {"code", "name", "industry", "pe_ttm", "roe"} <= read.keys()
+    unknown = report["run"]["columns_not_recognised"]
+    assert unknown == [header[-1]] and header[-1] in r.stderr  # named, kept in the report
+    assert report["run"]["lines_skipped"] == [title[0], footer[0]]
+    assert got["风险等级 risk"] == "低" and got["评分 score"] is not None  # ROE 34.19, PE 25.6 read as numbers
+    if terminal == "wind":
+        assert got["归属母公司股东的净利润\n[报告期] 2023年报\n[单位] 元"] == 74734071550.99  # the column as given
+
+
+def test_duplicate_columns_are_an_error_naming_both(tiny_model_path, tmp_path):
+    pool = write_pool(tmp_path / "p.csv", [["600519", "贵州茅台", "25", "26"]],
+                      header=("代码", "名称", "PE", "市盈率TTM"))
+    r = cli(["screen", str(pool), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 2 and "'PE' and '市盈率TTM'" in r.stderr, r.stderr[-500:]
+
+
+@pytest.mark.parametrize("damage", ["no-sheet", "bad-xml", "bad-zip-data"])
+def test_a_damaged_xlsx_is_one_line_naming_the_file(damage, tiny_model_path, tmp_path):
+    import zipfile
+
+    import openpyxl
+
+    good = tmp_path / "good.xlsx"
+    wb = openpyxl.Workbook()
+    wb.active.append(["代码", "名称"])
+    wb.active.append(["600519", "贵州茅台"])
+    wb.save(good)
+    bad = tmp_path / "bad.xlsx"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if damage == "no-sheet" and item.filename.startswith("xl/worksheets/"):
+                continue
+            if damage == "bad-xml" and item.filename == "xl/worksheets/sheet1.xml":
+                data = data[: len(data) // 2]
+            dst.writestr(item, data)
+    if damage == "bad-zip-data":  # damaged compressed bytes inside a valid zip directory
+        raw = bytearray(good.read_bytes())
+        at = raw.find(b"xl/worksheets/sheet1.xml") + 60
+        raw[at : at + 40] = b"\x00" * 40
+        bad.write_bytes(bytes(raw))
+    r = cli(["screen", str(bad), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-800:])
+    assert "Traceback" not in r.stderr and "bad.xlsx" in r.stderr
+
+
+def test_a_percent_sign_written_by_the_format_is_not_a_percent_format_and_long_ids_stay_text(tiny_model_path,
+                                                                                          tmp_path):  # fmt: skip
+    import openpyxl
+
+    path = tmp_path / "p.xlsx"
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["代码", "名称", "ROE", "市盈率TTM", "身份证号"])
+    ws.append(["600519", "贵州茅台", 25.08, 20, "123456789012345678"])
+    ws.append(["000001", "平安银行", 0.1008, 5, "223456789012345678"])
+    ws["C2"].number_format = '0.00"%"'  # the value is already in percent points
+    ws["C3"].number_format = "0.00%"  # a real percent format: 0.1008 shows 10.08 %
+    wb.save(path)
+    r = cli(["screen", str(path), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-800:]
+    first, second = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"]
+    assert first["ROE"] == 25.08 and first["风险等级 risk"] == "低"  # not 2508
+    assert second["ROE"] == 10.08 and second["风险等级 risk"] == "中"
+    assert first["身份证号"] == "123456789012345678"  # not 1.234567890123457e+17
+
+
+def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_path, tmp_path, monkeypatch):
+    from xladdin import report
+
+    pool = write_pool(tmp_path / "p.csv", [["600519", "贵州茅台"]], header=("代码", "名称"))
+    out = tmp_path / "out.csv"
+    out.write_text("the previous report\n", encoding="utf-8")
+    real = report._write
+
+    def full_disk(path, *args):
+        real(path, *args)
+        if path.suffix == ".csv":
+            with open(path, "r+b") as f:
+                f.truncate(8)
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "_write", full_disk)
+    from conftest import tiny_settings
+
+    from xladdin.errors import XladdinError
+    from xladdin.run import screen_file
+
+    with pytest.raises(XladdinError) as e:
+        screen_file(pool, out, tiny_settings(tmp_path, model=str(tiny_model_path)), progress=False)
+    assert out.read_text(encoding="utf-8") == "the previous report\n"  # not replaced by a truncated one
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp.csv")]
+    rescued = json.loads((tmp_path / "out.rescued.json").read_text(encoding="utf-8"))
+    assert rescued["rows"][0]["代码 code"] == "600519.SH" and "rescued.json" in str(e.value)

@@ -21,18 +21,30 @@ from .errors import InputError
 from .tasks.fields import parse_number
 from .tasks.figures import MONEY_UNITS
 
+# Headers as the terminals and data services write them (after ``_norm``: NFKC, no spaces, lower case).
+# Where they come from: Wind's multi-line export headers as users paste them (``市盈率PE(TTM)`` /
+# ``[交易日期] …``, ``净资产收益率ROE(平均)`` / ``[报告期] …`` / ``[单位] %``, ``归属母公司股东的净利润``,
+# ``所属申万行业名称``); iFinD and 同花顺 / 通达信 tables (``市盈(TTM)``, ``市盈率(PE,TTM)``,
+# ``净资产收益率(%)``, ``归母净利润``, ``所属行业``); cninfo's field names (``证券代码``, ``证券简称``,
+# ``归属于母公司所有者净利润``, ``净资产收益率-加权``: lining1111/FinanceTool, Stock/XSB/FinancialRatios.go);
+# tushare's CSV columns (``所属行业``, ``净利润(万元)``, ``营业收入(百万元)``, ``净资产收益率(%)``:
+# wengowl/stock, data/readme.txt); ``营业总收入`` (jsyzc2019/Quant_Share, Wiki/fundamentals_income.md).
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
-    "code": ("代码", "股票代码", "证券代码", "code", "ts_code", "symbol", "ticker", "stock_code"),
-    "name": ("名称", "股票名称", "证券简称", "股票简称", "简称", "name", "stock_name"),
-    "industry": ("行业", "所属行业", "申万行业", "industry", "sector"),
-    "pe_ttm": ("市盈率ttm", "市盈率-ttm", "pe-ttm", "pe_ttm", "pettm", "pe(ttm)", "市盈率(ttm)", "市盈率", "pe"),
-    "roe": ("roe", "净资产收益率", "roe(%)", "净资产收益率(%)"),
-    "eps": ("每股收益", "基本每股收益", "eps", "每股收益(元)"),
+    "code": ("代码", "股票代码", "证券代码", "code", "ts_code", "symbol", "ticker", "stock_code", "wind代码"),
+    "name": ("名称", "股票名称", "证券简称", "股票简称", "简称", "证券名称", "name", "stock_name"),
+    "industry": ("行业", "所属行业", "申万行业", "所属申万行业名称", "所属申万行业", "所属证监会行业名称",
+                 "所属同花顺行业", "所属通达信行业", "细分行业", "industry", "sector"),
+    "pe_ttm": ("市盈率ttm", "市盈率-ttm", "pe-ttm", "pe_ttm", "pettm", "pe(ttm)", "市盈率(ttm)", "市盈率", "pe",
+               "市盈率pe(ttm)", "市盈(ttm)", "市盈率(pe,ttm)", "市盈率(动)", "动态市盈率", "市盈率(ttm)(倍)"),
+    "roe": ("roe", "净资产收益率", "roe(%)", "净资产收益率(%)", "净资产收益率roe(平均)", "净资产收益率roe(加权)",
+            "净资产收益率-加权", "加权净资产收益率", "加权平均净资产收益率", "roe(平均)", "roe(加权)"),
+    "eps": ("每股收益", "基本每股收益", "eps", "每股收益(元)", "每股收益eps-基本", "基本每股收益(元)", "eps(基本)"),
     "report_text": ("财报摘要", "报告摘要", "业绩摘要", "摘要", "report_text", "report", "summary", "reportsummary"),
     "st": ("st", "is_st", "是否st", "st标记"),
     "report_file": ("报告文件", "报告路径", "年报文件", "研报文件", "report_file", "report_path", "file", "pdf"),
-    "revenue": ("营业收入", "营收", "revenue"),
-    "net_profit": ("净利润", "归母净利润", "net_profit", "netprofit"),
+    "revenue": ("营业收入", "营收", "营业总收入", "revenue"),
+    "net_profit": ("净利润", "归母净利润", "归属母公司股东的净利润", "归属于母公司所有者净利润",
+                   "归属于母公司股东的净利润", "归属于上市公司股东的净利润", "net_profit", "netprofit"),
     "net_profit_prev": ("上年净利润", "去年净利润", "上年归母净利润", "net_profit_prev", "prior_net_profit"),
 }
 MONEY_FIELDS = ("revenue", "net_profit", "net_profit_prev")
@@ -63,11 +75,27 @@ def money_unit(unit: str, header: str) -> float:
     return factor
 
 
+_WIND_PART = re.compile(r"\[(交易日期|报告期|单位|币种|截止日期|日期)\]\s*([^\[\n]*)")
+
+
 def match_header(header: Any) -> tuple[str, float] | None:
-    """``(field, scale)`` for a recognised header, else ``None``."""
+    """``(field, scale)`` for a recognised header, else ``None``. A Wind / Choice header is its first
+    line; its ``[单位]`` part is the column's unit (``[单位] 元``, ``[单位] %``)."""
     if header is None:
         return None
-    h = _norm(header)
+    text = str(header)
+    unit_part = None
+    if "[" in text or "\n" in text:
+        parts = dict((k, v.strip()) for k, v in _WIND_PART.findall(text))
+        unit_part = parts.get("单位")
+        text = _WIND_PART.sub("", text).strip().split("\n")[0]
+    h = _norm(text)
+    if unit_part:
+        found = _LOOKUP.get(h) or (_LOOKUP.get(m.group(1)) if (m := _UNIT.match(h)) else None)
+        if found is None:
+            return None
+        unit = _norm(unit_part)
+        return found, (money_unit(unit, str(header)) if found in MONEY_FIELDS else 1.0)
     if h in _LOOKUP:
         return _LOOKUP[h], 1.0
     m = _UNIT.match(h)
@@ -86,6 +114,12 @@ class Pool:
     rows: list[list[Any]]
     mapping: dict[str, int] = field(default_factory=dict)  # field → column index
     scale: dict[str, float] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # lines above the header and notes below the table
+
+    def unrecognised(self) -> list[str]:
+        """The columns no field was read from (kept in the report as they are)."""
+        used = set(self.mapping.values())
+        return [c for i, c in enumerate(self.columns) if i not in used and c]
 
     reports: dict[int, Path] = field(default_factory=dict)  # row index → report file found by ``match_reports``
 
@@ -145,7 +179,7 @@ class Pool:
                         continue  # shown as given; the row's error names the field
                     if number is not None:
                         row[i] = int(number) if number.is_integer() and "." not in value else number
-                elif _PLAIN_NUMBER.match(value.strip()):
+                elif _PLAIN_NUMBER.match(value.strip()) and len(value.strip()) <= 15:  # an 18-digit ID stays text
                     row[i] = float(value) if "." in value else int(value)
             out.append(row)
         return out
@@ -170,7 +204,11 @@ def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Poo
     pool = Pool(path, columns, rows)
     for i, col in enumerate(columns):
         m = match_header(col)
-        if m and m[0] not in pool.mapping:
+        if m and m[0] in pool.mapping:
+            first = columns[pool.mapping[m[0]]]
+            raise InputError("columns", f"{first!r} and {col!r} in {path.name} both hold {m[0]}: keep one of them "
+                             "(or rename the other)")  # fmt: skip
+        if m:
             pool.mapping[m[0]] = i
             pool.scale[m[0]] = m[1]
     for name in REQUIRED:
@@ -202,20 +240,62 @@ def read_pool(path: str | Path) -> Pool:
     table = [r for r in table if not is_empty_row(r)]
     if not table:
         raise InputError("input", f"{path.name} is empty")
-    return pool_from_table(table[0], table[1:], path)
+    at = _header_row(table)
+    rows, notes = _without_notes(table[at + 1 :])
+    pool = pool_from_table(table[at], rows, path)
+    pool.skipped = [" ".join(str(v) for v in r if v not in (None, "")) for r in table[:at]] + notes
+    return pool
+
+
+def _header_row(table: list[list[Any]]) -> int:
+    """The header: the first of the first rows that names a code and a name column (a title line above
+    it, as terminals write one, is skipped); else the first row."""
+    for i, row in enumerate(table[:10]):
+        found = set()
+        for cell in row:
+            try:
+                m = match_header(cell)
+            except InputError:
+                m = ("?", 1.0)  # a recognised column with a bad unit: this is the header; the error comes later
+            if m:
+                found.add(m[0])
+        if {"code", "name"} <= found or ("?" in found and len(found) > 1):
+            return i
+    return 0
+
+
+_NOTE = re.compile(r"^\s*(数据来源|来源|资料来源|注|说明|备注|制表|source|note)\s*[:：]", re.IGNORECASE)
+
+
+def _without_notes(rows: list[list[Any]]) -> tuple[list[list[Any]], list[str]]:
+    """The table's rows without the notes terminals write below it (``数据来源：Wind``): a row whose only
+    filled cell is such a note."""
+    notes = []
+    while rows:
+        filled = [v for v in rows[-1] if v not in (None, "")]
+        if len(filled) == 1 and isinstance(filled[0], str) and _NOTE.match(filled[0]):
+            notes.insert(0, filled[0].strip())
+            rows = rows[:-1]
+        else:
+            break
+    return rows, notes
 
 
 def _read_csv(path: Path) -> list[list[Any]]:
     raw = path.read_bytes()
-    for encoding in ("utf-8-sig", "gb18030"):
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # Excel's "Unicode Text": UTF-16, tab-separated
+        encodings: tuple[str, ...] = ("utf-16",)
+    else:
+        encodings = ("utf-8-sig", "gb18030")
+    for encoding in encodings:
         try:
             text = raw.decode(encoding)
             break
         except UnicodeDecodeError:
             continue
     else:
-        raise InputError("input", f"{path.name}: not UTF-8 or GBK text")
-    dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
+        raise InputError("input", f"{path.name}: not UTF-8, UTF-16 or GBK text (save it as CSV UTF-8)")
+    dialect = "excel-tab" if path.suffix.lower() == ".tsv" else _sniff(text)
     if csv.field_size_limit() < CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
     reader = csv.reader(io.StringIO(text, newline=""), dialect=dialect)
@@ -225,30 +305,51 @@ def _read_csv(path: Path) -> list[list[Any]]:
         raise InputError("input", f"{path.name} line {reader.line_num}: {e}") from None
 
 
+def _sniff(text: str) -> Any:
+    """The CSV dialect of ``text``: comma, semicolon or tab, whichever most of its first lines use (a
+    title line above the table uses none; a tie goes to tab, then semicolon, as a comma also sits in
+    numbers)."""
+    lines = text.splitlines()[:30]
+    best = max(("\t", ";", ","), key=lambda d: sum(d in line for line in lines))
+    return "excel-tab" if best == "\t" else type("Semicolon", (csv.excel,), {"delimiter": ";"}) if best == ";" \
+        else "excel"
+
+
 def _read_xlsx(path: Path) -> list[list[Any]]:
     import zipfile
+    import zlib
+    from xml.etree.ElementTree import ParseError
 
     import openpyxl
     from openpyxl.utils.exceptions import InvalidFileException
 
     try:
         wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    except (zipfile.BadZipFile, InvalidFileException, KeyError, ValueError, OSError) as e:
+    except (zipfile.BadZipFile, InvalidFileException, KeyError, ValueError, OSError, EOFError, zlib.error,
+            ParseError, IndexError, TypeError) as e:  # fmt: skip
         raise InputError("input", f"{path.name} is not a readable .xlsx workbook ({e.__class__.__name__}: "
                          f"{str(e)[:120]})") from None  # fmt: skip
     try:
+        if not wb.worksheets:
+            raise InputError("input", f"{path.name} has no worksheet")
         ws = wb["Pool"] if "Pool" in wb.sheetnames else wb.worksheets[0]
         return [[_cell_value(c) for c in r] for r in ws.iter_rows()]
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError, zlib.error, ParseError, IndexError,
+            TypeError) as e:  # fmt: skip
         raise InputError("input", f"{path.name}: cannot read its cells ({e.__class__.__name__}: {str(e)[:120]})") \
             from None
     finally:
         wb.close()
 
 
+_LITERAL = re.compile(r'"[^"]*"|\\.')  # quoted text and escaped characters of a number format
+
+
 def _cell_value(cell: Any) -> Any:
-    """A cell's value as the user sees it: a percent-formatted 0.3419 is 34.19 (percent points)."""
+    """A cell's value as the user sees it: a percent-formatted 0.3419 is 34.19 (percent points); a
+    format that only writes a percent sign after the value (``0.00"%"``, ``0.00\\%``) shows it as it is."""
     value = getattr(cell, "value", None)
-    if isinstance(value, int | float) and not isinstance(value, bool) and "%" in (cell.number_format or ""):
+    percent = "%" in _LITERAL.sub("", cell.number_format or "")
+    if isinstance(value, int | float) and not isinstance(value, bool) and percent:
         return round(value * 100, 10)
     return value

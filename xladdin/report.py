@@ -108,13 +108,32 @@ def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_mo
     header, rows = table(pool, results, result_model)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, header, rows, results, pool, run)
+        _write_whole(path, header, rows, results, pool, run)
     except Exception as e:
         rescue = path.with_name(path.stem + ".rescued.json")
-        _write(rescue, header, rows, results, pool, run)
-        raise XladdinError(f"cannot write {path.name} ({e.__class__.__name__}: {e}); the report was saved as "
-                           f"{rescue}") from None  # fmt: skip
+        why = f"cannot write {path.name} ({e.__class__.__name__}: {e})"
+        try:
+            _write_whole(rescue, header, rows, results, pool, run)
+        except Exception as e2:
+            raise XladdinError(f"{why}, nor the rows to {rescue.name} ({e2.__class__.__name__}: {e2}): every "
+                               "answer is in the cache; free some space and run the same command again") from None
+        raise XladdinError(f"{why}; the report was saved as {rescue}") from None
     return path
+
+
+def _write_whole(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
+                 run: dict[str, Any]) -> None:  # fmt: skip
+    """Written to a temporary file beside ``path`` and moved into place: a failed write never leaves a
+    truncated report (nor replaces a good one)."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        _write(tmp, header, rows, results, pool, run)
+        os.replace(tmp, path)
+        if path.suffix.lower() == ".csv":
+            os.replace(tmp.with_suffix(".run.json"), path.with_suffix(".run.json"))
+    finally:
+        for leftover in (tmp, tmp.with_suffix(".run.json")):
+            leftover.unlink(missing_ok=True)
 
 
 def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,

@@ -30,6 +30,7 @@ class RunSummary:
     output: Path
     note: str | None
     without_answer: int = 0  # rows whose model answer failed: the rules' and code's verdict, flagged 模型未作答
+    unrecognised: list[str] | None = None  # columns no field was read from (kept as they are)
 
     @property
     def rows_per_second(self) -> float:
@@ -98,6 +99,9 @@ def screen_file(
             "rules": rules.model_dump(),
             "input": str(input_path),
             "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
+            "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},
+            "columns_not_recognised": pool.unrecognised(),
+            "lines_skipped": pool.skipped,  # a title above the header, notes below the table
             "rows": len(records),
             "errors": errors,
             "cache_hits": hits,
@@ -115,4 +119,5 @@ def screen_file(
     finally:
         if own:
             batcher.close(abort=interrupted)
-    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"])
+    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"],
+                      pool.unrecognised())  # fmt: skip

@@ -46,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
                           reports=args.reports)  # fmt: skip
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
+    if summary.unrecognised:
+        print("columns not recognised (copied to the report as they are): " + ", ".join(
+            " ".join(c.split()) for c in summary.unrecognised), file=sys.stderr)  # fmt: skip
     alone = f"{summary.without_answer} without a model answer (flag 模型未作答), " if summary.without_answer else ""
     print(
         f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, {alone}"

@@ -9,6 +9,7 @@ the document finds it.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 import unicodedata
@@ -113,6 +114,15 @@ def _read_page(page: str, page_no: int | None, out: dict[str, TableRow]) -> None
         if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
             unit, label = m.group(2), []
             continue
+        if line.startswith("['") and line.endswith("']"):  # a table row as a parsed report lists its cells
+            listed = _listed(line)
+            if listed is not None:
+                head, cells = listed[0], [c for c in listed[1:] if c]
+                if not head and any(_YEAR.match(_fold(c)) for c in cells):
+                    label = []
+                elif head and len(cells) >= 2 and _cells(cells) == len(cells):
+                    _take(out, _norm(head), cells, line, unit, page_no, quote=line)  # the row as it stands
+                continue
         tokens = line.split()
         n = _cells(tokens)
         if "年" in line and any(_YEAR.match(_fold(t)) for t in tokens):
@@ -127,8 +137,19 @@ def _read_page(page: str, page_no: int | None, out: dict[str, TableRow]) -> None
         label = []
 
 
+def _listed(line: str) -> list[str] | None:
+    try:
+        value = ast.literal_eval(line)
+    except (ValueError, SyntaxError):
+        return None
+    return [str(v).strip() for v in value] if isinstance(value, list) and value else None
+
+
 def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, unit: str,
-          page_no: int | None) -> None:  # fmt: skip
+          page_no: int | None, quote: str | None = None) -> None:  # fmt: skip
+    own = _UNIT_SUFFIX.search(label)
+    if own is not None and own.group(1) in _MONEY:  # 营业收入（元）: the row's own unit
+        unit = own.group(1)
     label = _UNIT_SUFFIX.sub("", label)
     for name, (pattern, other) in ROWS.items():
         m = re.search(f"(?:{pattern})$", label)
@@ -143,5 +164,5 @@ def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, 
 
         change = values[2] if len(values) > 2 else None
         out[name] = TableRow(name, scaled(values[0]), scaled(values[1]), change,
-                             f"{printed.strip()} {' '.join(cells)}", page_no, shown_unit)  # fmt: skip
+                             quote or f"{printed.strip()} {' '.join(cells)}", page_no, shown_unit)  # fmt: skip
         return
