@@ -63,12 +63,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"ready: export XLADDIN_ENGINE_URL={joined}" + ("  (and XLADDIN_API_KEY)" if api_key else ""),
               flush=True)  # fmt: skip
 
-    # SIGTERM (systemd, kill, a closing terminal) stops the servers as Ctrl-C does: no orphan left listening
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM (systemd, kill) and SIGHUP (a closing terminal) stop the servers as Ctrl-C does: no orphan
+    # left listening
+    stops = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    previous = {s: signal.signal(s, _interrupt) for s in stops}
     try:
         codes = launcher.run_servers(specs, timeout=timeout, api_key=api_key, echo=args.verbose, on_ready=ready)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     print(f"stopped (exit code {', '.join(str(c) for c in codes)})")
     return 0
 

@@ -14,6 +14,8 @@ from xladdin.engine.embedded import EmbeddedEngine
 from xladdin.errors import XladdinError
 from xladdin.settings import Settings
 
+STOP_WAIT_S = 5.0
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m server.cpu_server")
@@ -25,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-ctx", type=int, default=4096, help="context tokens per slot")
     args = p.parse_args(argv)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):  # SIGHUP: the terminal closed
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: stop.set())
     try:
         with socket.socket() as probe:  # llama.cpp only says "failed to init": name the cause first
             if os.name == "posix":  # as the server does: a port in TIME_WAIT is free, a listening one is not
@@ -45,8 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"cpu server: serving {engine.model_id} at {engine.address}/v1", flush=True)
     stop.wait()
-    engine.close()
+    # requests still being computed would hold the engine until their answers are done: give the
+    # release a few seconds, then leave (the launcher's SIGKILL fallback is for a server that hangs)
+    closing = threading.Thread(target=engine.close, daemon=True)
+    closing.start()
+    closing.join(STOP_WAIT_S)
     print("cpu server: stopped", flush=True)
+    if closing.is_alive():
+        os._exit(0)
     return 0
 
 

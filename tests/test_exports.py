@@ -167,3 +167,37 @@ def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_pat
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp.csv")]
     rescued = json.loads((tmp_path / "out.rescued.json").read_text(encoding="utf-8"))
     assert rescued["rows"][0]["代码 code"] == "600519.SH" and "rescued.json" in str(e.value)
+
+
+@pytest.mark.parametrize("value, words", [(True, "pe_limit: Value error, must be a number, not True"),
+                                          (1e400, "pe_limit: Input should be a finite number"),
+                                          ("abc", "pe_limit: Input should be a valid number")])  # fmt: skip
+def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
+    from xladdin.batcher import Batcher
+    from xladdin.cache import Cache
+    from xladdin.excel import udfs
+    from xladdin.excel.pending import CellRuntime
+    from xladdin.testing import ScriptedEngine, screen_answer
+
+    udfs.set_runtime(CellRuntime(batcher=Batcher(ScriptedEngine(lambda _: screen_answer()), Cache(tmp_path / "c"))))
+    try:
+        row = [600519.0, "贵州茅台", "白酒", 25.0, 30.0, 59.0, "营收1505亿元"]
+        out = udfs.QWEN_SCREEN([row], False, [["pe_limit", value], [None, None]])
+    finally:
+        udfs.set_runtime(None)
+    assert out[0][0] == f"#QWEN! rules {words}" or out[0][0].startswith(f"#QWEN! rules {words}"), out[0][0]
+    assert "pydantic.dev" not in out[0][0]
+
+
+def test_cache_clear_on_a_damaged_cache_makes_a_new_one(tmp_path):
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "cache.db").write_bytes(b"not a database")
+    run = [sys.executable, "-m", "xladdin.cli.main", "cache"]
+    r = subprocess.run([*run, "clear", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "removed it and made a new one: a working, empty cache" in r.stdout, r
+    stats = subprocess.run([*run, "stats", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=60)
+    assert json.loads(stats.stdout)["enabled"] is True and json.loads(stats.stdout)["entries"] == 0

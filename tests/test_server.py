@@ -223,7 +223,8 @@ def test_verify_hashes_smoke_and_agreement(tiny_model_path, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(tiny_model_path):
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGHUP"])  # Ctrl-C; a closing terminal
+def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(stop, tiny_model_path):
     import signal
     import time
 
@@ -240,7 +241,7 @@ def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(tiny_model_path):
             break
     assert lines[-1].strip() == f"ready: export XLADDIN_ENGINE_URL=http://127.0.0.1:{port}/v1", lines
     assert lines[0].startswith("command: ") and "server.cpu_server" in lines[0]
-    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    proc.send_signal(getattr(signal, stop))
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "stopped (exit code 0)" in out

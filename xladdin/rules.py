@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class RiskLevel(StrEnum):
@@ -38,7 +39,14 @@ class Flag(StrEnum):
 
 
 class Rules(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_a_flag(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # TRUE in a Rules range is no threshold (it would be read as 1)
+            raise ValueError(f"must be a number, not {v}")
+        return v
 
     roe_high_risk_below: float = Field(5.0, title="ROE below this (%) → 高")
     roe_low_risk_from: float = Field(15.0, title="ROE from this (%) may be 低; below → 中")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 
 from ..cache import Cache
 from ..settings import Settings
@@ -20,7 +21,19 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.load({"cache_dir": args.cache_dir})
     cache = Cache(settings.cache_dir)
     try:
-        if args.action == "clear":
+        if args.action == "clear" and not cache.enabled and settings.cache_dir.is_dir():
+            # unreadable (a damaged database): removed and made anew, not left broken
+            why = cache.warning or "damaged"
+            cache.close()
+            try:
+                shutil.rmtree(settings.cache_dir)
+            except OSError as e:
+                print(f"xladdin: error: cannot remove the unreadable cache {settings.cache_dir}: {e}")
+                return 2
+            cache = Cache(settings.cache_dir)
+            state = "a working, empty cache" if cache.enabled else f"still unusable: {cache.warning}"
+            print(f"the cache could not be read ({why}); removed it and made a new one: {state}")
+        elif args.action == "clear":
             print(f"removed {cache.clear()} entries from {settings.cache_dir}")
         else:
             stats = cache.stats()

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import InputError, XladdinError
 from ..pool import pool_from_frame, pool_from_table
 from ..report import error_text
@@ -113,8 +115,10 @@ def rules_from_range(value: Any) -> Rules:
         data[key] = row[1]
     try:
         return Rules.model_validate(data)
-    except ValueError as e:
-        raise InputError("rules", str(e).splitlines()[-1] if str(e) else "invalid") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError("rules", f"{where}: {err['msg']}" if where else err["msg"]) from None
 
 
 def rules_rows(rules: Rules = DEFAULT_RULES) -> list[list[Any]]:
