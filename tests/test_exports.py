@@ -201,3 +201,33 @@ def test_cache_clear_on_a_damaged_cache_makes_a_new_one(tmp_path):
     assert r.returncode == 0 and "removed it and made a new one: a working, empty cache" in r.stdout, r
     stats = subprocess.run([*run, "stats", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=60)
     assert json.loads(stats.stdout)["enabled"] is True and json.loads(stats.stdout)["entries"] == 0
+
+
+@pytest.mark.parametrize("kind", ["binary", "html", "tab-text"])
+def test_xls_files_of_every_kind_terminals_save(kind, tiny_model_path, tmp_path):
+    path = tmp_path / "pool.xls"
+    header, row = ["代码", "名称", "净资产收益率(%)", "市盈率(TTM)"], ["600519", "贵州茅台", 34.19, 25.6]
+    if kind == "binary":
+        import xlwt
+
+        book = xlwt.Workbook()
+        sheet = book.add_sheet("Sheet1")
+        for c, v in enumerate(header):
+            sheet.write(0, c, v)
+        percent = xlwt.easyxf(num_format_str="0.00%")
+        sheet.write(1, 0, row[0])
+        sheet.write(1, 1, row[1])
+        sheet.write(1, 2, 0.3419, percent)  # shown 34.19 %
+        sheet.write(1, 3, row[3])
+        book.save(str(path))
+    elif kind == "html":
+        cells = "".join(f"<tr>{''.join(f'<td>{v}</td>' for v in r)}</tr>" for r in (header, row))
+        path.write_text(f"<html><head><meta charset='utf-8'></head><body><table>{cells}</table></body></html>",
+                        encoding="utf-8")  # fmt: skip
+    else:
+        path.write_text("\n".join("\t".join(map(str, r)) for r in (header, row)), encoding="gb18030")
+    r = cli(["screen", str(path), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-800:]
+    (got,) = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"]
+    assert got["代码 code"] == "600519.SH" and got["风险等级 risk"] == "低" and got["评分 score"] is not None
+    assert got["净资产收益率(%)"] == pytest.approx(34.19)

@@ -10,6 +10,7 @@ CSV's text and an XLSX's numbers. An XLSX cell formatted as a percentage
 from __future__ import annotations
 
 import csv
+import html.parser
 import io
 import re
 import unicodedata
@@ -235,8 +236,10 @@ def read_pool(path: str | Path) -> Pool:
         table = _read_xlsx(path)
     elif suffix in (".csv", ".txt", ".tsv"):
         table = _read_csv(path)
+    elif suffix == ".xls":
+        table = _read_xls(path)
     else:
-        raise InputError("input", f"{path.name}: expected a .csv or .xlsx file")
+        raise InputError("input", f"{path.name}: expected a .csv, .txt, .xls or .xlsx file")
     table = [r for r in table if not is_empty_row(r)]
     if not table:
         raise InputError("input", f"{path.name} is empty")
@@ -303,6 +306,82 @@ def _read_csv(path: Path) -> list[list[Any]]:
         return [list(r) for r in reader]
     except csv.Error as e:
         raise InputError("input", f"{path.name} line {reader.line_num}: {e}") from None
+
+
+def _read_xls(path: Path) -> list[list[Any]]:
+    """A ``.xls``: the binary Excel 97-2003 kind (xlrd), or — as some terminals save under that name —
+    an HTML table or tab-separated text."""
+    head = path.read_bytes()[:2048]
+    if head.startswith(b"\xd0\xcf\x11\xe0"):  # an OLE2 compound file: a real .xls
+        import xlrd
+
+        try:
+            book = xlrd.open_workbook(str(path), formatting_info=True)
+            sheet = book.sheet_by_name("Pool") if "Pool" in book.sheet_names() else book.sheet_by_index(0)
+            return [[_xls_value(sheet.cell(r, c), book) for c in range(sheet.ncols)] for r in range(sheet.nrows)]
+        except (xlrd.XLRDError, IndexError, ValueError, AssertionError, KeyError) as e:
+            raise InputError("input", f"{path.name} is not a readable .xls workbook ({e.__class__.__name__}: "
+                             f"{str(e)[:120]})") from None  # fmt: skip
+    lowered = head.lstrip(b"\xef\xbb\xbf").lstrip().lower()
+    if lowered.startswith((b"<", b"\xff\xfe<", b"\xfe\xff")) and b"<t" in head.lower().replace(b"\x00", b""):
+        return _html_table(path)
+    return _read_csv(path)  # tab-separated text named .xls
+
+
+def _xls_value(cell: Any, book: Any) -> Any:
+    import xlrd
+
+    if cell.ctype == xlrd.XL_CELL_EMPTY:
+        return None
+    if cell.ctype == xlrd.XL_CELL_NUMBER:
+        value = cell.value
+        fmt = book.format_map.get(book.xf_list[cell.xf_index].format_key) if book.formatting_info else None
+        if fmt is not None and "%" in _LITERAL.sub("", fmt.format_str or ""):
+            return round(value * 100, 10)
+        return int(value) if value.is_integer() and abs(value) < 1e15 else value
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    return cell.value
+
+
+class _Cells(html.parser.HTMLParser):
+    """The rows of the first table of an HTML page, cell by cell."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th") and self.rows:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _html_table(path: Path) -> list[list[Any]]:
+    raw = path.read_bytes()
+    for encoding in ("utf-16", "utf-8-sig", "gb18030") if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else (
+            "utf-8-sig", "gb18030"):  # fmt: skip
+        try:
+            text = raw.decode(encoding)
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        raise InputError("input", f"{path.name}: an HTML table that is not UTF-8, UTF-16 or GBK text")
+    parser = _Cells()
+    parser.feed(text)
+    return [r for r in parser.rows if r]
 
 
 def _sniff(text: str) -> Any:
