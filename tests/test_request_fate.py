@@ -142,3 +142,42 @@ def test_a_server_replaced_by_another_model_never_stores_its_answers_under_the_f
     assert all(not isinstance(r, ScreenResult) for r in after), after
     assert "serve" in str(after[0]) and "other-model" in str(after[0])  # the row names what happened
     assert entries == 2  # only the first model's answers, under its key
+
+
+def test_status_shows_hit_rate_one_for_a_sheet_answered_wholly_from_the_cache(tmp_path):
+    rows = [[600000.0 + i, f"公司{i}", "行业", 20.0, 18.0, 1.0, f"营业收入{100 + i}亿元"] for i in range(20)]
+    first = CellRuntime(batcher=Batcher(ScriptedEngine(lambda _: screen_answer()), Cache(tmp_path / "c")))
+    udfs.set_runtime(first)
+    try:
+        assert all(udfs.QWEN_SCREEN([r])[0][0] != cells.PENDING for r in rows)  # no caller: waits, fills the cache
+    finally:
+        udfs.set_runtime(None)
+        first.close()
+    engine = ScriptedEngine(lambda _: screen_answer())
+    reopened = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c")))  # the workbook opened again
+    udfs.set_runtime(reopened)
+    try:
+        for _ in range(2):  # open, then recalculate: from the disk, then from memory
+            assert all(udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i}"))[0][0] == f"{600000 + i}.SH"
+                       for i, r in enumerate(rows))  # fmt: skip
+        status = dict(udfs.QWEN_STATUS())
+    finally:
+        udfs.set_runtime(None)
+        reopened.close()
+    assert status["cache hit rate"] == 1.0 and status["asked of the engine"] == 0 and status["requests"] == 40
+    assert engine.calls == []
+
+
+def test_one_default_per_setting_both_construction_paths_key_a_row_alike(tmp_path, monkeypatch):
+    from xladdin.settings import Settings
+    from xladdin.tasks import ScreenTask
+
+    monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / "c"))
+    task = ScreenTask()
+    inp = task.parse({"code": "600519", "name": "贵州茅台", "report_text": "营业收入1505.60亿元。" * 400})  # a long text
+    keys = []
+    for make in (lambda e: Batcher(e, Cache(tmp_path / "a")), lambda e: Batcher.from_settings(Settings.load(), e)):
+        with make(ScriptedEngine(lambda _: screen_answer())) as b:
+            b.start()
+            keys.append((b.key(task, inp), b.fit(task).text_limit, b.params))
+    assert keys[0] == keys[1]

@@ -66,6 +66,7 @@ class Resolver:
         # open workbook skips parsing, hashing and the disk entirely
         self._memo: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
         self._failed: dict[str, tuple[float, XladdinError]] = {}  # request key → (when, error)
+        self.memo_hits = 0  # requests answered from memory (QWEN_STATUS's hit rate counts them)
 
     def resolve(self, task: Task, record: Any) -> Outcome:
         try:
@@ -74,6 +75,7 @@ class Resolver:
             return Failed(e)
         memo_key = _memo_key(task.identity(), record)
         if memo_key is not None and (hit := self._memo.get(memo_key)) is not None:
+            self.memo_hits += 1
             return Done(hit)
         try:
             inp = task.parse(record)

@@ -139,6 +139,10 @@ def QWEN_STATUS():
         return [["engine", cells.error_value(e)], ["last error", str(e)]]
     snap = b.snapshot()
     cache = b.cache.stats()
+    # per request, once: answered from memory or the disk cache, or asked of the engine
+    from_cache = rt.resolver.memo_hits + snap["cache_hits"]
+    asked = snap["submitted"] - snap["cache_hits"]
+    rate = round(from_cache / (from_cache + asked), 4) if from_cache + asked else ""
     return [
         ["engine", b.engine.describe()],
         ["model", snap["model"]],
@@ -146,9 +150,10 @@ def QWEN_STATUS():
         ["queue", snap["queued"]],
         ["in flight", snap["in_flight"]],
         ["pending cells", rt.pending_cells],
-        ["requests", snap["submitted"]],
+        ["requests", from_cache + asked],
+        ["asked of the engine", asked],
         ["cache entries", cache["entries"]],
-        ["cache hit rate", cache["hit_rate"] if cache["hit_rate"] is not None else ""],
+        ["cache hit rate", rate],
         ["cache", cache["directory"] if cache["enabled"] else (b.cache.warning or "off")],
         ["last error", rt.last_error or snap["last_error"] or ""],
     ]
