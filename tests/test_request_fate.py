@@ -174,7 +174,7 @@ def test_one_default_per_setting_both_construction_paths_key_a_row_alike(tmp_pat
 
     monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / "c"))
     task = ScreenTask()
-    inp = task.parse({"code": "600519", "name": "贵州茅台", "report_text": "营业收入1505.60亿元。" * 400})  # a long text
+    inp = task.parse({"code": "600519", "name": "贵州茅台", "report_text": "营业收入1505.60亿元。" * 400})
     keys = []
     for make in (lambda e: Batcher(e, Cache(tmp_path / "a")), lambda e: Batcher.from_settings(Settings.load(), e)):
         with make(ScriptedEngine(lambda _: screen_answer())) as b:
