@@ -34,6 +34,8 @@ DIAGNOSES = (
      "model not found"),
 )  # fmt: skip
 
+INTERRUPT_S = 5.0  # after Ctrl-C's signal, how long a server gets to stop in order
+
 
 def diagnose(lines: Sequence[str]) -> str:
     text = "\n".join(lines)
@@ -94,11 +96,16 @@ class ServerProcess:
         raise EngineError(f"server not ready after {timeout:g}s; last output: {list(self.lines)[-3:]}")
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM to the process group, then SIGKILL after ``timeout``; returns the exit code."""
+        """SIGINT to the process group (the servers stop in order), SIGTERM after ``INTERRUPT_S`` (the
+        CPU server ends at once; vLLM shuts down), then SIGKILL after ``timeout``; returns the exit code."""
         if self.proc.poll() is None:
             try:
                 if os.name == "posix":
-                    os.killpg(self.proc.pid, signal.SIGTERM)
+                    os.killpg(self.proc.pid, signal.SIGINT)
+                    try:
+                        self.proc.wait(min(INTERRUPT_S, timeout))
+                    except subprocess.TimeoutExpired:
+                        os.killpg(self.proc.pid, signal.SIGTERM)
                 else:
                     self.proc.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
                 self.proc.wait(timeout)

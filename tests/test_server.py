@@ -248,3 +248,32 @@ def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(stop, tiny_model_path):
     with socket.socket() as s:  # the port is free again: the child server is gone
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+
+
+@pytest.mark.slow
+def test_the_cpu_server_under_load_stops_on_sigterm_before_the_kill_fallback(tiny_model_path):
+    import threading
+    import urllib.request
+
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
+    server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
+    with server:
+        server.wait_ready(120)
+        body = json.dumps({"messages": [{"role": "user", "content": "写一篇很长的文章"}], "max_tokens": 4000}).encode()
+
+        def ask():
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+            try:
+                urllib.request.urlopen(req, timeout=60).read()
+            except OSError:
+                pass  # the server went away mid-answer, as it should
+
+        load = [threading.Thread(target=ask, daemon=True) for _ in range(4)]
+        for t in load:
+            t.start()
+        threading.Event().wait(1.0)  # the requests reach the server and are being answered
+        assert any(t.is_alive() for t in load)  # still answering: the server is under load when stopped
+        code = server.stop(timeout=20)
+    assert code == -15, (code, list(server.lines)[-5:])  # ended by SIGTERM itself; the SIGKILL fallback gives -9
