@@ -270,4 +270,52 @@ def test_the_real_annual_report_gives_the_gold_figures(tiny_model_path, tmp_path
     (got,) = json.loads((tmp_path / "real.json").read_text(encoding="utf-8"))["rows"]
     assert got["净利润(亿元) net profit"] == pytest.approx(1.2946502068) and got["净利增长(%) profit growth"] == -28.95
     assert got["文本EPS(元) EPS in text"] == 0.62 and got["文本ROE(%) ROE in text"] == 7.64
-    assert "(第5页)" in got["出处 evidence"] and "亏损" not in got["标记 flags"]
+    assert got["上年净利润(亿元) prior-year profit"] == pytest.approx(1.8222338713)
+    assert "(第5页)" in got["出处 evidence"] and "亏损" not in got["标记 flags"] and got["风险等级 risk"] == "中"
+    # the same file found in its folder by the code in its name, answered from the cache (the key is the text)
+    pool2 = write_pool(tmp_path / "pool2.csv", [["603339", "四方科技", "专用设备", "25", ""]], header=POOL_HEADER[:5])
+    r2 = cli(["screen", str(pool2), "--reports", str(REAL_PDF.parent), "-o", str(tmp_path / "r2.json")],
+             tiny_model_path, tmp_path)  # fmt: skip
+    assert r2.returncode == 0 and "1 rows, 1 from cache" in r2.stdout, r2.stderr[-800:]
+
+
+@pytest.mark.skipif(not REAL_PDF.is_file(), reason="../shared/data annual report not present")
+def test_the_real_annual_report_through_qwen_screen_with_its_path(tiny_engine, tmp_path):
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine))
+    udfs.set_runtime(runtime)
+    try:
+        out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([[603339.0, "四方科技", "专用设备", 25.0, None, None,
+                                                              str(REAL_PDF)]])[0], strict=True))  # fmt: skip
+    finally:
+        udfs.set_runtime(None)
+    assert out["net_profit"] == pytest.approx(1.2946502068) and out["eps_text"] == 0.62 and out["roe_text"] == 7.64
+    assert out["net_profit_prev_text"] == pytest.approx(1.8222338713) and out["net_profit_growth"] == -28.95
+    assert "(第6页)" in out["evidence"] and out["risk_level"] in ("中", "高", "低")
+
+
+def test_a_whole_annual_report_as_a_cell_value(tiny_engine, tmp_path):
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine))
+    udfs.set_runtime(runtime)
+    try:
+        spilled = udfs.QWEN_SCREEN([[300617.0, "安靠智电", "电气设备", 30.0, None, None, long_report()]])[0]
+    finally:
+        udfs.set_runtime(None)
+    out = dict(zip(cells.SPILL_FIELDS, spilled, strict=True))
+    assert out["revenue"] == pytest.approx(3.18, rel=0.01) and out["net_profit"] == pytest.approx(0.636, rel=0.01)
+    assert out["risk_level"] == "中" and "文本截断" in out["flags"]
+
+
+def test_a_long_text_through_the_cli_against_a_server_that_refuses_it(tiny_model_path, tmp_path):
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": (
+        400, "application/json", b'{"error": {"message": "maximum context length is 8192 tokens"}}')})
+    try:
+        pool = write_pool(tmp_path / "long.csv", [["300617", "安靠智电", "电气设备", "30", "8", long_report()]],
+                          header=("代码", "名称", "行业", "市盈率TTM", "ROE", "财报摘要"))  # fmt: skip
+        r = cli(["screen", str(pool), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path,
+                XLADDIN_ENGINE_URL=server.url, XLADDIN_RETRIES="0")  # fmt: skip
+    finally:
+        server.close()
+    assert r.returncode == 0 and "1 without a model answer" in r.stdout, (r.stdout, r.stderr[-800:])
+    (got,) = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"]
+    assert got["风险等级 risk"] == "中" and "模型未作答" in got["标记 flags"]
+    assert got["营收(亿元) revenue"] == pytest.approx(3.18, rel=0.01) and "maximum context length" in got["说明 notes"]

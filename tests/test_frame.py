@@ -47,3 +47,16 @@ def test_screen_in_a_plain_python_session(tiny_model_path, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"风险等级 risk": "低", "营收(亿元) revenue": 1505.6}
     assert "1/1" in r.stderr  # the progress bar
+
+
+def test_screen_reads_a_report_file_column(tmp_path):
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    pdf = make_pdf(tmp_path / "688001.pdf", [PAGE_1, PAGE_2])
+    df = pd.DataFrame({"代码": ["688001", "600000"], "名称": ["华兴源创", "浦发银行"],
+                       "报告文件": [str(pdf), str(tmp_path / "gone.pdf")]})  # fmt: skip
+    with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
+        out = xladdin.screen(df, batcher=b, progress=False)
+    assert out.loc[0, "净利润(亿元) net profit"] == pytest.approx(-0.31204) and out.loc[0, "风险等级 risk"] == "高"
+    assert "(第1页)" in out.loc[0, "出处 evidence"] and "688001.pdf" in out.loc[0, "阅读范围 read"]
+    assert "gone.pdf" in out.loc[1, "错误 error"]
