@@ -284,20 +284,20 @@ def _without_notes(rows: list[list[Any]]) -> tuple[list[list[Any]], list[str]]:
     return rows, notes
 
 
-def _read_csv(path: Path) -> list[list[Any]]:
+def _decoded(path: Path) -> str:
+    """A text file's text: UTF-16 with its byte-order mark (Excel's "Unicode Text"), else UTF-8 or GBK."""
     raw = path.read_bytes()
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # Excel's "Unicode Text": UTF-16, tab-separated
-        encodings: tuple[str, ...] = ("utf-16",)
-    else:
-        encodings = ("utf-8-sig", "gb18030")
-    for encoding in encodings:
+    bom = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+    for encoding in ("utf-16",) if bom else ("utf-8-sig", "gb18030"):
         try:
-            text = raw.decode(encoding)
-            break
+            return raw.decode(encoding)
         except UnicodeDecodeError:
             continue
-    else:
-        raise InputError("input", f"{path.name}: not UTF-8, UTF-16 or GBK text (save it as CSV UTF-8)")
+    raise InputError("input", f"{path.name}: not UTF-8, UTF-16 or GBK text (save it as CSV UTF-8)")
+
+
+def _read_csv(path: Path) -> list[list[Any]]:
+    text = _decoded(path)
     dialect = "excel-tab" if path.suffix.lower() == ".tsv" else _sniff(text)
     if csv.field_size_limit() < CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
@@ -369,18 +369,8 @@ class _Cells(html.parser.HTMLParser):
 
 
 def _html_table(path: Path) -> list[list[Any]]:
-    raw = path.read_bytes()
-    for encoding in ("utf-16", "utf-8-sig", "gb18030") if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else (
-            "utf-8-sig", "gb18030"):  # fmt: skip
-        try:
-            text = raw.decode(encoding)
-            break
-        except UnicodeDecodeError:
-            continue
-    else:
-        raise InputError("input", f"{path.name}: an HTML table that is not UTF-8, UTF-16 or GBK text")
     parser = _Cells()
-    parser.feed(text)
+    parser.feed(_decoded(path))
     return [r for r in parser.rows if r]
 
 
