@@ -171,6 +171,11 @@ def test_qwen_screen_with_a_report_path_in_the_row(tiny_engine, tmp_path):
         assert "(第2页)" in out["evidence"] and "688001.pdf" in out["read"]
         missing = udfs.QWEN_SCREEN([[688001.0, "华兴源创", "设备", -40.0, None, None, str(tmp_path / "gone.pdf")]])
         assert str(missing[0][0]).startswith("#QWEN! report_file") and "gone.pdf" in missing[0][0]
+        # a relative path: from the calling workbook's folder, as Excel's caller names it
+        book = type("B", (), {"name": "pool.xlsx", "fullname": str(tmp_path / "pool.xlsx")})()
+        caller = type("C", (), {"address": "$H$2", "sheet": type("S", (), {"name": "Pool", "book": book})()})()
+        relative = udfs.QWEN_SCREEN([[*row[:6], "688001.pdf"]], False, None, caller)[0]
+        assert dict(zip(cells.SPILL_FIELDS, relative, strict=True))["net_profit"] == pytest.approx(-0.31204)
     finally:
         udfs.set_runtime(None)
 

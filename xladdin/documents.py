@@ -51,6 +51,20 @@ def attach(record: Any, base: Path | None = None) -> Any:
     return {**record, "report_text": text, FIELD: path.name}
 
 
+def from_folder(record: Any, folder: Path | None) -> Any:
+    """``record`` with a relative report path (in ``report_file``, or where the text goes) taken from
+    ``folder`` (a workbook's, a pool file's)."""
+    if folder is None or not isinstance(record, dict):
+        return record
+    for name in (FIELD, "report_text"):
+        value = record.get(name)
+        if isinstance(value, str) and (name == FIELD or _looks_like_path(value)) and value.strip():
+            path = Path(value.strip()).expanduser()
+            if not path.is_absolute():
+                return {**record, name: str(folder / path)}
+    return record
+
+
 def _looks_like_path(text: str) -> bool:
     t = text.strip()
     return 0 < len(t) < 400 and "\n" not in t and t.lower().endswith(SUFFIXES)

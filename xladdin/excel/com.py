@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from .cells import RULES_ADDRESS, RULES_SHEET
@@ -68,6 +69,16 @@ def status_bar(app: Any, text: str | bool) -> None:
 
 
 _rules_memo: dict[str, tuple[float, Any]] = {}
+
+
+def book_folder(caller: Any) -> Path | None:
+    """The folder of the calling workbook (a report file's relative path is taken from it), or None
+    for a workbook not yet saved."""
+    try:
+        full = Path(str(caller.sheet.book.fullname))
+    except Exception:
+        return None
+    return full.parent if full.is_absolute() else None
 
 
 def book_rules(caller: Any, ttl: float = 2.0) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 import xlwings as xw
 
+from .. import documents
 from ..errors import XladdinError
 from ..tasks import AskTask, ClassifyTask, ExtractTask, ScreenTask
 from . import cells, com
@@ -87,6 +88,9 @@ def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a key/value range; without it
     the workbook's Rules sheet is read when there is one."""
     records, _ = cells.screen_records(values, bool(header))
+    if caller is not None:  # a report file's relative path: from the workbook's folder
+        folder = com.book_folder(caller)
+        records = [documents.from_folder(r, folder) for r in records]
     rt = runtime()
     if rules is None and caller is not None:
         rules = com.book_rules(caller)  # the workbook's Rules sheet, when it has one
