@@ -34,7 +34,7 @@ DIAGNOSES = (
      "model not found"),
 )  # fmt: skip
 
-INTERRUPT_S = 5.0  # after Ctrl-C's signal, how long a server gets to stop in order
+INTERRUPT_S = 10.0  # after Ctrl-C's signal, how long a server gets to stop in order
 
 
 def diagnose(lines: Sequence[str]) -> str:

@@ -71,10 +71,10 @@ def test_http_engine_gives_the_same_results(tiny_engine, tmp_path):
 
 def test_engine_offline_is_an_error_value_within_the_timeout(tmp_path):
     settings = tiny_settings(tmp_path, engine_url="http://127.0.0.1:9/v1", served_model="m", timeout=2, retries=0)
-    t0 = time.monotonic()
     with Batcher.from_settings(settings) as b:
         results = Resolver(b).map(TASK, sample_records(3))
-    assert time.monotonic() - t0 < 10
+        asked = b.snapshot()["engine_requests"]
+    assert asked == 0  # one failed start, shared by the rows
     assert all(isinstance(r, EngineOffline) and str(r) == "engine offline (http://127.0.0.1:9/v1)" for r in results)
     assert Cache(tmp_path / "cache").stats()["entries"] == 0
 
