@@ -46,8 +46,8 @@ def attach(record: Any, base: Path | None = None) -> Any:
         path = base / path
     text = read_document(path)
     own = record.get("report_text")
-    if isinstance(own, str) and own.strip():  # a summary typed beside the file comes first
-        text = own.strip() + "\n" + PAGE_BREAK + text
+    if isinstance(own, str) and own.strip():  # a summary typed beside the file comes first (page 1 keeps its number)
+        text = own.strip() + "\n" + text
     return {**record, "report_text": text, FIELD: path.name}
 
 
