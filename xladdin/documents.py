@@ -1,7 +1,7 @@
 """Report files as text: ``.pdf`` (text layer, page by page), ``.txt``/``.md`` and ``.html``.
 
 A document's pages are joined with a form feed (``\\f``), so code that reads the text can say on
-which page a quote stands (``page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 /
+which page a quote stands (``tasks.tables.page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 /
 BSD-3), chosen against pdfplumber (MIT) on the same files, side by side: ``python -m bench
 documents`` (``bench/results/documents.json``: speed per page and which table figures code finds).
 A missing, encrypted, scanned (no text layer) or damaged file is an ``InputError`` naming the
@@ -22,16 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .tasks.tables import PAGE_BREAK
 
 SUFFIXES = (".pdf", ".txt", ".md", ".html", ".htm")
-PAGE_BREAK = "\f"
 MIN_CHARS_PER_PAGE = 20  # a PDF with less text than this per page is a scan without a text layer
 FIELD = "report_file"
 
 
-def attach(record: Any, base: Path | None = None) -> Any:
-    """``record`` with the text of its ``report_file`` as ``report_text`` (a relative path is taken
-    relative to ``base``); a record without a file is returned as it is. Raises ``InputError``."""
+def attach(record: Any) -> Any:
+    """``record`` with the text of its ``report_file`` as ``report_text`` (a relative path from the
+    current folder: the front doors make it absolute first, ``from_folder``); a record without a file
+    is returned as it is. Raises ``InputError``."""
     if not isinstance(record, dict):
         return record
     given = record.get(FIELD)
@@ -42,8 +43,6 @@ def attach(record: Any, base: Path | None = None) -> Any:
     if given is None or (isinstance(given, str) and not given.strip()) or (isinstance(given, float) and given != given):
         return record
     path = Path(str(given).strip()).expanduser()
-    if not path.is_absolute() and base is not None:
-        path = base / path
     text = read_document(path)
     own = record.get("report_text")
     if isinstance(own, str) and own.strip():  # a summary typed beside the file comes first (page 1 keeps its number)
@@ -94,7 +93,7 @@ def _read(path: str, mtime_ns: int, size: int) -> str:
         raise InputError(FIELD, f"{p.name}: cannot be read ({e.strerror or e})") from None
     if suffix == ".pdf":
         return _pdf(p, raw)
-    text = _decode(p, raw)
+    text = decode_text(raw, p.name, FIELD)
     if suffix in (".html", ".htm"):
         text = _html_text(text)
     if not text.strip():
@@ -102,15 +101,16 @@ def _read(path: str, mtime_ns: int, size: int) -> str:
     return text
 
 
-def _decode(p: Path, raw: bytes) -> str:
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return raw.decode("utf-16")
-    for encoding in ("utf-8-sig", "gb18030"):
+def decode_text(raw: bytes, name: str, field: str) -> str:
+    """A text file's text: UTF-16 with its byte-order mark (Excel's "Unicode Text"), else UTF-8 or GBK;
+    anything else is an ``InputError`` of ``field`` naming the file."""
+    bom = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+    for encoding in ("utf-16",) if bom else ("utf-8-sig", "gb18030"):
         try:
             return raw.decode(encoding)
         except UnicodeDecodeError:
             continue
-    raise InputError(FIELD, f"{p.name}: not UTF-8, UTF-16 or GBK text")
+    raise InputError(field, f"{name}: not UTF-8, UTF-16 or GBK text (save it as UTF-8)")
 
 
 def _pdf(p: Path, raw: bytes) -> str:
@@ -175,13 +175,6 @@ def _html_text(text: str) -> str:
     parser.feed(text)
     lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
     return "\n".join(line for line in lines if line)
-
-
-def page_of(text: str, position: int) -> int | None:
-    """The page (from 1) of ``position`` in a document's text, or ``None`` for a text without pages."""
-    if PAGE_BREAK not in text:
-        return None
-    return text.count(PAGE_BREAK, 0, position) + 1
 
 
 def match_reports(codes: list[str], folder: Path) -> dict[str, Path]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .documents import decode_text, match_reports
 from .errors import InputError
 from .tasks.fields import parse_number
 from .tasks.figures import MONEY_UNITS
@@ -147,7 +148,6 @@ class Pool:
     def match_reports(self, folder: str | Path) -> int:
         """Give each row without a report file the file in ``folder`` named with its stock code;
         returns how many rows got one."""
-        from .documents import match_reports
         from .tasks.fields import normalize_code
 
         codes: dict[int, str] = {}
@@ -285,15 +285,7 @@ def _without_notes(rows: list[list[Any]]) -> tuple[list[list[Any]], list[str]]:
 
 
 def _decoded(path: Path) -> str:
-    """A text file's text: UTF-16 with its byte-order mark (Excel's "Unicode Text"), else UTF-8 or GBK."""
-    raw = path.read_bytes()
-    bom = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
-    for encoding in ("utf-16",) if bom else ("utf-8-sig", "gb18030"):
-        try:
-            return raw.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    raise InputError("input", f"{path.name}: not UTF-8, UTF-16 or GBK text (save it as CSV UTF-8)")
+    return decode_text(path.read_bytes(), path.name, "input")
 
 
 def _read_csv(path: Path) -> list[list[Any]]:

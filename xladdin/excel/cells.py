@@ -16,6 +16,7 @@ from ..errors import InputError, XladdinError
 from ..pool import pool_from_frame, pool_from_table
 from ..report import error_text
 from ..rules import DEFAULT_RULES, Rules
+from ..structured import first_error
 from ..tasks.screen import ScreenResult
 
 # Column order of a row passed without a header: 代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 (then optional)
@@ -116,9 +117,7 @@ def rules_from_range(value: Any) -> Rules:
     try:
         return Rules.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InputError("rules", f"{where}: {err['msg']}" if where else err["msg"]) from None
+        raise InputError("rules", first_error(e)) from None
 
 
 def rules_rows(rules: Rules = DEFAULT_RULES) -> list[list[Any]]:

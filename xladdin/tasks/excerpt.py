@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from .fields import trim_text
 from .figures import ROWS_IN_FLIGHT
+from .tables import PAGE_BREAK, page_of
 
-PAGE_BREAK = "\f"
 # (label, heading pattern, share of the budget at most)
 SECTIONS: tuple[tuple[str, str, float], ...] = (
     ("主要会计数据", r"主要会计数据和财务指标|主要会计数据", 0.35),
@@ -33,9 +33,7 @@ class Excerpt:
 
 
 def _pages(text: str, start: int, end: int) -> str:
-    if PAGE_BREAK not in text:
-        return ""
-    a, b = text.count(PAGE_BREAK, 0, start) + 1, text.count(PAGE_BREAK, 0, max(start, end - 1)) + 1
+    a, b = page_of(text, start), page_of(text, max(start, end - 1))
     return f"第{a}页" if a == b else f"第{a}-{b}页"
 
 

@@ -19,13 +19,12 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from .tables import PAGE_BREAK, read_tables
+from .tables import MONEY_UNITS, page_of, read_tables
 
 # Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
 # answer meets its text again seconds after it was sent): each entry is small (the texts themselves are
 # held by the requests in flight anyway). The folded copies of whole texts are kept for fewer.
 ROWS_IN_FLIGHT = 2048
-MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
 ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
 # name → (label, canonical unit); the order of the result columns
 FIGURES: dict[str, tuple[str, str]] = {
@@ -249,7 +248,7 @@ def verbatim(text: str, start: int, end: int) -> tuple[str, int]:
 
 def _reading(text: str, name: str, value: float | None, start: int, end: int, currency: str = "CNY") -> Reading:
     quote, at = verbatim(text, start, end)
-    return Reading(name, value, quote, currency, text.count(PAGE_BREAK, 0, at) + 1 if PAGE_BREAK in text else None)
+    return Reading(name, value, quote, currency, page_of(text, at))
 
 
 @functools.lru_cache(maxsize=ROWS_IN_FLIGHT)

@@ -19,7 +19,7 @@ PAGE_BREAK = "\f"
 _START = re.compile(r"主要会计数据")
 _END = re.compile(r"境内外会计准则|分季度主要财务|非经常性损益项目|第[三四]节")
 _UNIT = re.compile(r"单位[:：]\s*(人民币)?(元|千元|万元|百万元|亿元)")
-_MONEY = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}
+MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}  # → 亿元
 _YEAR = re.compile(r"^(19|20)\d{2}年(末|度)?$")
 _CELL = re.compile(r"^(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)%?$")
 _PP = re.compile(r"^(增加|减少|上升|下降)?(-?\d+(?:\.\d+)?)个?百分点$")
@@ -49,6 +49,13 @@ class TableRow:
     quote: str
     page: int | None
     unit: str
+
+
+def page_of(text: str, position: int) -> int | None:
+    """The page (from 1) of ``position`` in a document's text, or ``None`` for a text without pages."""
+    if PAGE_BREAK not in text:
+        return None
+    return text.count(PAGE_BREAK, 0, position) + 1
 
 
 def _norm(s: str) -> str:
@@ -148,7 +155,7 @@ def _listed(line: str) -> list[str] | None:
 def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, unit: str,
           page_no: int | None, quote: str | None = None) -> None:  # fmt: skip
     own = _UNIT_SUFFIX.search(label)
-    if own is not None and own.group(1) in _MONEY:  # 营业收入（元）: the row's own unit
+    if own is not None and own.group(1) in MONEY_UNITS:  # 营业收入（元）: the row's own unit
         unit = own.group(1)
     label = _UNIT_SUFFIX.sub("", label)
     for name, (pattern, other) in ROWS.items():
@@ -156,7 +163,7 @@ def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, 
         if m is None or name in out or re.search(other, label[: m.start()]):
             continue
         values = [_number(c) for c in cells]
-        scale = 1.0 if name in PERCENT_ROWS or name in PER_SHARE_ROWS else _MONEY[unit]
+        scale = 1.0 if name in PERCENT_ROWS or name in PER_SHARE_ROWS else MONEY_UNITS[unit]
         shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
 
         def scaled(v: float | None, factor: float = scale) -> float | None:
