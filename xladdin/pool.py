@@ -328,7 +328,7 @@ def _xls_value(cell: Any, book: Any) -> Any:
     if cell.ctype == xlrd.XL_CELL_NUMBER:
         value = cell.value
         fmt = book.format_map.get(book.xf_list[cell.xf_index].format_key) if book.formatting_info else None
-        if fmt is not None and "%" in _LITERAL.sub("", fmt.format_str or ""):
+        if fmt is not None and percent_format(fmt.format_str):
             return round(value * 100, 10)
         return int(value) if value.is_integer() and abs(value) < 1e15 else value
     if cell.ctype == xlrd.XL_CELL_BOOLEAN:
@@ -337,7 +337,7 @@ def _xls_value(cell: Any, book: Any) -> Any:
 
 
 class _Cells(html.parser.HTMLParser):
-    """The rows of the first table of an HTML page, cell by cell."""
+    """The table rows of an HTML page, cell by cell."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -406,11 +406,16 @@ def _read_xlsx(path: Path) -> list[list[Any]]:
 _LITERAL = re.compile(r'"[^"]*"|\\.')  # quoted text and escaped characters of a number format
 
 
+def percent_format(number_format: str | None) -> bool:
+    """Whether a cell's number format shows the value as a percentage (``0.00%``), not one that only
+    writes a percent sign after it (``0.00"%"``, ``0.00\\%``)."""
+    return "%" in _LITERAL.sub("", number_format or "")
+
+
 def _cell_value(cell: Any) -> Any:
     """A cell's value as the user sees it: a percent-formatted 0.3419 is 34.19 (percent points); a
     format that only writes a percent sign after the value (``0.00"%"``, ``0.00\\%``) shows it as it is."""
     value = getattr(cell, "value", None)
-    percent = "%" in _LITERAL.sub("", cell.number_format or "")
-    if isinstance(value, int | float) and not isinstance(value, bool) and percent:
+    if isinstance(value, int | float) and not isinstance(value, bool) and percent_format(cell.number_format):
         return round(value * 100, 10)
     return value
