@@ -27,17 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-ctx", type=int, default=4096, help="context tokens per slot")
     args = p.parse_args(argv)
     stop = threading.Event()
-
-    def on_stop_signals() -> None:
-        """Ctrl-C (SIGINT) stops the server in order. SIGTERM and SIGHUP (a closing terminal) end the
-        process at once, by the kernel's default action: under load llama.cpp's threads hold the
-        interpreter, so a Python handler would not run until the answers in progress were done."""
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        for name in ("SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), signal.SIG_DFL)
-
-    on_stop_signals()
+    # Ctrl-C (SIGINT) stops the server in order. SIGTERM and SIGHUP (a closing terminal) end the process
+    # at once, by the kernel's default action: under load llama.cpp's threads hold the interpreter, so a
+    # Python handler would not run until the answers in progress were done.
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     try:
         with socket.socket() as probe:  # llama.cpp only says "failed to init": name the cause first
             if os.name == "posix":  # as the server does: a port in TIME_WAIT is free, a listening one is not
@@ -54,12 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     except XladdinError as e:
         print(f"cpu server: error: {e}", file=sys.stderr, flush=True)
         return 2
-    on_stop_signals()  # again: llama.cpp's server installs handlers of its own when it starts
     print(f"cpu server: serving {engine.model_id} at {engine.address}/v1", flush=True)
-    while not stop.wait(0.5):  # a timed wait: the signal handler runs between waits
-        pass
-    # requests still being computed would hold the engine until their answers are done: give the
-    # release a few seconds, then leave (the launcher's SIGKILL fallback is for a server that hangs)
+    stop.wait()
+    # after Ctrl-C, requests still being computed would hold the engine until their answers are done:
+    # give the release a few seconds, then leave
     closing = threading.Thread(target=engine.close, daemon=True)
     closing.start()
     closing.join(STOP_WAIT_S)
