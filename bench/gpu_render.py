@@ -43,6 +43,8 @@ def render(d: dict[str, Any]) -> list[str]:
         b = d["before"]
         lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
                      f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")  # fmt: skip
+    if "documents_client_halved" in d:
+        lines += _render_documents_again(d["documents_client_halved"])
     if "documents_session" in d:
         lines += _render_documents(d["documents_session"])
     if "two_gpus_screen_7" in d:
@@ -71,6 +73,21 @@ def _render_documents(s: dict[str, Any]) -> list[str]:
                      f"| {r['rows_per_s']} | {r['errors']} | {srv.get('prefix_cache_hit_rate')} "
                      f"| {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {r.get('client_cpu_share')} "
                      f"| {r['rerun_seconds']} s |")  # fmt: skip
+    return lines
+
+
+def _render_documents_again(s: dict[str, Any]) -> list[str]:
+    """The document pool again after a client change, one fresh server per run."""
+    lines = ["", f"### Document-sized texts again ({s['when']}, {s['gpu']}, vLLM {s['vllm']}, `{s['task_version']}`)",
+             "", f"{s['note'][0].upper()}{s['note'][1:]}.", "",
+             "| server flags (beyond the recipe) | prompt tokens per row | seconds | rows/s | errors | engine steps × ms "
+             "| mean queue s | client CPU share | again from the cache |", "|---|---|---|---|---|---|---|---|---|"]
+    for run in s["runs"]:
+        r, srv = run["documents"], run["documents"].get("server") or {}
+        extra = run["server_flags"].split("--compilation-config")[-1].split("}", 1)[-1].strip() or "none"
+        lines.append(f"| `{extra}` | {r['prompt_tokens_per_row']:,} | **{r['seconds']}** | {r['rows_per_s']} "
+                     f"| {r['errors']} | {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {srv.get('mean_queue_s')} "
+                     f"| {r.get('client_cpu_share')} | {r['rerun_seconds']} s |")
     return lines
 
 

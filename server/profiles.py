@@ -24,6 +24,7 @@ VLLM_FLAGS = frozenset({
     "--served-model-name", "--host", "--port", "--dtype", "--quantization", "--max-model-len",
     "--gpu-memory-utilization", "--max-num-seqs", "--structured-outputs-config", "--default-chat-template-kwargs",
     "--api-key", "--seed", "--generation-config", "--data-parallel-size", "--compilation-config",
+    "--max-num-batched-tokens",
 })  # fmt: skip
 REMOVED_FLAGS = frozenset({"--rope-theta", "--tokenizer-pool-size", "--guided-decoding-backend", "--rope-scaling",
                            "--disable-log-requests", "--use-v2-block-manager", "--worker-use-ray"})  # fmt: skip
@@ -44,6 +45,7 @@ class Profile(BaseModel):
     max_num_seqs: int = Field(gt=0)
     structured_outputs_backend: str = "xgrammar"
     cudagraph_capture_size: int | None = Field(None, gt=0)  # largest batch run as a CUDA graph (else vLLM's)
+    max_num_batched_tokens: int | None = Field(None, gt=0)  # tokens one engine step may take (else vLLM's)
     disable_thinking: bool = True
     auto: bool = True  # may --profile auto pick it (a profile that trades accuracy for speed says false)
     why: dict[str, str] = Field(default_factory=dict)
@@ -90,6 +92,8 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
     ]  # fmt: skip
     if profile.cudagraph_capture_size:
         cmd += ["--compilation-config", json.dumps({"max_cudagraph_capture_size": profile.cudagraph_capture_size})]
+    if profile.max_num_batched_tokens:
+        cmd += ["--max-num-batched-tokens", str(profile.max_num_batched_tokens)]
     if profile.disable_thinking:
         cmd += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": False})]
     if gpus > 1:

@@ -50,6 +50,10 @@ def test_command_is_valid_for_vllm(name):
         assert json.loads(args["--compilation-config"]) == {"max_cudagraph_capture_size": 1024}
     else:
         assert "--compilation-config" not in args
+    if name == "qwen3-8b-h200":  # document rows are mostly prefill: 16,384 tokens per engine step, as measured
+        assert args["--max-num-batched-tokens"] == "16384"
+    else:
+        assert "--max-num-batched-tokens" not in args
 
 
 @pytest.mark.skipif(shutil.which("vllm") is None, reason="vLLM not installed (GPU machines only)")
