@@ -26,10 +26,10 @@ async def _serve(sock: socket.socket, low: float, high: float, seed: int) -> Non
     completion = {"id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
                   "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
                                "finish_reason": "stop"}],
-                  "usage": {"prompt_tokens": 400, "completion_tokens": 40, "total_tokens": 440}}  # fmt: skip
+                  "usage": {"prompt_tokens": 400, "completion_tokens": 40, "total_tokens": 440}}
     body = json.dumps(completion, ensure_ascii=False).encode()
     models = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "root": MODEL,
-                                                     "max_model_len": 8192}]}).encode()  # fmt: skip
+                                                     "max_model_len": 8192}]}).encode()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -37,7 +37,7 @@ async def _serve(sock: socket.socket, low: float, high: float, seed: int) -> Non
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 length = next((int(v) for k, _, v in (x.partition(":") for x in lines[1:])
-                               if k.strip().lower() == "content-length"), 0)  # fmt: skip
+                               if k.strip().lower() == "content-length"), 0)
                 if length:
                     await reader.readexactly(length)
                 path = lines[0].split(" ")[1]

@@ -43,10 +43,10 @@ class TypedSDKEngine(openai_http.OpenAIHTTPEngine):
         r = await self._bounded(client.chat.completions.create(
             model=self.served, temperature=params.temperature, seed=params.seed, max_tokens=params.max_tokens,
             extra_body={"chat_template_kwargs": {"enable_thinking": False}},
-            **request_fields(messages, schema, self.options.structured_output)))  # fmt: skip
+            **request_fields(messages, schema, self.options.structured_output)))
         choice = r.choices[0]
         return {"choices": [{"message": {"content": choice.message.content}, "finish_reason": choice.finish_reason}],
-                "usage": {"completion_tokens": r.usage.completion_tokens if r.usage else 0}}  # fmt: skip
+                "usage": {"completion_tokens": r.usage.completion_tokens if r.usage else 0}}
 
 
 class SpreadEngine(ScriptedEngine):
@@ -70,7 +70,7 @@ def table(n: int, seed: int, in_flight: int) -> dict[str, Any]:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     errors = sum(isinstance(r, Exception) for r in results)
     return {"rows": n, "seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
-            "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": errors}  # fmt: skip
+            "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": errors}
 
 
 def http_table(n: int, seed: int, in_flight: int, pool_connections: int, typed: bool) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def http_table(n: int, seed: int, in_flight: int, pool_connections: int, typed: 
     shipped, openai_http.POOL_CONNECTIONS = openai_http.POOL_CONNECTIONS, pool_connections
     try:
         settings = Settings.load({"engine_url": f"http://127.0.0.1:{port}/v1", "no_cache": True,
-                                  "cache_dir": tempfile.mkdtemp(), "max_parallel": in_flight})  # fmt: skip
+                                  "cache_dir": tempfile.mkdtemp(), "max_parallel": in_flight})
         data = rows(n, seed=seed)
         engine = (TypedSDKEngine if typed else openai_http.OpenAIHTTPEngine)(settings)
         with Batcher.from_settings(settings, engine) as b:
@@ -106,7 +106,7 @@ def http_table(n: int, seed: int, in_flight: int, pool_connections: int, typed: 
     return {"rows": n, "pool_connections": pool_connections, "request": "typed SDK call" if typed else "plain body",
             "pools": pools[0], "seconds": round(wall, 2),
             "cpu_seconds": round(cpu, 2), "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": len(errors),
-            "first_error": str(errors[0]) if errors else None}  # fmt: skip
+            "first_error": str(errors[0]) if errors else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(http[-1]), flush=True)
     data = {"task_version": TASK.version, "in_flight": args.in_flight, "machine": machine(), "runs": runs,
             "growth": round(runs[-1]["cpu_ms_per_row"] / runs[0]["cpu_ms_per_row"], 2), "http": http,
-            "before_over_shipped": round(http[2]["cpu_ms_per_row"] / http[0]["cpu_ms_per_row"], 2)}  # fmt: skip
+            "before_over_shipped": round(http[2]["cpu_ms_per_row"] / http[0]["cpu_ms_per_row"], 2)}
     Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
     print(f"CPU per row, largest ÷ smallest table: {data['growth']}; HTTP, before ÷ shipped: "
           f"{data['before_over_shipped']}")
@@ -139,21 +139,21 @@ def render(d: dict[str, Any]) -> list[str]:
     lines = ["## 8. The client's own CPU per row (`python -m bench client`)", "",
              f"No model: each request answered after a random 0.5-8 s, {d['in_flight']} in flight, "
              f"{d['machine']['cpus']} CPUs, task `{d['task_version']}`; one run.", "",
-             "| table | seconds | client CPU seconds | CPU ms per row | errors |", "|---|---|---|---|---|"]  # fmt: skip
+             "| table | seconds | client CPU seconds | CPU ms per row | errors |", "|---|---|---|---|---|"]
     lines += [f"| {r['rows']} rows | {r['seconds']} | {r['cpu_seconds']} | {r['cpu_ms_per_row']} | {r['errors']} |"
-              for r in d["runs"]]  # fmt: skip
+              for r in d["runs"]]
     lines += ["", f"- CPU per row, largest ÷ smallest table: **{d['growth']}** (1 = the cost per row does not grow "
-              "with the table; waiting on every pending ticket per answer made it 2.1).", ""]  # fmt: skip
+              "with the table; waiting on every pending ticket per answer made it 2.1).", ""]
     if "http" in d:
         lines += ["Through HTTP (`openai_http` engine, a stand-in server in another process: sockets and delays, "
                   f"no model), {d['http'][0]['rows']} rows, {d['in_flight']} in flight:", "",
                   "| connections | request | pools at the peak | seconds | client CPU seconds | CPU ms per row "
                   "| errors |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| pools of {r['pool_connections']} | {r['request']} | {r['pools']} | {r['seconds']} | "
-                  f"{r['cpu_seconds']} | {r['cpu_ms_per_row']} | {r['errors']} |" for r in d["http"]]  # fmt: skip
+                  f"{r['cpu_seconds']} | {r['cpu_ms_per_row']} | {r['errors']} |" for r in d["http"]]
         lines += ["", f"- Before (one pool, typed call) ÷ shipped: **{d['before_over_shipped']}×** the client's CPU "
                   "per row. The HTTP library's pool walks every connection it holds, and probes each idle one's "
                   "socket, whenever a request starts or ends; the SDK's typed call transforms every request "
-                  "(messages and schema) and builds response models.", ""]  # fmt: skip
+                  "(messages and schema) and builds response models.", ""]
     return lines

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from xladdin.engine.embedded import EmbeddedEngine
-from xladdin.models import resolve_model
+from xladdin.gguf_files import resolve_model
 from xladdin.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"
@@ -47,7 +47,7 @@ def make_env(model: str | None, parallel: int) -> Env:
         label = model_file.model_id
         max_tokens = 512
     settings = Settings.load({"cache_dir": workdir / "cache", "max_parallel": parallel, "max_tokens": max_tokens,
-                              "timeout": 300}, env={})  # fmt: skip
+                              "timeout": 300}, env={})
     engine = EmbeddedEngine(settings, model_file)
     engine.load()
     return Env(engine, settings, workdir, label)
@@ -85,9 +85,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def save(name: str, data: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def save(name: str, data: dict[str, Any], directory: Path = RESULTS) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
     return path
 
@@ -97,4 +97,4 @@ def rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     return [{"code": 600000 + i % 10_000, "name": f"样本{seed}-{i}", "industry": "测试", "pe_ttm": 5 + i % 80,
              "roe": (i * 7) % 40 - 5, "eps": round(0.1 + i % 30 / 10, 2),
              "report_text": f"2023年营业收入{100 + i}亿元，同比增长{i % 40}%；归母净利润{10 + i % 50}亿元。"}
-            for i in range(n)]  # fmt: skip
+            for i in range(n)]

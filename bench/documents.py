@@ -54,7 +54,7 @@ def measure(path: Path) -> dict:
         tables = read_tables(text)
         out[name] = {"pages": pages, "seconds": round(seconds, 3), "ms_per_page": round(1000 * seconds / pages, 2),
                      "tables_ms": round(1000 * (time.perf_counter() - t1), 2),
-                     "figures_found": sorted(tables)}  # fmt: skip
+                     "figures_found": sorted(tables)}
         print(f"{path.name}: {name} {seconds:.2f} s, {pages} pages, figures {sorted(tables)}", flush=True)
     a, b = out.get("pypdfium2"), out.get("pdfplumber")
     if a and b:

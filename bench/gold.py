@@ -20,7 +20,7 @@ from .gpu import load_basics
 
 DATA = SHARED_DATA
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要",
-          "gold_revenue", "gold_net_profit", "gold_roe", "gold_eps"]  # fmt: skip
+          "gold_revenue", "gold_net_profit", "gold_roe", "gold_eps"]
 
 
 def _tushare_rows(limit: int) -> list[list[object]]:
@@ -44,22 +44,22 @@ def _tushare_rows(limit: int) -> list[list[object]]:
         rev, np_ = float(r["business_income"]) / 100, float(r["net_profits"]) / 100  # 百万元 → 亿元
         if np_ < 0:
             text = (f"{name}发布2015年年报，公司全年实现营业收入{rev:.4f}亿元，"
-                    f"亏损{abs(np_) * 10000:.2f}万元，基本每股收益{eps}元。")  # fmt: skip
+                    f"亏损{abs(np_) * 10000:.2f}万元，基本每股收益{eps}元。")
         elif k % 3 == 0:
             text = (f"{name}({code})公布2015年年报：营业收入{rev:.4f}亿元，归属于上市公司股东的净利润"
-                    f"{np_:.4f}亿元，基本每股收益{eps}元，加权平均净资产收益率{roe}%。")  # fmt: skip
+                    f"{np_:.4f}亿元，基本每股收益{eps}元，加权平均净资产收益率{roe}%。")
         elif k % 3 == 1:
             text = (f"2015年度，{name}营收{rev * 10000:.2f}万元；归母净利润{np_ * 10000:.2f}万元；"
-                    f"毛利率{r['gross_profit_rate']}%，每股收益{eps}元。")  # fmt: skip
+                    f"毛利率{r['gross_profit_rate']}%，每股收益{eps}元。")
         else:
             text = (f"{name}年报显示，报告期内营业收入{rev * 1e8:,.2f}元，净利润{np_ * 1e8:,.2f}元，"
-                    f"净资产收益率{roe}%。")  # fmt: skip
+                    f"净资产收益率{roe}%。")
         b = basics.get(code, {})
         # gold only for what the text states: a figure it does not give cannot be read
         gold_roe = roe if "收益率" in text else ""
         gold_eps = eps if "每股收益" in text else ""
         out.append([code, name, b.get("industry", ""), b.get("pe", ""), roe, eps, text,
-                    round(rev, 6), round(np_, 6), gold_roe, gold_eps])  # fmt: skip
+                    round(rev, 6), round(np_, 6), gold_roe, gold_eps])
     return out
 
 

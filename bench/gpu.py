@@ -29,8 +29,8 @@ from typing import Any
 from xladdin.batcher import Batcher
 from xladdin.engine.base import SamplingParams, request_fields
 from xladdin.engine.openai_http import OpenAIHTTPEngine, metric_sums
+from xladdin.pool_screen import screen_file
 from xladdin.resolver import Resolver
-from xladdin.run import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
@@ -94,7 +94,7 @@ def build_market_pool(path: Path, limit: int = 5400) -> Path | None:
                     seen.add((code, period))
                     b = basics.get(code, {})
                     w.writerow([code, r["name"], b.get("industry", ""), b.get("pe", ""), r["roe"], r["eps"],
-                                profit_wan(r), text(period, r)])  # fmt: skip
+                                profit_wan(r), text(period, r)])
     return path
 
 
@@ -138,7 +138,7 @@ def build_doc_source(path: Path) -> Path | None:
         return None
     notes = [json.loads(line)["input"] for line in NOTES.read_text(encoding="utf-8").splitlines() if line.strip()]
     path.write_bytes(gzip.compress(json.dumps({"report": flatten_report(FINGLM), "notes": notes},
-                                              ensure_ascii=False).encode("utf-8")))  # fmt: skip
+                                              ensure_ascii=False).encode("utf-8")))
     return path
 
 
@@ -187,7 +187,7 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
             "errors": len(errors), "first_error": str(errors[0]) if errors else None,
             "peak_in_engine": snap["peak_in_engine"], "final_window": snap["max_parallel"],
             "completion_tokens_per_row": round(tokens / max(1, len(data)), 1),
-            "client_cpu_share": round(cpu / seconds, 3) if seconds > 0 else None, "server": server}  # fmt: skip
+            "client_cpu_share": round(cpu / seconds, 3) if seconds > 0 else None, "server": server}
 
 
 def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
@@ -249,7 +249,7 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
                         model=engine.served, temperature=0.0, seed=42, max_tokens=settings.max_tokens,
                         extra_body={"chat_template_kwargs": {"enable_thinking": False}},
                         **request_fields(TASK.messages(inp), TASK.schema_for(inp), True),
-                    )  # fmt: skip
+                    )
                     TASK.validate_output(resp.choices[0].message.content or "", inp)
                 except Exception:
                     errors += 1
@@ -265,7 +265,7 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
         data = rows(n, seed=130 + k)
         seconds, errors = asyncio.run(go(data, limit))
         out.append({"concurrency": limit or "all", "rows": n, "seconds": round(seconds, 2),
-                    "rows_per_s": _rate(n, seconds), "errors": errors})  # fmt: skip
+                    "rows_per_s": _rate(n, seconds), "errors": errors})
         print(f"  bare {limit or 'all'}: {out[-1]['rows_per_s']} rows/s ({errors} errors)", flush=True)
     return out
 
@@ -287,7 +287,7 @@ def market(url: str, workdir: Path, pool: Path, name: str = "market") -> dict[st
             "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1),
             # the client's CPU seconds per second of the run (1.0 = one core busy: the client bounds it)
             "client_cpu_share": round(cpu / cold.seconds, 3) if cold.seconds > 0 else None,
-            "server": server}  # fmt: skip
+            "server": server}
 
 
 # ------------------------------------------------------------------ what was measured on
@@ -312,7 +312,7 @@ _NAMES = ("prompt_tokens_total", "generation_tokens_total", "prefix_cache_querie
           "prefix_cache_hits_total", "num_preemptions_total", "iteration_tokens_total_count",
           "iteration_tokens_total_sum", "inter_token_latency_seconds_sum", "inter_token_latency_seconds_count",
           "request_queue_time_seconds_sum", "request_queue_time_seconds_count",
-          "time_to_first_token_seconds_sum", "time_to_first_token_seconds_count")  # fmt: skip
+          "time_to_first_token_seconds_sum", "time_to_first_token_seconds_count")
 _COUNTERS = frozenset("vllm:" + name for name in _NAMES)
 
 
@@ -329,7 +329,7 @@ def server_counters(url: str) -> dict[str, float] | None:
 
 
 def server_side(before: dict[str, float] | None, after: dict[str, float] | None, seconds: float,
-                servers: int = 1) -> dict | None:  # fmt: skip
+                servers: int = 1) -> dict | None:
     """What the servers did during a run of ``seconds``: tokens, prefix-cache hits, engine steps (each
     server steps on its own: ms per step is per server)."""
     if not before or not after:
@@ -350,7 +350,7 @@ def server_side(before: dict[str, float] | None, after: dict[str, float] | None,
                                          1000.0),
             "mean_queue_s": ratio(d["request_queue_time_seconds_sum"], d["request_queue_time_seconds_count"], 1, 2),
             "mean_first_token_s": ratio(d["time_to_first_token_seconds_sum"],
-                                        d["time_to_first_token_seconds_count"], 1, 2)}  # fmt: skip
+                                        d["time_to_first_token_seconds_count"], 1, 2)}
 
 
 def server_facts(url: str) -> dict[str, Any]:
@@ -362,12 +362,12 @@ def server_facts(url: str) -> dict[str, Any]:
     version = _get_json(root + "/version") or {}
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip() or None  # fmt: skip
+                             capture_output=True, text=True, timeout=20).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         gpu = None
     return {"gpu": gpu, "vllm": version.get("version"), "model": first.get("root") or first.get("id"),
             "served_model": first.get("id"), "max_model_len": first.get("max_model_len"),
-            "servers": len(urls)}  # fmt: skip
+            "servers": len(urls)}
 
 
 def summarise(data: dict[str, Any]) -> dict[str, Any]:
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bare", default="256,1024",
                    help="bare-client concurrencies (all = every request at once; past the server's --max-num-seqs "
                         "requests only queue, and 2,048 at once through one AsyncOpenAI client did not finish in "
-                        "350 s on the H200 where 256 took 71 s)")  # fmt: skip
+                        "350 s on the H200 where 256 took 71 s)")
     p.add_argument("--pool", help="market pool CSV (default: built from ../shared/data, else generated)")
     p.add_argument("--market-rows", type=int, default=5400)
     p.add_argument("--build-pool", metavar="CSV", help="only write the market pool to CSV and stop")

@@ -2,7 +2,7 @@
 # How bench/results/gpu.json was produced on an offline GPU box (recipe: ../shared/gpu/README.md).
 # Run from the project root there, with the bundle parts (vb.tar.xz.0?) in /tmp/parts and
 # .gpu/run/ holding the market pool (python -m bench gpu --build-pool .gpu/run/market.csv, built
-# where ../shared/data is), the document pool's texts (--build-doc-source .gpu/run/docs.json.gz) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm).
+# where ../shared/data is), the document pool's texts (--build-doc-source .gpu/run/docs.json.gz) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm, pydantic-settings, python-dotenv).
 # BACKEND=guidance picks the structured-output backend (default xgrammar), MAX_SEQS the sequences.
 #   bash bench/gpu_box.sh setup            unpack vLLM 0.26.0 + the client's wheels
 #   bash bench/gpu_box.sh serve [FLAGS…]   start vLLM (CUDA graphs, xgrammar compact JSON), wait until ready

@@ -22,9 +22,9 @@ def render(d: dict[str, Any]) -> list[str]:
         f"{d['default_run']['rows']} | **{d['default_run']['rows_per_s']}** | {_step(d['default_run'])} |",
     ]
     lines += [f"| batcher, fixed {s['max_parallel']} in flight | {s['rows']} | {s['rows_per_s']} | {_step(s)} |"
-              for s in d["sweep"]]  # fmt: skip
+              for s in d["sweep"]]
     lines += [f"| bare AsyncOpenAI (one client, the SDK's own connection pool), {b['concurrency']} in flight | "
-              f"{b['rows']} | {b['rows_per_s']} | |" for b in d["bare_runs"]]  # fmt: skip
+              f"{b['rows']} | {b['rows_per_s']} | |" for b in d["bare_runs"]]
     m = d["market"]
     lines += [
         "",
@@ -42,7 +42,7 @@ def render(d: dict[str, Any]) -> list[str]:
     if "before" in d:
         b = d["before"]
         lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
-                     f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")  # fmt: skip
+                     f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")
     if "documents_client_halved" in d:
         lines += _render_documents_again(d["documents_client_halved"])
     if "documents_session" in d:
@@ -63,7 +63,7 @@ def _render_documents(s: dict[str, Any]) -> list[str]:
              f"{s['note'][0].upper()}{s['note'][1:]}. Server: `{s['server_flags']}`.", "",
              "| pool | text limit (chars) | prompt tokens per row | seconds | rows/s | errors | prefix-cache hits "
              "| engine steps × ms | client CPU share | again from the cache |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "|---|---|---|---|---|---|---|---|---|---|"]
     runs = (("market (short texts)", s["market"]), ("documents, text_tokens 1500 (default)",
             s["documents_text_tokens_1500"]), ("documents, text_tokens 1000", s["documents_text_tokens_1000"]))
     for label, r in runs:
@@ -72,7 +72,7 @@ def _render_documents(s: dict[str, Any]) -> list[str]:
         lines.append(f"| {label} | {r.get('text_chars_per_row')} | {per_row:,} | **{r['seconds']}** "
                      f"| {r['rows_per_s']} | {r['errors']} | {srv.get('prefix_cache_hit_rate')} "
                      f"| {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {r.get('client_cpu_share')} "
-                     f"| {r['rerun_seconds']} s |")  # fmt: skip
+                     f"| {r['rerun_seconds']} s |")
     return lines
 
 
@@ -80,14 +80,15 @@ def _render_documents_again(s: dict[str, Any]) -> list[str]:
     """The document pool again after a client change, one fresh server per run."""
     lines = ["", f"### Document-sized texts again ({s['when']}, {s['gpu']}, vLLM {s['vllm']}, `{s['task_version']}`)",
              "", f"{s['note'][0].upper()}{s['note'][1:]}.", "",
-             "| server flags (beyond the recipe) | prompt tokens per row | seconds | rows/s | errors | engine steps × ms "
-             "| mean queue s | client CPU share | again from the cache |", "|---|---|---|---|---|---|---|---|---|"]
+             "| server flags (beyond the recipe) | prompt tokens per row | seconds | rows/s | errors "
+             "| engine steps × ms | mean queue s | client CPU share | again from the cache |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for run in s["runs"]:
         r, srv = run["documents"], run["documents"].get("server") or {}
         extra = run["server_flags"].split("--compilation-config")[-1].split("}", 1)[-1].strip() or "none"
         lines.append(f"| `{extra}` | {r['prompt_tokens_per_row']:,} | **{r['seconds']}** | {r['rows_per_s']} "
-                     f"| {r['errors']} | {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {srv.get('mean_queue_s')} "
-                     f"| {r.get('client_cpu_share')} | {r['rerun_seconds']} s |")
+                     f"| {r['errors']} | {srv.get('engine_steps')} × {srv.get('ms_per_step')} "
+                     f"| {srv.get('mean_queue_s')} | {r.get('client_cpu_share')} | {r['rerun_seconds']} s |")
     return lines
 
 
@@ -103,7 +104,7 @@ def _server(run: dict[str, Any]) -> str:
         return ""
     return (f"; server: {s['engine_steps']} engine steps of {s['ms_per_step']} ms, {s['generated_tokens_per_s']:g} "
             f"generated tokens/s, prefix-cache hits {s['prefix_cache_hit_rate']}; client CPU share "
-            f"{run.get('client_cpu_share')}")  # fmt: skip
+            f"{run.get('client_cpu_share')}")
 
 
 def _render_two_gpus(t: dict[str, Any]) -> list[str]:
@@ -111,7 +112,7 @@ def _render_two_gpus(t: dict[str, Any]) -> list[str]:
     lines = ["", f"### Two GPUs, {t['task_version']} ({t['when']})", "",
              "Same flags, one vLLM server per GPU; ms per step is each server's.", "",
              "| servers | whole pool (5,400 rows) | rows/s | errors | server ms per step | tokens per step | "
-             "client CPU share |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+             "client CPU share |", "|---|---|---|---|---|---|---|"]
     for r in t["runs"]:
         m, s = r["market"], r["market"].get("server") or {}
         lines.append(f"| {r['server']} | **{m['seconds']} s** | {m['rows_per_s']} | {m['errors']} | "
@@ -120,7 +121,7 @@ def _render_two_gpus(t: dict[str, Any]) -> list[str]:
               "small (the engines wait), and the one client process is what is left. The first pool after a "
               "server starts is slower (49.4 s here and on the one-GPU box) than later ones (36.7-39.1 s); the "
               "cause is not measured (the pool needs 5 distinct schemas; each compiles in 0.4-0.8 s on 2 CPUs, "
-              "section 9)."]  # fmt: skip
+              "section 9)."]
     return lines
 
 
@@ -131,12 +132,12 @@ def _render_screen_2(h: dict[str, Any], d: dict[str, Any]) -> list[str]:
              f"{h['default_rows_per_s']} rows/s ({h['batched_over_per_cell']}× per cell, "
              f"{h['default_over_best_bare']} of the best bare client); fixed windows (rows/s): "
              + ", ".join(f"{s['max_parallel']} → {s['rows_per_s']}" for s in h["sweep"])
-             + f". Whole pool: {h['market']['seconds']} s, {h['market']['errors']} errors."]  # fmt: skip
+             + f". Whole pool: {h['market']['seconds']} s, {h['market']['errors']} errors."]
     if "two_gpus" in d:
         t = d["two_gpus"]
         one, two = t["one_gpu_market"]["seconds"], t["data_parallel_2_market"]["seconds"]
         lines.append(f"- Two GPUs ({t['machine']}): one GPU {one} s, vLLM `--data-parallel-size 2` {two} s for the "
-                     "same pool.")  # fmt: skip
+                     "same pool.")
     if "after_quotes" in d:
         a = d["after_quotes"]
         lines.append(f"- {a['when']}: {a['note']}:")
@@ -150,12 +151,12 @@ def _render_later(a: dict[str, Any]) -> list[str]:
     """A later session's runs: the whole pool per server setting, with the tokens each answer took."""
     lines = ["", f"### {a['task_version']} ({a['when']})", "", f"Server: `{a['server_flags']}`. {a['note']}.", "",
              "| server | whole pool (5,400 rows) | rows/s | generated tokens per row | errors |",
-             "|---|---|---|---|---|"]  # fmt: skip
+             "|---|---|---|---|---|"]
     for r in a["runs"]:
         m = r["market"]
         took = f"**{m['seconds']} s**" if m.get("seconds") else f"not finished within {m['given_s']} s"
         lines.append(f"| {r['server']} | {took} | {m.get('rows_per_s', '')} | {m.get('completion_tokens_per_row', '')} "
-                     f"| {m.get('errors', '')} |")  # fmt: skip
+                     f"| {m.get('errors', '')} |")
     first = a["runs"][0]
     if "per_cell" in first:
         cell, default = first["per_cell"], first["default_run"]
@@ -163,7 +164,7 @@ def _render_later(a: dict[str, Any]) -> list[str]:
         lines += ["", f"Same server as the first row: per cell {cell['rows_per_s']} rows/s; batcher at default "
                   f"settings {default['rows_per_s']} rows/s ({default['rows']} rows, window ended at "
                   f"{default['final_window']}, {default['completion_tokens_per_row']} tokens per row) = "
-                  f"**{round(default['rows_per_s'] / cell['rows_per_s'], 1)}× per cell**"]  # fmt: skip
+                  f"**{round(default['rows_per_s'] / cell['rows_per_s'], 1)}× per cell**"]
         if bare:
             best = max(b["rows_per_s"] for b in bare)
             lines[-1] += (f"; bare AsyncOpenAI at {', '.join(str(b['concurrency']) for b in bare)} in flight "
@@ -175,5 +176,5 @@ def _render_later(a: dict[str, Any]) -> list[str]:
         if "market_again" in first:
             again = first["market_again"]
             lines.append(f"The whole pool again on that server later: {again['seconds']} s, {again['errors']} errors "
-                         f"({again['note']}): runs of one setting vary by that much.")  # fmt: skip
+                         f"({again['note']}): runs of one setting vary by that much.")
     return lines

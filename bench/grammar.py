@@ -77,7 +77,7 @@ def _allowed(bits: Any) -> Any:
 
 
 def _walk(fill: Callable[[], None], bits: Callable[[], Any], accept: Callable[[int], Any],
-          done: Callable[[], bool], rng: random.Random, masks: list[float]) -> int:  # fmt: skip
+          done: Callable[[], bool], rng: random.Random, masks: list[float]) -> int:
     steps = 0
     while not done() and steps < MAX_STEPS:
         t = time.perf_counter()
@@ -106,7 +106,7 @@ def xgrammar_walks(tokenizer: Path, schema: dict[str, Any], answers: int, seed: 
     for _ in range(answers):
         m = xgr.GrammarMatcher(grammar)
         tokens += _walk(lambda m=m: m.fill_next_token_bitmask(bitmask), lambda: bitmask[0].numpy(),
-                        m.accept_token, m.is_terminated, rng, masks)  # fmt: skip
+                        m.accept_token, m.is_terminated, rng, masks)
     return _summary("xgrammar", compile_s, tokens, answers, masks)
 
 
@@ -117,7 +117,7 @@ def llguidance_walks(tokenizer: Path, schema: dict[str, Any], answers: int, seed
     lt = llguidance.LLTokenizer(tokenizer.read_text(encoding="utf-8"), n_vocab=VOCAB, eos_token=STOP[0])
     t = time.perf_counter()
     grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema),
-                                                            defaults={"whitespace_flexible": False})  # fmt: skip
+                                                            defaults={"whitespace_flexible": False})
     first = llguidance.LLMatcher(lt, grammar)
     compile_s = time.perf_counter() - t
     if first.is_error():
@@ -127,7 +127,7 @@ def llguidance_walks(tokenizer: Path, schema: dict[str, Any], answers: int, seed
     for _ in range(answers):
         m = llguidance.LLMatcher(lt, grammar)
         tokens += _walk(lambda m=m: llguidance.numpy.fill_next_token_bitmask(m, bitmask, 0), lambda: bitmask[0],
-                        m.consume_token, m.is_stopped, rng, masks)  # fmt: skip
+                        m.consume_token, m.is_stopped, rng, masks)
     return _summary("llguidance", compile_s, tokens, answers, masks)
 
 
@@ -136,7 +136,7 @@ def _summary(library: str, compile_s: float, tokens: int, answers: int, masks: l
     return {"library": library, "version": importlib.metadata.version(library),
             "compile_ms": round(compile_s * 1e3, 1), "tokens_per_answer": round(tokens / answers, 1),
             "mask_us_mean": round(sum(us) / len(us), 1), "mask_us_p90": round(us[int(0.9 * (len(us) - 1))], 1),
-            "mask_us_max": round(us[-1], 1)}  # fmt: skip
+            "mask_us_max": round(us[-1], 1)}
 
 
 SCHEMAS = {
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, left_out in SCHEMAS.items():
             shipped = _schema_without(left_out)
             for lengths, schema in (("counted class (shipped)", shipped),
-                                    ("minLength/maxLength", with_length_keywords(shipped))):  # fmt: skip
+                                    ("minLength/maxLength", with_length_keywords(shipped))):
                 runs.append({"schema": name, "lengths": lengths, **walks(tokenizer, schema, args.answers, seed=7)})
                 print(json.dumps(runs[-1], ensure_ascii=False), flush=True)
     if not runs:
@@ -178,7 +178,7 @@ def render(d: dict[str, Any]) -> list[str]:
              f"allowed token, Qwen3 tokenizer), {d['machine']['cpus']} CPUs, one run. A server computes one mask per "
              "running sequence per step.", "",
              "| library | schema | string lengths as | mask µs mean | p90 | max | tokens per answer | compile ms |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "|---|---|---|---|---|---|---|---|"]
     for r in d["runs"]:
         lines.append(f"| {r['library']} {r['version']} | {r['schema']} | {r['lengths']} | **{r['mask_us_mean']}** | "
                      f"{r['mask_us_p90']} | {r['mask_us_max']} | {r['tokens_per_answer']} | {r['compile_ms']} |")
@@ -187,5 +187,5 @@ def render(d: dict[str, Any]) -> list[str]:
               "stays on it. llguidance costs about the same either way. On the H200 (section 6), sampled with "
               "py-spy, vLLM's engine loop waited on the masks 70% of the time with minLength/maxLength and 12% "
               "with the counted class; with this and the client's connection pools (section 8) the whole pool "
-              "went from 139.7 s to 49.4 s.", ""]  # fmt: skip
+              "went from 139.7 s to 49.4 s.", ""]
     return lines

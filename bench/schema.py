@@ -19,7 +19,7 @@ from typing import Any
 
 from xladdin.engine.base import SamplingParams
 from xladdin.engine.embedded import EmbeddedEngine
-from xladdin.models import resolve_model
+from xladdin.gguf_files import resolve_model
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
@@ -41,7 +41,7 @@ async def _arm(engine: EmbeddedEngine, reqs: list[tuple[Any, dict[str, Any]]], p
     done = await asyncio.gather(*(one(inp, schema) for inp, schema in reqs))
     seconds = time.perf_counter() - t0
     return {"rows": len(reqs), "seconds": round(seconds, 2), "rows_per_s": round(len(reqs) / seconds, 3),
-            "answer_chars": sum(c for c, _ in done), "errors": sum(not ok for _, ok in done)}  # fmt: skip
+            "answer_chars": sum(c for c, _ in done), "errors": sum(not ok for _, ok in done)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             "per_row_schema": own, "keys_asked_per_row": {"full": len(TASK.schema["properties"]),
                                                             "per_row": round(asked, 2)},
             "speedup": round(full["seconds"] / own["seconds"], 2),
-            "answer_chars_ratio": round(own["answer_chars"] / max(1, full["answer_chars"]), 3)}  # fmt: skip
+            "answer_chars_ratio": round(own["answer_chars"] / max(1, full["answer_chars"]), 3)}
     Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
     print(json.dumps(data, ensure_ascii=False, indent=2))
     return 0

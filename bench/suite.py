@@ -15,8 +15,8 @@ from xladdin.engine.base import SamplingParams
 from xladdin.excel import udfs
 from xladdin.excel.pending import CellRuntime
 from xladdin.pool import SAMPLE_POOL
+from xladdin.pool_screen import screen_file
 from xladdin.resolver import Resolver
-from xladdin.run import screen_file
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
@@ -34,7 +34,7 @@ def _params(env: Env) -> SamplingParams:
 
 def _no_cache_batcher(env: Env) -> Batcher:
     return Batcher(env.engine, Cache(None, enabled=False), params=_params(env),
-                   window_ms=env.settings.batch_window_ms, max_parallel=env.settings.max_parallel)  # fmt: skip
+                   window_ms=env.settings.batch_window_ms, max_parallel=env.settings.max_parallel)
 
 
 def batched_vs_per_cell(env: Env, sizes: tuple[int, ...]) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def batched_vs_per_cell(env: Env, sizes: tuple[int, ...]) -> dict[str, Any]:
             assert not failures, failures[:1]
         c, _ = timed(asyncio.run, bare(prepared(n, 10 + i)))
         out["sizes"][n] = {"per_cell_s": round(a, 3), "batcher_s": round(t, 3), "bare_client_s": round(c, 3),
-                           "speedup_b_over_a": round(a / t, 2), "efficiency_b_over_c": round(c / t, 3)}  # fmt: skip
+                           "speedup_b_over_a": round(a / t, 2), "efficiency_b_over_c": round(c / t, 3)}
     return out
 
 
@@ -83,7 +83,7 @@ def cached_recalc(env: Env, cells: int) -> dict[str, Any]:
     udfs.set_runtime(CellRuntime(batcher=batcher))
     try:
         excel_rows = [[r["code"], r["name"], r["industry"], r["pe_ttm"], r["roe"], r["eps"], r["report_text"]]
-                      for r in data]  # fmt: skip
+                      for r in data]
         udfs.QWEN_SCREEN([[600000, "预热", "", 10, 10, 1, ""]])  # warm imports with a row that is not in the sheet
         passes = {}
         # first pass: a workbook just opened (answers from the disk cache); second: Excel recalculates it
@@ -98,7 +98,7 @@ def cached_recalc(env: Env, cells: int) -> dict[str, Any]:
             total = time.perf_counter() - t0
             us = [t * 1e6 for t in times]
             passes[name] = {"total_s": round(total, 3), "p50_us": round(percentile(us, 50), 1),
-                            "p99_us": round(percentile(us, 99), 1)}  # fmt: skip
+                            "p99_us": round(percentile(us, 99), 1)}
         assert batcher.snapshot()["engine_requests"] == 0
     finally:
         udfs.set_runtime(None)
@@ -109,7 +109,7 @@ def memory(env: Env, requests: int) -> dict[str, Any]:
     """``requests`` distinct engine requests through one long-lived batcher (short classify answers)."""
     task = ClassifyTask()
     data = [{"text": f"第{i}号公告：公司{i % 97}营业收入增长{i % 50}%", "labels": ["利好", "利空", "中性"]}
-            for i in range(requests)]  # fmt: skip
+            for i in range(requests)]
     warm, chunk = 500, 500
     failed = 0
     samples = []
@@ -126,7 +126,7 @@ def memory(env: Env, requests: int) -> dict[str, Any]:
         asked = b.snapshot()["engine_requests"]
     return {"requests": requests - warm, "engine_requests": asked - warm, "failed": failed, "seconds": round(t, 1),
             "rss_start_mib": round(start, 1), "rss_end_mib": round(end, 1), "rss_per_500_mib": samples,
-            "growth_pct": round((end - start) / start * 100, 2), "goal_growth_pct": 5.0}  # fmt: skip
+            "growth_pct": round((end - start) / start * 100, 2), "goal_growth_pct": 5.0}
 
 
 def stack_overhead(env: Env, samples: int) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def stack_overhead(env: Env, samples: int) -> dict[str, Any]:
     return {"samples": samples, "bare_ms_median": round(median(bare) * 1e3, 2),
             "stack_ms_median": round(median(stack) * 1e3, 2),
             "added_ms_median": round((median(stack) - median(bare)) * 1e3, 2),
-            "batch_window_ms": env.settings.batch_window_ms}  # fmt: skip
+            "batch_window_ms": env.settings.batch_window_ms}
 
 
 def _shared_pool(path: Path, limit: int) -> Path | None:
@@ -162,9 +162,9 @@ def _shared_pool(path: Path, limit: int) -> Path | None:
             if i >= limit:
                 break
             text = (f"2015年归母净利润{r['net_profit_fy2015_wan']}万元，同比增长{r['net_profit_yoy_fy2015_pct']}%；"
-                    f"基本每股收益{r['eps_fy2015']}元，净资产收益率{r['roe_fy2015_pct']}%。")  # fmt: skip
+                    f"基本每股收益{r['eps_fy2015']}元，净资产收益率{r['roe_fy2015_pct']}%。")
             w.writerow([r["code"], r["name"], r["industry"], r["pe_tushare_snapshot_2016_09"], r["roe_fy2015_pct"],
-                        r["eps_fy2015"], r["net_profit_fy2015_wan"], r["is_st"], text])  # fmt: skip
+                        r["eps_fy2015"], r["net_profit_fy2015_wan"], r["is_st"], text])
     return path
 
 
@@ -184,5 +184,5 @@ def whole_pool(env: Env, big_rows: int) -> dict[str, Any]:
             warm = screen_file(path, env.workdir / f"{name}-2.csv", settings, progress=False, batcher=b)
         out[name] = {"rows": cold.rows, "errors": cold.errors, "cold_s": round(cold.seconds, 2),
                      "cold_rows_per_s": round(cold.rows_per_second, 2), "warm_s": round(warm.seconds, 3),
-                     "warm_rows_per_s": round(warm.rows_per_second, 1), "warm_cache_hits": warm.cache_hits}  # fmt: skip
+                     "warm_rows_per_s": round(warm.rows_per_second, 1), "warm_cache_hits": warm.cache_hits}
     return {"pools": out}

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -8,9 +9,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from xladdin.engine.embedded import EmbeddedEngine
-from xladdin.models import ModelFile, resolve_model
+from xladdin.gguf_files import ModelFile, resolve_model
 from xladdin.settings import Settings
 from xladdin.testing import write_tiny_qwen_gguf
+
+# A test run started in the background ignores SIGINT, and an ignored signal survives exec: the CLI
+# and server processes the Ctrl-C tests start would never see it. They get it delivered as a terminal would.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The tiny model writes byte-level noise: give it room to finish its JSON.
 TINY_MAX_TOKENS = 1500
@@ -115,5 +121,5 @@ class Server:
 def vllm_models(root: str, served: str = "qwen") -> tuple[int, str, bytes]:
     """/v1/models as vLLM answers it (served name, the real model in ``root``)."""
     data = {"object": "list", "data": [{"id": served, "object": "model", "owned_by": "vllm", "root": root,
-                                         "parent": None, "max_model_len": 8192}]}  # fmt: skip
+                                         "parent": None, "max_model_len": 8192}]}
     return 200, "application/json", json.dumps(data).encode()

@@ -37,12 +37,12 @@ PAGE_1 = ["2023年年度报告", "第二节 公司简介和主要财务指标", 
           "单位：万元 币种：人民币", "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
           "营业收入 52,310.50 48,002.10 8.98 40,100.00",
           "归属于上市公司股东", "的净利润 -3,120.40 -1,050.20 不适用 2,300.00",
-          "经营活动产生的现金", "流量净额 1,200.00 900.00 33.33 800.00"]  # fmt: skip
+          "经营活动产生的现金", "流量净额 1,200.00 900.00 33.33 800.00"]
 PAGE_2 = ["(二) 主要财务指标", "主要财务指标 2023年 2022年 本期比上年同期增减(%) 2021年",
           "基本每股收益（元／股） -0.25 -0.08 不适用 0.19",
           "扣除非经常性损益后的基本每股收益（元／股） -0.30 -0.10 不适用 0.15",
           "加权平均净资产收益率（%） -4.10 -1.32 减少2.78个百分点 2.95", "八、境内外会计准则下会计数据差异",
-          "子公司少数股东分担的当期亏损超过了少数股东在该子公司期初所有者权益中所享有的份额"]  # fmt: skip
+          "子公司少数股东分担的当期亏损超过了少数股东在该子公司期初所有者权益中所享有的份额"]
 
 
 def make_pdf(path: Path, pages: list[list[str]], *, encrypt: str | None = None) -> Path:
@@ -86,9 +86,9 @@ def write_pool(path: Path, rows: list[list[str]], header=POOL_HEADER) -> Path:
 
 def cli(args: list[str], model_path, tmp_path, timeout: float = 300, **env_extra: str):
     env = dict(os.environ, XLADDIN_MODEL=str(model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
-               XLADDIN_CACHE_DIR=str(tmp_path / "cache"), **env_extra)  # fmt: skip
+               XLADDIN_CACHE_DIR=str(tmp_path / "cache"), **env_extra)
     return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args, "--no-progress"], env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_a_generated_pdf_through_the_cli_gives_the_table_figures_with_quote_and_page(tiny_model_path, tmp_path):
@@ -117,12 +117,12 @@ def test_a_generated_pdf_through_the_cli_gives_the_table_figures_with_quote_and_
 
     # the same file found by its code in a folder, and answered from the cache (the key is the content)
     pool2 = write_pool(tmp_path / "pool2.csv", [["688001", "华兴源创", "设备", "-40", ""]],
-                       header=("代码", "名称", "行业", "市盈率TTM", "ROE"))  # fmt: skip
+                       header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
     moved = tmp_path / "elsewhere"
     moved.mkdir()
     (reports / "688001_年报.pdf").rename(moved / "688001_2023年报.pdf")
     r2 = cli(["screen", str(pool2), "--reports", str(moved), "-o", str(tmp_path / "out2.json")], tiny_model_path,
-             tmp_path)  # fmt: skip
+             tmp_path)
     assert r2.returncode == 0, r2.stderr[-2000:]
     assert "1 rows, 1 from cache" in r2.stdout
     again = json.loads((tmp_path / "out2.json").read_text(encoding="utf-8"))["rows"][0]
@@ -137,7 +137,7 @@ def test_damaged_files_are_their_rows_errors_naming_the_file(tmp_path):
     (tmp_path / "report.docx").write_bytes(b"x")
     expected = {"bad.pdf": "damaged", "notpdf.pdf": "not a PDF", "locked.pdf": "encrypted",
                 "scan.pdf": "no text layer", "report.docx": "expected one of",
-                "nothere.txt": "file not found"}  # fmt: skip
+                "nothere.txt": "file not found"}
     for name, words in expected.items():
         with pytest.raises(InputError) as e:
             read_document(tmp_path / name)
@@ -148,7 +148,7 @@ def test_text_and_html_reports(tmp_path):
     (tmp_path / "a.txt").write_bytes("营业收入12.5亿元，同比增长3%。".encode("utf-16"))
     (tmp_path / "b.html").write_text("<html><body><table><tr><td>营业收入</td><td>1,250,000,000.00</td></tr></table>"
                                      "<p>归属于上市公司股东的净利润2.1亿元</p><script>var x=1;</script></body></html>",
-                                     encoding="utf-8")  # fmt: skip
+                                     encoding="utf-8")
     assert read_figures(read_document(tmp_path / "a.txt"))["revenue"].value == 12.5
     html = read_document(tmp_path / "b.html")
     assert "var x" not in html and read_figures(html)["net_profit"].value == 2.1
@@ -196,7 +196,7 @@ def test_a_whole_annual_report_as_a_csv_field_gives_a_verdict(tiny_model_path, t
     assert len(text) > 150_000
     pool = tmp_path / "long.csv"
     write_pool(pool, [["300617", "安靠智电", "电气设备", "30", "", text]],
-               header=("代码", "名称", "行业", "市盈率TTM", "ROE", "财报摘要"))  # fmt: skip
+               header=("代码", "名称", "行业", "市盈率TTM", "ROE", "财报摘要"))
     r = cli(["screen", str(pool), "-o", str(tmp_path / "long.json")], tiny_model_path, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     (got,) = json.loads((tmp_path / "long.json").read_text(encoding="utf-8"))["rows"]
@@ -237,14 +237,14 @@ def test_the_text_is_sized_to_the_engine_context(tmp_path):
     for context in (8192, 2048):
         def models(_, n=context):
             data = {"object": "list", "data": [{"id": "qwen", "object": "model", "root": "Qwen/Qwen3-8B",
-                                                "max_model_len": n}]}  # fmt: skip
+                                                "max_model_len": n}]}
             return 200, "application/json", json.dumps(data).encode()
 
         server = Server({"/v1/models": models, "/tokenize": lambda body: (
             200, "application/json", json.dumps({"count": len(body["prompt"]) // 2}).encode())})
         try:
             with Batcher.from_settings(tiny_settings(tmp_path / str(context), engine_url=server.url,
-                                                     max_tokens=512)) as b:  # fmt: skip
+                                                     max_tokens=512)) as b:
                 b.start()
                 sized[context] = b.fit(ScreenTask()).text_limit
                 assert b.tokens_per_char == pytest.approx(0.5, abs=0.01)
@@ -280,7 +280,7 @@ def test_the_real_annual_report_gives_the_gold_figures(tiny_model_path, tmp_path
     # the same file found in its folder by the code in its name, answered from the cache (the key is the text)
     pool2 = write_pool(tmp_path / "pool2.csv", [["603339", "四方科技", "专用设备", "25", ""]], header=POOL_HEADER[:5])
     r2 = cli(["screen", str(pool2), "--reports", str(REAL_PDF.parent), "-o", str(tmp_path / "r2.json")],
-             tiny_model_path, tmp_path)  # fmt: skip
+             tiny_model_path, tmp_path)
     assert r2.returncode == 0 and "1 rows, 1 from cache" in r2.stdout, r2.stderr[-800:]
 
 
@@ -290,7 +290,7 @@ def test_the_real_annual_report_through_qwen_screen_with_its_path(tiny_engine, t
     udfs.set_runtime(runtime)
     try:
         out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([[603339.0, "四方科技", "专用设备", 25.0, None, None,
-                                                              str(REAL_PDF)]])[0], strict=True))  # fmt: skip
+                                                              str(REAL_PDF)]])[0], strict=True))
     finally:
         udfs.set_runtime(None)
     assert out["net_profit"] == pytest.approx(1.2946502068) and out["eps_text"] == 0.62 and out["roe_text"] == 7.64
@@ -315,9 +315,9 @@ def test_a_long_text_through_the_cli_against_a_server_that_refuses_it(tiny_model
         400, "application/json", b'{"error": {"message": "maximum context length is 8192 tokens"}}')})
     try:
         pool = write_pool(tmp_path / "long.csv", [["300617", "安靠智电", "电气设备", "30", "8", long_report()]],
-                          header=("代码", "名称", "行业", "市盈率TTM", "ROE", "财报摘要"))  # fmt: skip
+                          header=("代码", "名称", "行业", "市盈率TTM", "ROE", "财报摘要"))
         r = cli(["screen", str(pool), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path,
-                XLADDIN_ENGINE_URL=server.url, XLADDIN_RETRIES="0")  # fmt: skip
+                XLADDIN_ENGINE_URL=server.url, XLADDIN_RETRIES="0")
     finally:
         server.close()
     assert r.returncode == 0 and "1 without a model answer" in r.stdout, (r.stdout, r.stderr[-800:])

@@ -51,9 +51,27 @@ def test_a_200_that_is_not_a_chat_completion_is_an_error_naming_the_server(tmp_p
         settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "cache", "retries": 0})
         with Batcher.from_settings(settings) as b:
             [result] = Resolver(b).map(ScreenTask(), [{"code": 600519, "name": "贵州茅台", "roe": 30, "pe_ttm": 25,
-                                                        "report_text": "营收100亿元"}])  # fmt: skip
+                                                        "report_text": "营收100亿元"}])
     finally:
         server.close()
     assert isinstance(result, EngineError), result
     assert str(result).startswith(f"{server.url} answered without a chat completion: ")
     assert Cache(tmp_path / "cache").stats()["entries"] == 0
+
+
+def test_the_test_engine_is_an_engine_with_the_protocol_s_signatures():
+    """``ScriptedEngine`` (the unit tests' engine) is an ``Engine``: whatever it overrides keeps the
+    protocol's signature, so a change of the protocol reaches the tests."""
+    import inspect
+
+    from xladdin.engine.base import Engine
+    from xladdin.testing import ScriptedEngine
+
+    assert issubclass(ScriptedEngine, Engine) and not inspect.isabstract(ScriptedEngine)
+    overridden = [n for n, f in vars(ScriptedEngine).items() if callable(f) and hasattr(Engine, n) and n != "__init__"]
+    assert "complete" in overridden
+    for name in overridden:
+        ours, protocol = inspect.signature(getattr(ScriptedEngine, name)), inspect.signature(getattr(Engine, name))
+        assert list(ours.parameters) == list(protocol.parameters), name
+        assert inspect.iscoroutinefunction(getattr(ScriptedEngine, name)) == inspect.iscoroutinefunction(
+            getattr(Engine, name)), name

@@ -70,7 +70,7 @@ def test_rules_range_changes_level_and_score(rt):
     strict = cells.rules_rows(Rules(roe_low_risk_from=25, pe_limit=20))
     default = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)])[0], strict=True))
     custom = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)], False, [["key", "value", ""], *strict])[0],
-                      strict=True))  # fmt: skip
+                      strict=True))
     assert (default["risk_level"], custom["risk_level"]) == ("低", "中")
 
 
@@ -220,7 +220,7 @@ def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_aga
         assert asked == 2  # asked, then asked again with the error
         for _ in range(3):  # Excel recalculates the cell, then the whole sheet, again and again
             values = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0],
-                              strict=True))  # fmt: skip
+                              strict=True))
             assert values["risk_level"] == "高" and values["flags"] == "模型未作答"
         assert runtime.batcher.snapshot()["engine_requests"] == asked and len(recalculated) == 1
     finally:

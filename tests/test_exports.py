@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 def test_an_ambiguous_comma_is_the_rows_error_and_header_units_convert(tiny_model_path, tmp_path):
     pool = write_pool(tmp_path / "p.csv", [["600519", "贵州茅台", "白酒", "25", "12,5", "4,645,500"],
                                            ["000001", "平安银行", "银行", "5", "12.5", "4 645 500"]],
-                      header=("代码", "名称", "行业", "市盈率TTM", "ROE", "净利润(万)"))  # fmt: skip
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE", "净利润(万)"))
     r = cli(["screen", str(pool), "-o", str(tmp_path / "out.json")], tiny_model_path, tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
     first, second = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
@@ -49,7 +49,7 @@ GALLERY = {
                ["600519.SH", "贵州茅台", "白酒", "25.6", "34.19", "7473407.16", "3.5"]),
     "tdx": (["代码", "名称", "细分行业", "市盈(TTM)", "净资产收益率(%)", "每股收益", "市盈(动)"],  # 动: not TTM
             ["600519", "贵州茅台", "白酒", "25.6", "34.19", "59.49", "24.1"]),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("terminal", sorted(GALLERY))
@@ -127,7 +127,7 @@ def test_a_damaged_xlsx_is_one_line_naming_the_file(damage, tiny_model_path, tmp
 
 
 def test_a_percent_sign_written_by_the_format_is_not_a_percent_format_and_long_ids_stay_text(tiny_model_path,
-                                                                                          tmp_path):  # fmt: skip
+                                                                                          tmp_path):
     import openpyxl
 
     path = tmp_path / "p.xlsx"
@@ -166,7 +166,7 @@ def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_pat
     from conftest import tiny_settings
 
     from xladdin.errors import XladdinError
-    from xladdin.run import screen_file
+    from xladdin.pool_screen import screen_file
 
     with pytest.raises(XladdinError) as e:
         screen_file(pool, out, tiny_settings(tmp_path, model=str(tiny_model_path)), progress=False)
@@ -178,7 +178,7 @@ def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_pat
 
 @pytest.mark.parametrize("value, words", [(True, "pe_limit: Value error, must be a number, not True"),
                                           (1e400, "pe_limit: Input should be a finite number"),
-                                          ("abc", "pe_limit: Input should be a valid number")])  # fmt: skip
+                                          ("abc", "pe_limit: Input should be a valid number")])
 def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
     from xladdin.batcher import Batcher
     from xladdin.cache import Cache
@@ -230,7 +230,7 @@ def test_xls_files_of_every_kind_terminals_save(kind, tiny_model_path, tmp_path)
     elif kind == "html":
         cells = "".join(f"<tr>{''.join(f'<td>{v}</td>' for v in r)}</tr>" for r in (header, row))
         path.write_text(f"<html><head><meta charset='utf-8'></head><body><table>{cells}</table></body></html>",
-                        encoding="utf-8")  # fmt: skip
+                        encoding="utf-8")
     else:
         path.write_text("\n".join("\t".join(map(str, r)) for r in (header, row)), encoding="gb18030")
     r = cli(["screen", str(path), "-o", str(tmp_path / "o.json")], tiny_model_path, tmp_path)

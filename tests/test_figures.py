@@ -23,7 +23,7 @@ from xladdin.tasks.figures import loss_statement, normalize, quote_supports, rea
         ("毛利率91.96%，销售净利率52.5%", "net_margin", 52.5, "销售净利率52.5%"),
         ("扣除非经常性损益后的净利润1亿元，净利润2亿元", "net_profit", 2.0, "净利润2亿元"),
     ],
-)  # fmt: skip
+)
 def test_explicit_statements_are_read_with_their_quote(text, name, value, quote):
     reading = read_figures(text)[name]
     assert reading.value == pytest.approx(value) and reading.quote == quote and reading.currency == "CNY"
@@ -43,7 +43,7 @@ def test_other_currencies_are_recognised_not_converted():
      ("子公司少数股东分担的当期亏损超过了少数股东在该子公司期初所有者权益中所享有的份额", False),
      ("可抵扣亏损的确认以很可能取得的应纳税所得额为限", False), ("以前年度未弥补亏损", False),
      ("亏损合同产生的义务满足规定条件的确认为预计负债", False)],
-)  # fmt: skip
+)
 def test_a_reported_loss_is_found(text, loss):
     assert (loss_statement(text) is not None) is loss
 
@@ -88,7 +88,7 @@ def test_forecasts_and_ranges_are_not_reported_figures():
                  "2022年上半年公司预计实现归母净利润5850-6350万元",
                  "归母净利润14.95~16.25亿元,同比增长15%~25%",
                  "盈利预测:我们预测公司2019-2020年归母净利润为6.10亿、7.72亿元",
-                 "估值小米渠道收入承压,我们下调22年净利润33%至4.2亿元"):  # fmt: skip
+                 "估值小米渠道收入承压,我们下调22年净利润33%至4.2亿元"):
         assert "net_profit" not in read_figures(text), text
     # a forecast in one sentence does not hide the reported figure of the next
     text = "预计全年增长。2021年实现归母净利润0.87亿元"
@@ -112,6 +112,6 @@ def test_a_text_names_the_figures_a_reader_could_find_in_it():
 
     assert named_figures("") == frozenset()
     assert named_figures("2015年年报：归属于上市公司股东的净利润6272.05万元，同比增长17.73%；基本每股收益1.39元") == {
-        "net_profit", "net_profit_growth", "eps"}  # fmt: skip
+        "net_profit", "net_profit_growth", "eps"}
     assert named_figures("公司业绩由盈转亏") == {"net_profit", "net_profit_growth"}
     assert named_figures("Revenue rose; gross margin, net margin, ROE and EPS fell; net profit flat.") == set(FIGURES)

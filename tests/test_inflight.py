@@ -85,7 +85,7 @@ def test_a_user_limit_is_kept(tmp_path):
 def metrics(running: int, waiting: int) -> tuple[int, str, bytes]:
     """/metrics as vLLM exposes it (Prometheus text, one line per engine)."""
     lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
-             "# TYPE vllm:num_requests_running gauge"]  # fmt: skip
+             "# TYPE vllm:num_requests_running gauge"]
     for engine in (0, 1):
         lines.append(f'vllm:num_requests_running{{engine="{engine}",model_name="qwen"}} {running / 2}')
         lines.append(f'vllm:num_requests_waiting{{engine="{engine}",model_name="qwen"}} {waiting / 2}')
@@ -135,19 +135,19 @@ def test_replicas_are_one_engine_of_one_model(tmp_path):
 @pytest.mark.slow
 def test_requests_spread_over_two_real_servers(tiny_model_path, tmp_path):
     """Two CPU servers (llama.cpp) of one model behind one engine URL list: both answer."""
-    from server import launcher
+    from xladdin.server import launcher
     from xladdin.tasks import ScreenResult
 
     env = dict(os.environ, XLADDIN_N_THREADS="1")
     ports = [free_port(), free_port()]
     cmds = [launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=p, parallel=1) for p in ports]
     with launcher.ServerProcess(cmds[0], f"http://127.0.0.1:{ports[0]}", env=env) as s1, \
-         launcher.ServerProcess(cmds[1], f"http://127.0.0.1:{ports[1]}", env=env) as s2:  # fmt: skip
+         launcher.ServerProcess(cmds[1], f"http://127.0.0.1:{ports[1]}", env=env) as s2:
         s1.wait_ready(120)
         s2.wait_ready(120)
         url = ",".join(f"http://127.0.0.1:{p}/v1" for p in ports)
         rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}
-                for i in range(4)]  # fmt: skip
+                for i in range(4)]
         with Batcher.from_settings(tiny_settings(tmp_path, engine_url=url)) as b:
             results = Resolver(b).map(ScreenTask(), rows)
             answered = list(b.engine.answered)
@@ -158,8 +158,8 @@ def test_requests_spread_over_two_real_servers(tiny_model_path, tmp_path):
 @pytest.mark.slow
 def test_requests_past_one_pool_open_another_against_a_real_server(tiny_model_path, tmp_path):
     """More requests in flight than one HTTP pool's connections: a second pool, every row answered."""
-    from server import launcher
     from xladdin.engine.openai_http import POOL_CONNECTIONS
+    from xladdin.server import launcher
     from xladdin.tasks import ScreenResult
 
     port = free_port()
@@ -168,7 +168,7 @@ def test_requests_past_one_pool_open_another_against_a_real_server(tiny_model_pa
     with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}", env=dict(os.environ, XLADDIN_N_THREADS="1")) as s:
         s.wait_ready(120)
         rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}
-                for i in range(n)]  # fmt: skip
+                for i in range(n)]
         settings = tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1", max_parallel=n)
         with Batcher.from_settings(settings) as b:
             results = Resolver(b).map(ScreenTask(), rows)
@@ -187,9 +187,9 @@ def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
-    server = subprocess.Popen([sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model",
+    server = subprocess.Popen([sys.executable, "-m", "xladdin.server", "serve", "--engine", "cpu", "--model",
                                str(tiny_model_path), "--port", str(port), "--parallel", "2"],
-                              stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+                              stdout=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not server.stdout.readline().startswith("ready:"):
@@ -198,14 +198,14 @@ def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
         r = subprocess.run([sys.executable, "-m", "bench", "gpu", "--engine-url", f"http://127.0.0.1:{port}/v1",
                             "--rows", "6", "--per-cell-rows", "2", "--sweep", "1,2", "--bare", "2,all",
                             "--market-rows", "8", "--out", str(out)],
-                           capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+                           capture_output=True, text=True, timeout=600, env=env)
         assert r.returncode == 0, r.stderr[-2000:]
     finally:
         server.terminate()
         server.wait(30)
     data = json.loads(out.read_text(encoding="utf-8"))
     for key in ("gpu", "vllm", "model", "market", "per_cell_rows_per_s", "default_rows_per_s",
-                "batched_rows_per_s", "best_bare_rows_per_s", "sweep"):  # fmt: skip
+                "batched_rows_per_s", "best_bare_rows_per_s", "sweep"):
         assert key in data, key
     assert data["market"]["errors"] == 0 and data["market"]["rerun_cache_hits"] == data["market"]["rows"]
     assert data["market"]["completion_tokens_per_row"] > 0  # as the server counted them (usage)
@@ -227,7 +227,7 @@ def test_gpu_benchmark_reads_what_the_servers_did_from_their_metrics():
                  f'vllm:prefix_cache_hits_total{{engine="0",model_name="qwen"}} {hits}.0',
                  f'vllm:iteration_tokens_total_count{{engine="0",model_name="qwen"}} {steps}.0',
                  f'vllm:iteration_tokens_total_sum{{engine="0",model_name="qwen"}} {steps * 500}.0',
-                 f'vllm:iteration_tokens_total_bucket{{engine="0",le="+Inf",model_name="qwen"}} {steps}.0']  # fmt: skip
+                 f'vllm:iteration_tokens_total_bucket{{engine="0",le="+Inf",model_name="qwen"}} {steps}.0']
         return 200, "text/plain; version=0.0.4", "\n".join(lines).encode()
 
     a = Server({"/metrics": counters(100, 1000, 10)})

@@ -33,7 +33,7 @@ def sample_records(n=None):
 def expected(rec):
     inp = TASK.parse(rec)
     return assess(roe=inp.roe, pe_ttm=inp.pe_ttm, is_st=inp.is_st, net_profit=inp.net_profit,
-                  net_profit_prev=inp.net_profit_prev)  # fmt: skip
+                  net_profit_prev=inp.net_profit_prev)
 
 
 def test_embedded_engine_screens_by_the_rules(tiny_engine, tmp_path):
@@ -82,7 +82,7 @@ def test_engine_offline_is_an_error_value_within_the_timeout(tmp_path):
 def run_cli(*args, env_extra=None, **kw):
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), **(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=300, **kw)  # fmt: skip
+                          text=True, timeout=300, **kw)
 
 
 def test_cli_screens_the_sample_pool_then_reruns_from_cache(tiny_model_path, tmp_path):
@@ -122,10 +122,10 @@ def test_killed_run_resumes_without_losing_rows(tiny_model_path, tmp_path):
     ]
     pool.write_text("\n".join(lines), encoding="utf-8")
     args = ["screen", str(pool), "-o", str(tmp_path / "r.csv"), "--model", str(tiny_model_path), "--no-progress",
-            "--parallel", "2"]  # fmt: skip
+            "--parallel", "2"]
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
     proc = subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     cache_dir = Path(os.environ["XLADDIN_CACHE_DIR"])
     deadline = time.monotonic() + 120
     done = 0

@@ -6,13 +6,13 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
-    {"errors", "settings", "rules", "models"},
+    {"errors", "settings", "rules", "gguf_files"},
     {"tasks", "pool", "report", "documents"},
-    {"engine", "cache", "inflight", "lifecycle", "structured"},
+    {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting"},
     {"scheduler"},
     {"batcher"},
     {"resolver"},
-    {"run", "frame", "evaluate", "excel", "cli", "testing", "__init__", "__main__"},
+    {"pool_screen", "dataframes", "evaluate", "excel", "cli", "server", "testing", "__init__", "__main__"},
 ]
 
 
@@ -63,3 +63,15 @@ def test_imports_run_one_way():
             if layer_of(other) > mine:
                 wrong.append(f"xladdin.{module} (layer {mine}) imports xladdin.{other} (layer {layer_of(other)})")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_test_asserts_a_timing():
+    """Speed is measured in bench/ as ratios; a test asserts behaviour (requests, order, what was kept)."""
+    import re
+
+    timing = re.compile(r"assert\b.*(\b(elapsed|seconds|took|wall|duration)\b|(perf_counter|monotonic|time)\(\)\s*-)"
+                        r".*[<>]")
+    found = [f"{path.name}:{n}: {line.strip()}" for path in (ROOT.parent / "tests").glob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if timing.search(line) and path.name != "test_layers.py"]
+    assert not found, "\n".join(found)

@@ -25,7 +25,7 @@ SAMPLE = SAMPLE_POOL
         ("净利润（亿元）", "net_profit", 1.0),
         ("营业收入(元)", "revenue", 1e-8), ("ＲＯＥ", "roe", 1.0),
     ],
-)  # fmt: skip
+)
 def test_headers_recognised(header, field, scale):
     assert match_header(header) == (field, scale)
 
@@ -93,7 +93,7 @@ def _results(pool):
 def test_reports_keep_order_neutralise_and_mark_errors(tmp_path, suffix):
     src = tmp_path / "pool.csv"
     src.write_text("代码,名称,ROE,市盈率TTM,行业,财报摘要\n600519,贵州茅台,34,25,白酒,=1+1\n000858,五粮液,25,18,白酒,x\n"
-                   "002024,ST易购,-111,-2.6,零售,亏损\n", encoding="utf-8")  # fmt: skip
+                   "002024,ST易购,-111,-2.6,零售,亏损\n", encoding="utf-8")
     pool = read_pool(src)
     results = _results(pool)
     out = write_report(tmp_path / f"r{suffix}", pool, results, ScreenResult, {"note": "starter", "model": "m"})

@@ -64,11 +64,11 @@ def test_500_cells_reach_their_values_without_a_disk_cache(kind, tmp_path):
 
 
 def _cpu_server(model, port: int):
-    from server import launcher
+    from xladdin.server import launcher
 
     cmd = launcher.cpu_server_command(str(model), host="127.0.0.1", port=port, parallel=1)
     server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}", env=dict(__import__("os").environ,
-                                                                              XLADDIN_N_THREADS="1"))  # fmt: skip
+                                                                              XLADDIN_N_THREADS="1"))
     server.__enter__()
     server.wait_ready(120)
     return server
@@ -76,7 +76,7 @@ def _cpu_server(model, port: int):
 
 def _rows(n: int, start: int = 0) -> list[dict]:
     return [{"code": 600000 + i, "name": f"公司{i}", "roe": 20, "pe_ttm": 10, "report_text": f"营收{i}亿元"}
-            for i in range(start, start + n)]  # fmt: skip
+            for i in range(start, start + n)]
 
 
 @pytest.mark.slow
@@ -113,7 +113,7 @@ def test_two_servers_one_killed_mid_run_every_row_is_answered_by_the_other(tiny_
 
 @pytest.mark.slow
 def test_a_server_replaced_by_another_model_never_stores_its_answers_under_the_first(tiny_model_path, tmp_path,
-                                                                                     monkeypatch):  # fmt: skip
+                                                                                     monkeypatch):
     from conftest import free_port, tiny_settings
 
     from xladdin.engine import openai_http
@@ -159,7 +159,7 @@ def test_status_shows_hit_rate_one_for_a_sheet_answered_wholly_from_the_cache(tm
     try:
         for _ in range(2):  # open, then recalculate: from the disk, then from memory
             assert all(udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i}"))[0][0] == f"{600000 + i}.SH"
-                       for i, r in enumerate(rows))  # fmt: skip
+                       for i, r in enumerate(rows))
         status = dict(udfs.QWEN_STATUS())
     finally:
         udfs.set_runtime(None)
@@ -181,3 +181,41 @@ def test_one_default_per_setting_both_construction_paths_key_a_row_alike(tmp_pat
             b.start()
             keys.append((b.key(task, inp), b.fit(task).text_limit, b.params))
     assert keys[0] == keys[1]
+
+
+def test_an_answer_given_after_the_engine_changed_model_is_not_stored(tmp_path):
+    """The prepared request names the model of its key; an answer arriving when the engine serves
+    another is not stored under that key, and the row says why."""
+    from xladdin.errors import EngineError
+    from xladdin.tasks import ScreenTask
+
+    task = ScreenTask()
+    inp = task.parse({"code": "600519", "name": "贵州茅台", "report_text": "营业收入1505.60亿元。"})
+    engine = ScriptedEngine(lambda _: screen_answer())
+
+    def swapped(_):
+        engine.model_id = "another-model"  # the server behind the engine was replaced mid-request
+        return screen_answer()
+
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        b.start()
+        asked = b.prepare(task, inp)
+        engine.respond = swapped
+        with pytest.raises(EngineError, match="asked of scripted-model: the answer is not stored"):
+            b.run(task, inp)
+        assert b.cache.get(asked.key) is None and b.snapshot()["failed"] == 1
+        engine.respond = lambda _: screen_answer()
+        assert b.run(task, inp).provenance.model == "another-model"  # asked again, under the new model's key
+        assert b.cache.get(b.prepare(task, inp).key) is not None and b.cache.get(asked.key) is None
+
+
+def test_a_misspelt_variable_is_named_with_the_setting_it_resembles(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "XLADDIN_ENGIN_URL": "http://127.0.0.1:9/v1", "XLADDIN_NO_CACHE": "1"}
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "cache", "stats", "--cache-dir", str(tmp_path / "c")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "XLADDIN_ENGIN_URL is not a setting and is ignored; did you mean XLADDIN_ENGINE_URL?" in r.stderr
+    assert "XLADDIN_NO_CACHE" not in r.stderr  # a real setting: no warning

@@ -11,13 +11,13 @@ import sys
 import pytest
 from conftest import TINY_MAX_TOKENS, free_port, tiny_settings
 
-from server import launcher, profiles
-from server.cli import main as server_main
-from server.verify import read_manifest, sha256_file, verify
 from xladdin.batcher import Batcher
 from xladdin.errors import ConfigError, EngineError
 from xladdin.pool import SAMPLE_POOL
 from xladdin.resolver import Resolver
+from xladdin.server import launcher, profiles
+from xladdin.server.cli import main as server_main
+from xladdin.server.verify import read_manifest, sha256_file, verify
 from xladdin.tasks import ScreenResult, ScreenTask
 
 ALL = profiles.load_profiles()
@@ -109,7 +109,7 @@ def test_gpus_start_one_server_per_gpu_unless_data_parallel(capsys):
     specs = launcher.one_per_gpu(["vllm", "serve", "m", "--port", "9000"], "http://h:9000", 9000, 2, {"A": "1"})
     assert [(s.cmd[-1], s.url, s.env) for s in specs] == [
         ("9000", "http://h:9000", {"A": "1", "CUDA_VISIBLE_DEVICES": "0"}),
-        ("9001", "http://h:9001", {"A": "1", "CUDA_VISIBLE_DEVICES": "1"})]  # fmt: skip
+        ("9001", "http://h:9001", {"A": "1", "CUDA_VISIBLE_DEVICES": "1"})]
 
 
 @pytest.mark.slow
@@ -118,13 +118,13 @@ def test_several_servers_start_serve_as_one_engine_and_all_stop(tiny_model_path,
     env = dict(os.environ, XLADDIN_N_THREADS="1")  # two llama.cpp servers on two cores
     specs = [launcher.ServerSpec(launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=p,
                                                              parallel=1), f"http://127.0.0.1:{p}", env)
-             for p in ports]  # fmt: skip
+             for p in ports]
     seen = {}
 
     def ready(urls):
         seen["urls"] = urls
         rows = [{"code": 600000 + i, "name": f"公司{i}", "roe": 20, "pe_ttm": 10, "report_text": f"营收{i}亿元"}
-                for i in range(4)]  # fmt: skip
+                for i in range(4)]
         with Batcher.from_settings(tiny_settings(tmp_path, engine_url=",".join(f"{u}/v1" for u in urls))) as b:
             seen["results"] = Resolver(b).map(ScreenTask(), rows)
             seen["answered"] = list(b.engine.answered)
@@ -185,7 +185,7 @@ def test_cli_screen_over_the_cpu_server(tiny_model_path, tmp_path):
         )
         sample = str(SAMPLE_POOL)
         r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", sample, "-o", str(tmp_path / "r.json"),
-                            "--no-progress"], env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+                            "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         assert "0 errors" in r.stdout
         run = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["run"]
@@ -221,7 +221,7 @@ def test_verify_hashes_smoke_and_agreement(tiny_model_path, tmp_path, capsys):
     data[-100] ^= 0xFF  # corrupt one byte of the weights
     (bad / tiny_model_path.name).write_bytes(bytes(data))
     code = server_main(["verify", "--model", str(bad / tiny_model_path.name), "--manifest", str(manifest),
-                        "--rows", "2"])  # fmt: skip
+                        "--rows", "2"])
     out = capsys.readouterr().out
     assert code == 1 and "FAIL" in out and f"sha256 {tiny_model_path.name}" in out
 
@@ -233,8 +233,8 @@ def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(stop, tiny_model_path):
     import time
 
     port = free_port()
-    cmd = [sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
-           "--port", str(port), "--parallel", "1"]  # fmt: skip
+    cmd = [sys.executable, "-m", "xladdin.server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
+           "--port", str(port), "--parallel", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     deadline = time.monotonic() + 120
@@ -244,7 +244,7 @@ def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(stop, tiny_model_path):
         if line.startswith("ready:") or not line:
             break
     assert lines[-1].strip() == f"ready: export XLADDIN_ENGINE_URL=http://127.0.0.1:{port}/v1", lines
-    assert lines[0].startswith("command: ") and "server.cpu_server" in lines[0]
+    assert lines[0].startswith("command: ") and "xladdin.server.cpu_server" in lines[0]
     proc.send_signal(getattr(signal, stop))
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -268,7 +268,7 @@ def test_the_cpu_server_under_load_stops_on_sigterm_before_the_kill_fallback(tin
 
         def ask():
             req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-                                         headers={"Content-Type": "application/json"})  # fmt: skip
+                                         headers={"Content-Type": "application/json"})
             try:
                 urllib.request.urlopen(req, timeout=60).read()
             except OSError:

@@ -24,7 +24,7 @@ FUNC = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\(")
 def formulas(path):
     wb = openpyxl.load_workbook(path)
     return {(ws.title, c.coordinate): c.value for ws in wb for row in ws.iter_rows() for c in row
-            if isinstance(c.value, str) and c.value.startswith("=")}  # fmt: skip
+            if isinstance(c.value, str) and c.value.startswith("=")}
 
 
 def contents(path):
@@ -35,7 +35,7 @@ def contents(path):
 def test_committed_template_matches_its_build_script(tmp_path):
     out = tmp_path / "t.xlsx"
     subprocess.run([sys.executable, str(ROOT / "workbook_templates" / "build_template.py"), str(out)], check=True,
-                   cwd=ROOT)  # fmt: skip
+                   cwd=ROOT)
     assert contents(out) == contents(TEMPLATE)
 
 
@@ -77,7 +77,7 @@ def test_rules_sheet_round_trips():
 @pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (libreoffice-calc-nogui) not installed")
 def test_libreoffice_keeps_every_formula(tmp_path):
     subprocess.run(["soffice", "--headless", "--calc", "--convert-to", "xlsx", "--outdir", str(tmp_path),
-                    str(TEMPLATE)], check=True, capture_output=True, timeout=180)  # fmt: skip
+                    str(TEMPLATE)], check=True, capture_output=True, timeout=180)
 
     def norm(f):  # LibreOffice lower-cases unknown names and writes FALSE as FALSE()
         return f.upper().replace("FALSE()", "FALSE").replace("TRUE()", "TRUE")

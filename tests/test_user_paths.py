@@ -21,8 +21,8 @@ from xladdin.cache import Cache
 from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import EngineError, EngineTimeout
 from xladdin.pool import SAMPLE_POOL, read_pool
+from xladdin.pool_screen import screen_file
 from xladdin.resolver import Resolver
-from xladdin.run import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
@@ -46,13 +46,13 @@ def report_rows(path: Path) -> list[dict]:
 def run_cli(*args, env_extra=None, timeout=120):
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), **(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+                          text=True, timeout=timeout)
 
 
 # ------------------------------------------------------------------ 1, 2: units and numbers of a CSV
 def test_csv_money_in_wan_converts_like_xlsx_and_numbers_stay_numbers(tmp_path):
     pool = tmp_path / "pool.csv"
-    pool.write_text("代码,名称,ROE(%),市盈率TTM,净利润(万元),备注,财报摘要\n"  # fmt: skip
+    pool.write_text("代码,名称,ROE(%),市盈率TTM,净利润(万元),备注,财报摘要\n"
                     "000001,平安银行,\"11.38%\",4.1,\"4,645,500\",-12.0,净利润464.55亿元\n",
                     encoding="utf-8")
     answer = screen_answer("盈利稳定", net_profit=(464.55, "亿元"))
@@ -93,7 +93,7 @@ def test_xlsx_percent_formatted_roe_is_read_as_shown(tmp_path):
 def test_huge_numbers_are_a_field_error_not_an_internal_error(tmp_path):
     pool = tmp_path / "pool.csv"
     pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,1e30,25\n000001,平安银行,10,1e300\n600036,招商银行,15,6\n",
-                    encoding="utf-8")  # fmt: skip
+                    encoding="utf-8")
     summary = run_screen(tmp_path, pool, "r.json", screen_answer())
     rows = report_rows(summary.output)
     assert rows[0]["错误 error"] == "#QWEN! roe is out of range: '1e30' (|value| must be below 1e+15)"
@@ -105,7 +105,7 @@ def test_huge_numbers_are_a_field_error_not_an_internal_error(tmp_path):
 def test_control_characters_never_break_the_xlsx_report(tmp_path):
     pool = tmp_path / "pool.csv"
     pool.write_text("代码,名称,ROE,市盈率TTM,财报摘要\n600519,贵\x01州茅台,30,25,营收\x0b1505亿元\x1f\n",
-                    encoding="utf-8")  # fmt: skip
+                    encoding="utf-8")
     for _ in range(2):  # and again, answered from the cache
         summary = run_screen(tmp_path, pool, "r.xlsx", screen_answer("理由\x07带控制字符"))
         ws = openpyxl.load_workbook(summary.output)["Results"]
@@ -186,12 +186,12 @@ def test_models_endpoint_that_is_not_json_is_one_line_exit_2(tmp_path):
     pool.write_text("代码,名称\n600519,贵州茅台\n", encoding="utf-8")
     try:
         r = run_cli("screen", str(pool), "-o", str(tmp_path / "r.json"), "--no-progress",
-                    env_extra={"XLADDIN_ENGINE_URL": server.url})  # fmt: skip
+                    env_extra={"XLADDIN_ENGINE_URL": server.url})
     finally:
         server.close()
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (f"xladdin: error: {server.url}/models did not list models as JSON: "
-                                "'<html>welcome to nginx</html>' — is this an OpenAI-compatible server?")  # fmt: skip
+                                "'<html>welcome to nginx</html>' — is this an OpenAI-compatible server?")
 
 
 def test_timeout_bounds_the_whole_request_and_reports_the_real_wait(tmp_path):
@@ -213,7 +213,7 @@ def test_an_engine_that_cannot_start_is_not_asked_again_by_every_cell(tmp_path):
     server = Server({})  # every path 404: /v1/models fails
     try:
         with Batcher(OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url, retries=0)),
-                     Cache(tmp_path / "c")) as b:  # fmt: skip
+                     Cache(tmp_path / "c")) as b:
             results = Resolver(b).map(ScreenTask(), [{"code": 600000 + i, "name": f"公司{i}"} for i in range(50)])
     finally:
         server.close()
@@ -230,10 +230,10 @@ def test_ctrl_c_stops_within_seconds_exit_130_keeping_the_cache(tiny_model_path,
         for i in range(60):
             f.write(f"{600000 + i},公司{i},{10 + i % 9},{20 + i},2023年营业收入{100 + i}亿元，同比增长{i}%。\n")
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path),
-               XLADDIN_MAX_PARALLEL="2")  # fmt: skip
+               XLADDIN_MAX_PARALLEL="2")
     proc = subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o",
                              str(tmp_path / "r.xlsx"), "--no-progress"], env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, text=True)
     cache_dir = Path(os.environ["XLADDIN_CACHE_DIR"])
     deadline = time.monotonic() + 120
     done = 0
@@ -260,8 +260,8 @@ def test_sigterm_to_serve_stops_its_server_and_the_key_stays_secret(tiny_model_p
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, XLADDIN_API_KEY="s3cret-key-0123456789")
-    cmd = [sys.executable, "-m", "server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
-           "--port", str(port), "--parallel", "1"]  # fmt: skip
+    cmd = [sys.executable, "-m", "xladdin.server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
+           "--port", str(port), "--parallel", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = []
     while True:
@@ -290,10 +290,15 @@ COM_ERRORS = {-2146826281, -2146826246, -2146826259, -2146826288, -2146826252, -
 
 
 class WindowsCells:
-    """The one engine-specific stage of xlwings' read pipeline, as ``xlwings._xlwindows`` does it
-    (that module needs pywin32): blanks become ``empty_as``, Excel error codes ``None``."""
+    """The engine-specific stages of xlwings' conversion, as ``xlwings._xlwindows`` does them (that
+    module needs pywin32): read, blanks become ``empty_as`` and Excel error codes ``None``; written,
+    ``None`` and NaN become blank cells."""
 
     name, type, apps = "excel", "desktop", None
+
+    @staticmethod
+    def prepare_xl_data_element(x, date_format):
+        return "" if x is None or (isinstance(x, float) and x != x) else x
 
     @staticmethod
     def clean_value_data(data, datetime_builder, empty_as, number_builder, err_to_str):
@@ -316,6 +321,95 @@ def xlwings_read(value, options):
     if "excel" not in [e.name for e in xlwings.engines]:
         xlwings.engines.add(xlwings.main.Engine(impl=WindowsCells()))
     return conversion.read(None, value, options)
+
+
+MISSING = -2147352572  # what COM passes for an argument left out
+
+
+@pytest.fixture
+def windows_udfs(monkeypatch):
+    """xlwings' Windows UDF machinery (``xlwings.udfs``: ``call_udf``, ``xlfunc``/``xlarg``/``xlret``)
+    imported with stand-ins for the few COM objects it touches, and this project's UDF module decorated by
+    those decorators, as the COM server imports it. Yields (call_udf, module name)."""
+    import asyncio
+    import importlib
+    import importlib.util
+    import types
+
+    import xlwings
+
+    stubs = {n: types.ModuleType(n) for n in ("pythoncom", "pywintypes", "win32com", "win32com.client",
+                                              "xlwings._xlwindows", "xlwings.com_server")}
+    stubs["pythoncom"].CoInitialize = lambda: None
+    stubs["pythoncom"].IID_IDispatch = object()
+    stubs["pythoncom"].CoMarshalInterThreadInterfaceInStream = lambda iid, api: ("stream", api)
+    stubs["win32com.client"].Dispatch = lambda *a, **k: None
+
+    class ComCell:  # the caller as xlwings._xlwindows.Range wraps it: address, sheet, book, COM object
+        def __init__(self, xl):
+            self.xl, self.api = xl, types.SimpleNamespace(CLSID="clsid")
+            book = types.SimpleNamespace(name="pool.xlsx", fullname="pool.xlsx")  # not yet saved
+            self.sheet = types.SimpleNamespace(name="Pool", book=book)
+
+        @property
+        def address(self):
+            return self.xl["address"]
+
+    stubs["xlwings._xlwindows"].Range = ComCell
+    stubs["xlwings._xlwindows"].is_range_instance = lambda arg: False  # values arrive as COM gives them
+    stubs["xlwings.com_server"].loop = asyncio.new_event_loop()
+    for name, module in stubs.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(xlwings, "_xlwindows", stubs["xlwings._xlwindows"], raising=False)
+    if "excel" not in [e.name for e in xlwings.engines]:
+        xlwings.engines.add(xlwings.main.Engine(impl=WindowsCells()))
+    xw_udfs = importlib.import_module("xlwings.udfs")
+    monkeypatch.setitem(sys.modules, "xlwings.udfs", xw_udfs)
+    monkeypatch.setattr(xlwings, "udfs", xw_udfs, raising=False)
+    # the project's UDFs, decorated as on Windows (xlwings exports these three there as func/arg/ret)
+    import xladdin.excel.udfs as ours
+
+    monkeypatch.setattr(xlwings, "func", xw_udfs.xlfunc)
+    monkeypatch.setattr(xlwings, "arg", xw_udfs.xlarg)
+    monkeypatch.setattr(xlwings, "ret", xw_udfs.xlret)
+    spec = importlib.util.spec_from_file_location("xladdin.excel._udfs_as_on_windows", ours.__file__)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    yield xw_udfs.call_udf, spec.name, module
+    module.set_runtime(None)
+    xw_udfs.udf_modules.pop(spec.name, None)
+
+
+def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
+    """Arguments and results go through xlwings' own ``call_udf``: its argument conversion, the caller
+    it builds, the function as its decorators registered it, and its return conversion."""
+    from xladdin.excel import cells
+    from xladdin.excel.pending import CellRuntime
+
+    call_udf, name, module = windows_udfs
+    engine = ScriptedEngine(lambda m: screen_answer("业绩稳健"), delay=0.3)
+    recalculated = []  # the cells Excel is asked to recalculate, as call_udf's caller reaches them
+    runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated.append)
+    module.set_runtime(runtime)
+    row = ((600519.0, "贵州茅台", "白酒", 25.0, 34.19, 59.49, "营收1505亿元", None, None, None),)
+    rules = (("roe_low_risk_from", 40.0), ("pe_limit", 50.0))  # a Rules range as COM passes it
+    first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
+    assert first[0][0] == cells.PENDING and len(first[0]) == len(cells.SPILL_FIELDS)
+    deadline = time.monotonic() + 30
+    while not recalculated and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [(c.address, c.sheet.name, c.sheet.book.name) for c in recalculated] == [("$L$2", "Pool", "pool.xlsx")]
+    done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
+    assert done[0][:5] == ["600519.SH", "贵州茅台", "低", 100, "业绩稳健"]
+    assert "" in done[0] and None not in done[0]  # empty figures written as blank cells, as Excel gets them
+    stricter = call_udf(name, "QWEN_SCREEN", (row, MISSING, rules, MISSING), None, {"address": "$L$3"})
+    assert stricter[0][2] == "中" and len(engine.calls) == 1  # rules in code: the model is not asked again
+    bad = ((600519.0, "贵州茅台", "白酒", "N/A?", "abc", 1.0, "x", None, None, None),)
+    shown = call_udf(name, "QWEN_SCREEN", (bad, MISSING, MISSING, MISSING), None, {"address": "$L$4"})
+    assert shown[0][0] == "#QWEN! pe_ttm is not a number: 'N/A?'" and len(shown[0]) == len(cells.SPILL_FIELDS)
+    status = dict(call_udf(name, "QWEN_STATUS", (), None, {"address": "$A$1"}))
+    assert status["asked of the engine"] == 1 and status["pending cells"] == 0
 
 
 def test_classify_labels_as_text_survive_xlwings_conversion():
@@ -349,34 +443,64 @@ def test_com_is_not_imported_off_windows(tmp_path, monkeypatch):
     assert Path.cwd() == tmp_path  # importing xlwings.com_server would have moved it
 
 
-def test_rewrite_decides_formula2_up_front(monkeypatch):
+def test_a_cell_is_recalculated_on_the_com_loop_against_a_recording_stand_in(monkeypatch):
+    """The Windows path with a stand-in for xlwings' COM server: ``available`` finds it, ``rewrite``
+    returns at once and the formula is written back on the COM loop's own thread."""
     import asyncio
+    import types
+
+    import xlwings
 
     from xladdin.excel import com
 
-    class Caller:
-        def __init__(self):
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    fake = types.ModuleType("xlwings.com_server")
+    fake.loop = loop
+    monkeypatch.setitem(sys.modules, "xlwings.com_server", fake)
+    monkeypatch.setattr(xlwings, "com_server", fake, raising=False)
+    monkeypatch.setattr(sys, "platform", "win32")
+    xw_udfs = types.ModuleType("xlwings.udfs")  # its Windows-only imports stand in here too
+    xw_udfs.has_dynamic_array = lambda pid: pid == 4242  # one Excel with Formula2, one without
+    monkeypatch.setitem(sys.modules, "xlwings.udfs", xw_udfs)
+    done = threading.Event()
+
+    class Range:  # what xlwings' ComRange offers the rewrite: formula get/set, awaited on the COM loop
+        def __init__(self, pid):
+            self.sheet = types.SimpleNamespace(book=types.SimpleNamespace(app=types.SimpleNamespace(pid=pid)))
             self.calls = []
 
+        async def _record(self, name, value=None):
+            self.calls.append((name, threading.current_thread() is thread))
+            if name.startswith("set"):
+                done.set()
+            return value
+
         async def get_formula2(self):
-            self.calls.append("get_formula2")
-            return "=QWEN_SCREEN(A2:J2)"
+            return await self._record("get_formula2", "=QWEN_SCREEN(A2:J2)")
 
         async def set_formula2(self, f):
-            self.calls.append("set_formula2")
+            await self._record("set_formula2")
 
         async def get_formula(self):
-            self.calls.append("get_formula")
-            return "=QWEN_SCREEN(A2:J2)"
+            return await self._record("get_formula", "=QWEN_SCREEN(A2:J2)")
 
         async def set_formula(self, f):
-            self.calls.append("set_formula")
+            await self._record("set_formula")
 
-    for dynamic, expected in ((True, ["get_formula2", "set_formula2"]), (False, ["get_formula", "set_formula"])):
-        monkeypatch.setattr(com, "has_dynamic_arrays", lambda caller, d=dynamic: d)
-        caller = Caller()
-        asyncio.run(com._rewrite(caller))
-        assert caller.calls == expected
+    try:
+        assert com.available() is True
+        for pid, expected in ((4242, ["get_formula2", "set_formula2"]), (4343, ["get_formula", "set_formula"])):
+            done.clear()
+            caller = Range(pid)
+            com.rewrite(caller)
+            assert done.wait(10)
+            assert caller.calls == [(name, True) for name in expected]  # on the COM loop's thread
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
 
 
 def test_refresh_writes_one_block_and_keeps_users_formulas():
@@ -385,15 +509,29 @@ def test_refresh_writes_one_block_and_keeps_users_formulas():
     existing = (("",), ("=QWEN_SCREEN(A3:J3,FALSE,Rules!$A$2:$B$10)",), ("=A4*2",), (None,), ("my note",))
     block = verdict_column(existing, 6)
     assert block == [[verdict_formula(2)], [verdict_formula(3)], ["=A4*2"], [verdict_formula(5)], ["my note"],
-                     [verdict_formula(7)]]  # fmt: skip
+                     [verdict_formula(7)]]
     assert verdict_column("", 1) == [[verdict_formula(2)]]
 
 
-def test_rules_range_is_defined_once():
-    from xladdin.excel import cells, macros
+def test_every_formula_of_the_template_reads_the_whole_rules_table():
+    """The Rules range in the shipped template's formulas (and in what Refresh writes) covers every rule
+    key on its Rules sheet, with room to spare: read from the workbook, not from the constant."""
+    import re
 
-    assert macros.RULES_REF == cells.RULES_REF == "Rules!$A$2:$B$20"
-    assert macros.verdict_formula(2).endswith(",FALSE,Rules!$A$2:$B$20)")
+    from xladdin.excel import macros
+    from xladdin.rules import Rules
+
+    wb = openpyxl.load_workbook(ROOT / "workbook_templates" / "stock_screen.xlsx")
+    pool, rules = wb["Pool"], wb["Rules"]
+    formulas = [c.value for c in pool["L"][1:] if isinstance(c.value, str) and c.value.startswith("=QWEN_SCREEN")]
+    assert len(formulas) >= 10 and macros.verdict_formula(2) == formulas[0]
+    for formula in formulas:
+        sheet, c1, r1, c2, r2 = re.search(r",(\w+)!\$([A-Z])\$(\d+):\$([A-Z])\$(\d+)\)$", formula).groups()
+        assert sheet == "Rules" and (c1, c2) == ("A", "B")
+        keys = {rules[f"A{r}"].value for r in range(int(r1), int(r2) + 1)} - {None}
+        assert keys == set(Rules.model_fields), formula
+        assert rules[f"A{int(r1) - 1}"].value == "key" and all(rules[f"A{r}"].value is None
+                                                             for r in range(int(r2) + 1, int(r2) + 20))
 
 
 @pytest.mark.slow
@@ -416,20 +554,20 @@ def test_installed_package_carries_the_verify_sample(tmp_path):
 
     src = tmp_path / "src"  # a copy: building in place would leave build/ in the checkout
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", ".gpu", "build", "*.egg-info",
-                                                              "__pycache__", ".pytest_cache"))  # fmt: skip
+                                                              "__pycache__", ".pytest_cache"))
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(src)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     import zipfile
 
     (wheel,) = tmp_path.glob("xladdin-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "xladdin/data/sample_pool.csv" in names and "server/profiles/qwen3.5-9b-24gb.toml" in names
-    assert SAMPLE_POOL.relative_to(ROOT / "xladdin")  # verify reads it from the package
+    assert "xladdin/data/sample_pool.csv" in names and "xladdin/server/profiles/qwen3.5-9b-24gb.toml" in names
+    assert SAMPLE_POOL.is_relative_to(ROOT / "xladdin")  # verify reads it from the package
 
 
 def test_verify_manifest_errors_are_config_errors(tmp_path, capsys):
-    from server.cli import main as server_main
+    from xladdin.server.cli import main as server_main
 
     binary = tmp_path / "SHA256SUMS"
     binary.write_bytes(b"\xff\xfe\x00\x81" * 10)
@@ -455,7 +593,7 @@ def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp
         for code, name, text, rev, np_, risk in rows:
             w.writerow([code, name, 16 if risk == "低" else (8 if risk == "中" else 2), 20, text, rev, np_, risk])
     r = run_cli("eval", str(gold), "-o", str(tmp_path / "eval.json"), "--no-progress", "--model", str(tiny_model_path),
-                timeout=300)  # fmt: skip
+                timeout=300)
     assert r.returncode == 0, r.stderr
     report = json.loads((tmp_path / "eval.json").read_text(encoding="utf-8"))
     net = report["fields"]["gold_net_profit"]
@@ -464,7 +602,7 @@ def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp
     assert net["misses"][0]["code"] == "600036" and net["misses"][0]["read"] is None
     assert report["fields"]["gold_revenue"]["accuracy"] == 1.0
     assert report["fields"]["gold_risk"] == {"rows": 3, "correct": 3, "accuracy": 1.0, "evidence_rate": None,
-                                             "correct_and_quoted": None, "misses": []}  # fmt: skip
+                                             "correct_and_quoted": None, "misses": []}
     assert "gold_net_profit" in r.stdout and "75.0%" in r.stdout
 
 
@@ -537,29 +675,17 @@ def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
             server.close()
 
 
-def chat_reply(content: str) -> tuple[int, str, bytes]:
-    """A chat completion as vLLM returns it, with ``content`` as the answer."""
-    data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}  # fmt: skip
-    return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
-
-
 def test_an_off_schema_answer_is_asked_again_with_the_validation_error(tmp_path):
     answers = iter(['{"revenue": "lots", "reason": "好"}', screen_answer("营收稳健")])
-    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"),
-                     "/v1/chat/completions": lambda body: chat_reply(next(answers))})
-    try:
-        with Batcher.from_settings(tiny_settings(tmp_path, engine_url=server.url, retries=0)) as b:
-            (res,) = Resolver(b).map(ScreenTask(), [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25}])
-    finally:
-        server.close()
+    engine = ScriptedEngine(lambda messages: next(answers))
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        (res,) = Resolver(b).map(ScreenTask(), [{"code": "600519", "name": "贵州茅台", "roe": 30, "pe_ttm": 25}])
     assert res.reason == "营收稳健" and res.risk_level.value == "低"
-    first, second = [body for body in server.bodies if "messages" in body]  # (the other is /tokenize)
-    assert len(second["messages"]) == len(first["messages"]) + 2
-    assert second["messages"][-2] == {"role": "assistant", "content": '{"revenue": "lots", "reason": "好"}'}
-    fix = second["messages"][-1]["content"]
-    assert second["messages"][-1]["role"] == "user" and "does not match the schema" in fix and "revenue" in fix
+    first, second = engine.calls
+    assert len(second) == len(first) + 2
+    assert second[-2] == {"role": "assistant", "content": '{"revenue": "lots", "reason": "好"}'}
+    fix = second[-1]["content"]
+    assert second[-1]["role"] == "user" and "does not match the schema" in fix and "revenue" in fix
 
 
 def test_an_over_long_reason_is_cut_in_code_not_asked_again():
@@ -581,7 +707,7 @@ def test_screen_table_with_header_through_xlwings_dataframe_converter(tmp_path):
     raw = (("代码", "名称", "ROE(%)", "净利润(万元)", "财报摘要"),
            (600519.0, "贵州茅台", 34.19, 6272.05, "营收1505亿元"),
            (None, None, None, None, None),  # a blank row keeps its place in the spill
-           ("000001", "平安银行", None, None, ""))  # fmt: skip
+           ("000001", "平安银行", None, None, ""))
     values = xlwings_read(raw, ARG_OPTIONS["QWEN_SCREEN"]["values"])
     frame = cells.table_frame(cells.to_rows(values))
     assert isinstance(frame, pd.DataFrame) and list(frame.columns) == list(raw[0]) and len(frame) == 3

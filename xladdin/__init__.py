@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 from .batcher import Batcher  # noqa: E402
 from .cache import Cache, cache_key  # noqa: E402
+from .dataframes import screen  # noqa: E402
 from .errors import (  # noqa: E402
     ConfigError,
     EngineError,
@@ -14,7 +15,6 @@ from .errors import (  # noqa: E402
     OutputError,
     XladdinError,
 )
-from .frame import screen  # noqa: E402
 from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .tasks import ScreenResult, ScreenTask, StockSample  # noqa: E402

@@ -29,10 +29,10 @@ def canonical_json(obj: Any) -> str:
 def cache_key(
     *, task: str, task_version: str, task_config: dict[str, Any], model: str, params: dict[str, Any],
     inp: BaseModel | dict[str, Any],
-) -> str:  # fmt: skip
+) -> str:
     data = inp.model_dump(mode="json") if isinstance(inp, BaseModel) else inp
     payload = {"task": task, "version": task_version, "config": task_config, "model": model,
-               "params": params, "input": data}  # fmt: skip
+               "params": params, "input": data}
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 

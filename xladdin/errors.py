@@ -60,3 +60,14 @@ class OutputError(XladdinError):
 def internal_error(e: BaseException) -> XladdinError:
     """A bug met while answering one row, as that row's error (the other rows go on)."""
     return XladdinError(f"internal error: {e.__class__.__name__}: {e}")
+
+
+def first_error(e: Exception, default: str = "") -> str:
+    """A validation error in one line: where (the field's dotted path, else ``default``) and why,
+    without pydantic's link line."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        err = errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or default
+        return f"{where}: {err['msg']}" if where else err["msg"]
+    return str(e)

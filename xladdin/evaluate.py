@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .batcher import Batcher
+from .batcher import Batcher, started
 from .errors import InputError, XladdinError
 from .pool import Pool, read_pool
+from .pool_screen import screen_records
 from .rules import Flag
-from .run import screen_records
 from .settings import Settings
-from .tasks.fields import parse_number
+from .tasks.cell_values import parse_number
 from .tasks.figures import FIGURES
 from .tasks.screen import RESULT_FIGURES, ScreenTask
 
@@ -50,7 +50,7 @@ class FieldScore:
 
         return {"rows": self.rows, "correct": self.correct, "accuracy": rate(self.correct),
                 "evidence_rate": rate(self.quoted), "correct_and_quoted": rate(self.traced) if self.quoted is not None
-                else None, "misses": (self.misses or [])[:20]}  # fmt: skip
+                else None, "misses": (self.misses or [])[:20]}
 
 
 def close_enough(read: float | None, gold: float, money: bool = False) -> bool:
@@ -66,24 +66,18 @@ def gold_columns(pool: Pool) -> dict[str, int]:
     found = {name: cols[name] for name in (*GOLD_FIGURES, "gold_risk") if name in cols}
     if not found:
         raise InputError("columns", f"{pool.path.name} has no gold column (expected one of "
-                         f"{', '.join((*GOLD_FIGURES, 'gold_risk'))})")  # fmt: skip
+                         f"{', '.join((*GOLD_FIGURES, 'gold_risk'))})")
     return found
 
 
 def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True,
-             batcher: Batcher | None = None) -> dict[str, Any]:  # fmt: skip
+             batcher: Batcher | None = None) -> dict[str, Any]:
     pool = read_pool(gold_path)
     gold = gold_columns(pool)
-    own = batcher is None
-    batcher = batcher or Batcher.from_settings(settings)
     task = ScreenTask(max_text_chars=settings.max_text_chars)
-    try:
-        batcher.start()
-        results, _, _ = screen_records(batcher, task, pool.records(), progress)
-        model, engine = batcher.engine.model_id, batcher.engine.describe()
-    finally:
-        if own:
-            batcher.close()
+    with started(settings, batcher) as core:
+        results, _, _ = screen_records(core, task, pool.records(), progress)
+        model, engine = core.engine.model_id, core.engine.describe()
     scores = {name: FieldScore(misses=[], quoted=None if name == "gold_risk" else 0) for name in gold}
     errors, alone = [], 0
     for i, (raw, res) in enumerate(zip(pool.rows, results, strict=True)):
@@ -122,16 +116,16 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
     return {"gold": str(gold_path), "rows": len(pool.rows), "errors": len(errors), "error_rows": errors[:20],
             "without_answer": alone,
             "model": model, "engine": engine, "task_version": task.version,
-            "fields": {name: s.as_dict() for name, s in scores.items()}}  # fmt: skip
+            "fields": {name: s.as_dict() for name, s in scores.items()}}
 
 
 def table(report: dict[str, Any]) -> str:
     alone = f", {report['without_answer']} without a model answer (模型未作答)" if report.get("without_answer") else ""
     lines = [f"{report['rows']} rows, {report['errors']} errors{alone} — {report['model']}",
-             f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9} {'right+quoted':>13}"]  # fmt: skip
+             f"{'field':<24} {'rows':>5} {'accuracy':>9} {'evidence':>9} {'right+quoted':>13}"]
     for name, f in report["fields"].items():
         acc, ev, traced = ("" if f[k] is None else f"{f[k]:.1%}" for k in ("accuracy", "evidence_rate",
-                                                                            "correct_and_quoted"))  # fmt: skip
+                                                                            "correct_and_quoted"))
         lines.append(f"{name:<24} {f['rows']:>5} {acc:>9} {ev:>9} {traced:>13}")
     return "\n".join(lines)
 

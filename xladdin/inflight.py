@@ -3,8 +3,8 @@
 An embedded engine has a fixed number of slots: that many, no more. A GPU server
 batches whatever it is given up to its own limit (vLLM's ``--max-num-seqs``, or
 less when the KV cache is full), and the right number for it is unknown to the
-client. Too few leaves the GPU idle (the old default of 32 reached 7 rows/s where
-256 reached 45 on one H200); far too many only queues requests in the server.
+client. Too few leaves the GPU idle and far too many only queues requests in the
+server (measured by window size on one H200: ``bench/results/gpu.json``, ``sweep``).
 
 So for a server that reports its load (vLLM's ``/metrics``: requests running and
 waiting), the window adapts: it doubles while the server runs everything it is

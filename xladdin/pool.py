@@ -20,7 +20,7 @@ from typing import Any
 
 from .documents import decode_text, match_reports
 from .errors import InputError
-from .tasks.fields import parse_number
+from .tasks.cell_values import parse_number
 from .tasks.figures import MONEY_UNITS
 
 # Headers as the terminals and data services write them (after ``_norm``: NFKC, no spaces, lower case).
@@ -73,7 +73,7 @@ def money_unit(unit: str, header: str) -> float:
     factor = {**MONEY_UNITS, "千万元": 0.1, "十万元": 1e-3}.get(written)
     if factor is None:
         raise InputError("columns", f"{header!r}: unknown money unit {unit!r} (known: 元, 千元, 万元, 百万元, "
-                         "千万元, 亿元; figures in other currencies are not converted)")  # fmt: skip
+                         "千万元, 亿元; figures in other currencies are not converted)")
     return factor
 
 
@@ -148,7 +148,7 @@ class Pool:
     def match_reports(self, folder: str | Path) -> int:
         """Give each row without a report file the file in ``folder`` named with its stock code;
         returns how many rows got one."""
-        from .tasks.fields import normalize_code
+        from .tasks.cell_values import normalize_code
 
         codes: dict[int, str] = {}
         idx = self.mapping["code"]
@@ -208,7 +208,7 @@ def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Poo
         if m and m[0] in pool.mapping:
             first = columns[pool.mapping[m[0]]]
             raise InputError("columns", f"{first!r} and {col!r} in {path.name} both hold {m[0]}: keep one of them "
-                             "(or rename the other)")  # fmt: skip
+                             "(or rename the other)")
         if m:
             pool.mapping[m[0]] = i
             pool.scale[m[0]] = m[1]
@@ -216,7 +216,7 @@ def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Poo
         if name not in pool.mapping:
             known = "/".join(FIELD_ALIASES[name][:4])
             raise InputError("columns", f"have no {name} column in {path.name} (expected one of {known}); found: "
-                             + ", ".join(columns))  # fmt: skip
+                             + ", ".join(columns))
     return pool
 
 
@@ -313,7 +313,7 @@ def _read_xls(path: Path) -> list[list[Any]]:
             return [[_xls_value(sheet.cell(r, c), book) for c in range(sheet.ncols)] for r in range(sheet.nrows)]
         except (xlrd.XLRDError, IndexError, ValueError, AssertionError, KeyError) as e:
             raise InputError("input", f"{path.name} is not a readable .xls workbook ({e.__class__.__name__}: "
-                             f"{str(e)[:120]})") from None  # fmt: skip
+                             f"{str(e)[:120]})") from None
     lowered = head.lstrip(b"\xef\xbb\xbf").lstrip().lower()
     if lowered.startswith((b"<", b"\xff\xfe<", b"\xfe\xff")) and b"<t" in head.lower().replace(b"\x00", b""):
         return _html_table(path)
@@ -387,16 +387,16 @@ def _read_xlsx(path: Path) -> list[list[Any]]:
     try:
         wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except (zipfile.BadZipFile, InvalidFileException, KeyError, ValueError, OSError, EOFError, zlib.error,
-            ParseError, IndexError, TypeError) as e:  # fmt: skip
+            ParseError, IndexError, TypeError) as e:
         raise InputError("input", f"{path.name} is not a readable .xlsx workbook ({e.__class__.__name__}: "
-                         f"{str(e)[:120]})") from None  # fmt: skip
+                         f"{str(e)[:120]})") from None
     try:
         if not wb.worksheets:
             raise InputError("input", f"{path.name} has no worksheet")
         ws = wb["Pool"] if "Pool" in wb.sheetnames else wb.worksheets[0]
         return [[_cell_value(c) for c in r] for r in ws.iter_rows()]
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError, zlib.error, ParseError, IndexError,
-            TypeError) as e:  # fmt: skip
+            TypeError) as e:
         raise InputError("input", f"{path.name}: cannot read its cells ({e.__class__.__name__}: {str(e)[:120]})") \
             from None
     finally:

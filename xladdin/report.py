@@ -66,7 +66,7 @@ def verdict_table(results: Sequence[Any], result_model: type[BaseModel]) -> tupl
     """The verdict columns (the result model's headers, then the error column) and their rows."""
     heads = result_model.headers()  # type: ignore[attr-defined]
     rows = [[None] * len(heads) + [error_text(res)] if isinstance(res, XladdinError) else res.cells() + [None]
-            for res in results]  # fmt: skip
+            for res in results]
     return heads + [ERROR_HEADER], rows
 
 
@@ -101,7 +101,7 @@ def check_output(path: str | Path, input_path: str | Path | None = None) -> Path
 
 
 def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
-                 run: dict[str, Any]) -> Path:  # fmt: skip
+                 run: dict[str, Any]) -> Path:
     """Write the report (its folder checked before the run: ``check_output``); if that fails,
     save the rows as JSON beside it and say where."""
     path = report_path(path)
@@ -122,7 +122,7 @@ def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_mo
 
 
 def _write_whole(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
-                 run: dict[str, Any]) -> None:  # fmt: skip
+                 run: dict[str, Any]) -> None:
     """Written to a temporary file beside ``path`` and moved into place: a failed write never leaves a
     truncated report (nor replaces a good one)."""
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
@@ -137,7 +137,7 @@ def _write_whole(path: Path, header: list[str], rows: list[list[Any]], results: 
 
 
 def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
-           run: dict[str, Any]) -> None:  # fmt: skip
+           run: dict[str, Any]) -> None:
     suffix = path.suffix.lower()
     if suffix == ".xlsx":
         _write_xlsx(path, header, rows, results, pool, run)
@@ -150,7 +150,7 @@ def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequen
     else:
         records = [dict(zip(header, r, strict=True)) for r in rows]
         path.write_text(json.dumps({"run": run, "rows": records}, ensure_ascii=False, indent=1, default=str),
-                        encoding="utf-8")  # fmt: skip
+                        encoding="utf-8")
 
 
 def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[str, Counter]]:
@@ -166,7 +166,7 @@ def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[st
 
 
 def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
-                run: dict[str, Any]) -> None:  # fmt: skip
+                run: dict[str, Any]) -> None:
     from openpyxl import Workbook
     from openpyxl.chart import BarChart, Reference
     from openpyxl.styles import Font, PatternFill

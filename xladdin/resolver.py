@@ -89,7 +89,7 @@ class Resolver:
         if isinstance(res, concurrent.futures.Future):
             # keyed when it settles: before the engine has named its model no key is final
             res.add_done_callback(functools.partial(self._settled, memo_key,
-                                                    functools.partial(self.batcher.key, task, inp)))  # fmt: skip
+                                                    functools.partial(self.batcher.key, task, inp)))
             return Pending(res)
         self.remember(memo_key, res)
         return Done(res)
@@ -152,7 +152,7 @@ class Resolver:
     def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
         """What code alone gives a row whose answer never came (else the error)."""
         try:
-            alone = self.batcher.without_answer(task, task.parse(documents.attach(row)), error)
+            alone = self.batcher.prepare(task, task.parse(documents.attach(row))).alone(error)
         except Exception:  # the row parsed once already; whatever fails now, the error stands
             alone = None
         return error if alone is None else alone

@@ -5,9 +5,11 @@ queued. Workers — one per request the engine may hold (``xladdin.inflight``: a
 engine's slots, a limit the user set, or a window adapted to a GPU server's load) — take the
 queue longest prompt first, after a short window that lets a burst of cells arrive and be
 sorted. The engine is never given more than that and never left idle while work is queued.
-Each answer goes through one ``structured_call`` (validated, re-asked once with the error)
-and is handed to ``_store`` the moment it arrives; a failing request fails only its own future.
-The loop thread and the engine's shared start are ``xladdin.lifecycle``'s.
+A request comes prepared (``xladdin.prepared``: messages, schema, validator, key, model); each
+answer goes through one ``structured_call`` (validated, re-asked once with the error) and is
+handed to ``_store`` the moment it arrives, only when the engine still serves the request's
+model; a failing request fails only its own future. The loop thread and the engine's shared
+start are ``xladdin.lifecycle``'s.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from .engine import Engine, SamplingParams
 from .errors import EngineError, XladdinError, internal_error
 from .inflight import CONTROL_INTERVAL_S, Window
 from .lifecycle import LoopThread, SharedStart
+from .prepared import Prepared
 from .structured import structured_call
-from .tasks.base import Task
 
 
 @dataclass
@@ -44,10 +46,7 @@ class BatcherStats:
 @dataclass(order=True)
 class _Job:
     priority: tuple[int, int]
-    key: str = field(compare=False)
-    task: Task = field(compare=False)
-    inp: BaseModel = field(compare=False)
-    messages: list[dict[str, str]] = field(compare=False)
+    request: Prepared = field(compare=False)
     future: asyncio.Future = field(compare=False)
 
 
@@ -68,16 +67,14 @@ class JobQueue:
     def __len__(self) -> int:
         return len(self.jobs)
 
-    def put(self, key: str, task: Task, inp: BaseModel) -> tuple[asyncio.Future, bool]:
-        """The future of ``key``'s answer, and whether it joined one already asked."""
-        fut = self.inflight.get(key)
+    def put(self, request: Prepared) -> tuple[asyncio.Future, bool]:
+        """The future of ``request``'s answer, and whether it joined one already asked."""
+        fut = self.inflight.get(request.key)
         if fut is not None:
             return fut, True
         fut = asyncio.get_running_loop().create_future()
-        self.inflight[key] = fut
-        messages = task.messages(inp)
-        length = sum(len(m["content"]) for m in messages)
-        heapq.heappush(self.jobs, _Job((-length, next(self._seq)), key, task, inp, messages, fut))
+        self.inflight[request.key] = fut
+        heapq.heappush(self.jobs, _Job((-request.length, next(self._seq)), request, fut))
         self._wake.set()
         return fut, False
 
@@ -103,7 +100,7 @@ class JobQueue:
 class Scheduler:
     def __init__(self, engine: Engine, *, params: SamplingParams | None = None, window_ms: float = 20.0,
                  max_parallel: int | None = None, output_retries: int = 1, request_timeout: float | None = None,
-                 own_engine: bool = False):  # fmt: skip
+                 own_engine: bool = False):
         self.engine = engine
         self.own_engine = own_engine
         self.params = params or SamplingParams()
@@ -188,10 +185,10 @@ class Scheduler:
     def _store(self, key: str, out: BaseModel) -> None:
         """A validated answer, the moment it arrives (a subclass caches it)."""
 
-    async def _schedule(self, key: str, task: Task, inp: BaseModel) -> BaseModel:
-        """The validated answer for ``key``: joins the request in flight, or queues a new one."""
+    async def _schedule(self, request: Prepared) -> BaseModel:
+        """The validated answer to ``request``: joins the request in flight, or queues a new one."""
         assert self.queue is not None
-        fut, joined = self.queue.put(key, task, inp)
+        fut, joined = self.queue.put(request)
         if joined:
             with self._lock:
                 self.stats.deduplicated += 1
@@ -232,19 +229,23 @@ class Scheduler:
             job = await self.queue.take(lambda: self._in_engine == 0)
             self._in_engine += 1
             self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
+            request = job.request
             try:
-                out = await structured_call(self.engine, job.task, job.inp, job.messages, self.params,
-                                            retries=self.output_retries, asked=self._count_request)  # fmt: skip
+                out = await structured_call(self.engine, request, self.params, retries=self.output_retries,
+                                            asked=self._count_request)
+                if self.engine.model_id != request.model:  # the key names a model that did not give this answer
+                    raise EngineError(f"{self.engine.describe()} answered, but the request was asked of "
+                                      f"{request.model}: the answer is not stored")
             except XladdinError as e:
                 job.future.set_exception(e)
             except Exception as e:
                 job.future.set_exception(internal_error(e))
             else:
-                self._store(job.key, out)
+                self._store(request.key, out)
                 job.future.set_result(out)
             finally:
                 self._in_engine -= 1
-                self.queue.inflight.pop(job.key, None)
+                self.queue.inflight.pop(request.key, None)
 
     def _count_request(self) -> None:
         with self._lock:

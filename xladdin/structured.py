@@ -1,7 +1,7 @@
 """One structured call: ask the engine for a task's answer, validate it, and when it does not
 match, ask once more *with the validation error* in the messages (the same request at
 temperature 0 with the same seed could only get the same answer). What code can mend, the
-task's ``repair`` mends before validation; what is still wrong is a typed ``OutputError``."""
+request's validator mends (the task's ``repair``) before validation; what is still wrong is a typed ``OutputError``."""
 
 from __future__ import annotations
 
@@ -11,24 +11,22 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .engine import Engine, SamplingParams
-from .errors import OutputError
-from .tasks.base import Task
+from .errors import OutputError, first_error
+from .prepared import Prepared
 
 
-async def structured_call(engine: Engine, task: Task, inp: BaseModel, messages: list[dict[str, str]],
-                          params: SamplingParams, *, retries: int = 1,
-                          asked: Callable[[], Any] | None = None) -> BaseModel:  # fmt: skip
+async def structured_call(engine: Engine, request: Prepared, params: SamplingParams, *, retries: int = 1,
+                          asked: Callable[[], Any] | None = None) -> BaseModel:
     """The validated answer; ``asked`` is called before each request to the engine."""
-    schema = task.schema_for(inp)
-    sent = messages
+    messages = sent = request.messages
     last: OutputError | None = None
     for _ in range(1 + retries):
         if asked:
             asked()
         text = ""
         try:
-            text = await engine.complete(sent, schema, params)
-            return task.validate_output(text, inp)
+            text = await engine.complete(sent, request.schema, params)
+            return request.validate(text)
         except OutputError as e:  # e.g. cut at max_tokens
             last = e
         except (ValidationError, ValueError) as e:
@@ -38,10 +36,3 @@ async def structured_call(engine: Engine, task: Task, inp: BaseModel, messages: 
     assert last is not None
     raise last
 
-
-def first_error(e: Exception) -> str:
-    if isinstance(e, ValidationError):
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        return f"{where}: {err['msg']}" if where else err["msg"]
-    return str(e)

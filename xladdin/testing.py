@@ -95,7 +95,7 @@ def write_tiny_qwen_gguf(path: str | Path, *, seed: int = 0, n_ctx: int = 4096) 
     out[:, 0] = 0.0
     byte = {ch: i for i, ch in enumerate(_byte_tokens())}
     for ch, bonus in {'"': 3.0, "}": 2.0, ",": 2.0, "n": 1.5, "u": 1.5, "l": 1.5, "f": 1.0, "a": 1.0,
-                      "s": 1.0, "e": 1.0, "1": 1.0}.items():  # fmt: skip
+                      "s": 1.0, "e": 1.0, "1": 1.0}.items():
         out[byte[ch], 0] = bonus
     w.add_tensor("output.weight", out)
     for i in range(n_layer):

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from .. import evaluate
-from .common import add_settings_options, settings_from
+from .settings_options import add_settings_options, settings_from
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

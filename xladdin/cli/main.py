@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("\nxladdin: interrupted — finished rows are cached; run the same command again to continue",
-              file=sys.stderr, flush=True)  # fmt: skip
+              file=sys.stderr, flush=True)
         sys.stdout.flush()
         # The engine may still be computing abandoned requests in native threads that the
         # interpreter would join at exit; everything finished is already on disk.

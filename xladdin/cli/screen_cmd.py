@@ -9,10 +9,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, first_error
+from ..pool_screen import screen_file
 from ..rules import DEFAULT_RULES, Rules
-from ..run import screen_file
-from .common import add_settings_options, settings_from
+from .settings_options import add_settings_options, settings_from
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", help="report .xlsx (default), .csv or .json [default: INPUT_report.xlsx]")
     p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
     p.add_argument("--reports", metavar="DIR", help="folder of report files (.pdf .txt .md .html) named with the "
-                   "stock code (603339_年报.pdf), read for the rows without a 报告文件 column")  # fmt: skip
+                   "stock code (603339_年报.pdf), read for the rows without a 报告文件 column")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_settings_options(p)
     p.set_defaults(func=run)
@@ -35,20 +35,19 @@ def load_rules(path: str | None) -> Rules:
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"rules file {path}: {e}") from None
     except ValidationError as e:
-        err = e.errors()[0]
-        raise ConfigError(f"rules file {path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise ConfigError(f"rules file {path}: {first_error(e)}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
     summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
-                          reports=args.reports)  # fmt: skip
+                          reports=args.reports)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
     if summary.unrecognised:
         print("columns not recognised (copied to the report as they are): " + ", ".join(
-            " ".join(c.split()) for c in summary.unrecognised), file=sys.stderr)  # fmt: skip
+            " ".join(c.split()) for c in summary.unrecognised), file=sys.stderr)
     alone = f"{summary.without_answer} without a model answer (flag 模型未作答), " if summary.without_answer else ""
     print(
         f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, {alone}"

@@ -38,4 +38,4 @@ def build_engine(settings: Settings) -> Engine:
 
 
 __all__ = ["ENGINES", "Engine", "EngineOptions", "SamplingParams", "build_engine", "engine_class", "engine_kind",
-           "response_format"]  # fmt: skip
+           "response_format"]

@@ -8,27 +8,29 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..settings import SamplingParams, Settings, default
 
-class SamplingParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    temperature: float = 0.0
-    seed: int = 42
-    max_tokens: int = 512
+__all__ = ["Engine", "EngineOptions", "SamplingParams", "request_fields", "response_format"]
 
 
 class EngineOptions(BaseModel):
-    """What every engine is configured with; each engine extends it. A typo is an error."""
+    """What every engine is configured with; each engine extends it. A typo is an error. Defaults
+    are the settings' own (``settings.default``): one default per setting."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    timeout: float = Field(120.0, gt=0, description="seconds for one request, retries included")
+    timeout: float = Field(default("timeout"), gt=0, description="seconds for one request, retries included")
     max_parallel: int | None = Field(None, ge=1, description="requests in flight (default: the engine's own)")
-    structured_output: bool = True
+    structured_output: bool = default("structured_output")
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> EngineOptions:
+        return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output)
 
 
 class Engine(ABC):
-    """A way to reach a model. Capabilities are class flags; ``options_model`` is its configuration."""
+    """A way to reach a model. Capabilities are class flags; ``options_model`` is its configuration,
+    built from the settings by ``options_model.from_settings``."""
 
     kind: ClassVar[str]
     options_model: ClassVar[type[EngineOptions]] = EngineOptions

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
-from ..models import ModelFile, resolve_model
-from ..settings import Settings
+from ..gguf_files import ModelFile, resolve_model
+from ..settings import Settings, default
 from .base import Engine, EngineOptions, SamplingParams, request_fields
 
 DEFAULT_SLOTS = 4
@@ -21,17 +21,17 @@ DEFAULT_SLOTS = 4
 class EmbeddedOptions(EngineOptions):
     model: str | None = None
     models_dir: Path
-    n_ctx: int = 4096
-    n_threads: int = 2
-    seed: int = 42
-    prompt_cache_mib: int = 0
-    verbose: bool = False
+    n_ctx: int = default("n_ctx")
+    n_threads: int = default("n_threads")
+    seed: int = default("seed")
+    prompt_cache_mib: int = default("prompt_cache_mib")
+    verbose: bool = default("engine_verbose")
 
     @classmethod
     def from_settings(cls, s: Settings) -> EmbeddedOptions:
         return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output,
                    model=s.model, models_dir=s.models_dir, n_ctx=s.n_ctx, n_threads=s.n_threads, seed=s.seed,
-                   prompt_cache_mib=s.prompt_cache_mib, verbose=s.engine_verbose)  # fmt: skip
+                   prompt_cache_mib=s.prompt_cache_mib, verbose=s.engine_verbose)
 
 
 class EmbeddedEngine(Engine):
@@ -39,7 +39,7 @@ class EmbeddedEngine(Engine):
     options_model = EmbeddedOptions
 
     def __init__(self, settings: Settings | EmbeddedOptions, model: ModelFile | None = None):
-        self.options = settings if isinstance(settings, EmbeddedOptions) else EmbeddedOptions.from_settings(settings)
+        self.options = settings if isinstance(settings, EmbeddedOptions) else self.options_model.from_settings(settings)
         self.max_parallel = self.options.max_parallel or DEFAULT_SLOTS
         self.context_tokens = self.options.n_ctx
         self._model = model
@@ -126,7 +126,7 @@ class EmbeddedEngine(Engine):
                 result = await loop.run_in_executor(self._pool, self.chat, body)
         except TimeoutError:
             raise EngineTimeout(f"embedded engine: no answer after {self.options.timeout:g}s (a slow CPU: raise "
-                                "XLADDIN_TIMEOUT or lower XLADDIN_MAX_PARALLEL)") from None  # fmt: skip
+                                "XLADDIN_TIMEOUT or lower XLADDIN_MAX_PARALLEL)") from None
         choice = result["choices"][0]
         if choice.get("finish_reason") == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")

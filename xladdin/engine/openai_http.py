@@ -28,13 +28,13 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, ClassVar
 
 from pydantic import Field
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
-from ..settings import Settings
+from ..settings import Settings, default
 from .base import Engine, EngineOptions, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
@@ -43,6 +43,7 @@ POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools 
 _LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 DOWN_RETRY_S = 5.0  # a server found offline gets no request for this long
 IDENTIFY_S = 10.0  # a server's model is identified again when its last identification is older
+log = logging.getLogger(__name__)
 
 
 def normalize_base_url(url: str) -> str:
@@ -59,13 +60,141 @@ class HTTPOptions(EngineOptions):
     url: str = Field(description="base URL, or several comma-separated (replicas of one model)")
     api_key: str | None = None
     served_model: str | None = None
-    retries: int = 2
+    retries: int = default("retries")
 
     @classmethod
     def from_settings(cls, s: Settings) -> HTTPOptions:
         return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output,
                    url=s.engine_url or "", api_key=s.api_key, served_model=s.served_model,
-                   retries=s.retries)  # fmt: skip
+                   retries=s.retries)
+
+
+class _Pools:
+    """Each server's HTTP connection pools and a small one for what is not a chat (load, token counts).
+
+    Connections are split into small pools: the HTTP library's pool walks every connection it holds
+    (and probes each idle one's socket) whenever a request starts or ends: with 1,024 in flight, one
+    pool cost the client 4.0 ms CPU per row, pools of 32 2.2 ms (``python -m bench client``)."""
+
+    def __init__(self, openai: Any, urls: list[str], options: HTTPOptions):
+        self._openai, self.urls, self.options = openai, urls, options
+        self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
+        self.http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
+        # one TLS context for every pool (building one costs ~17 ms, and a window of 1,024 makes 32 pools)
+        tls = getattr(self.http, "create_ssl_context", None)
+        self._tls = {"verify": tls()} if tls else {}
+        self.shards: list[list[_Shard]] = [[self._shard(url)] for url in urls]  # more made as needed
+        self.meta = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8), **self._tls)
+        self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+
+    def _shard(self, url: str) -> _Shard:
+        http = self._openai.DefaultAsyncHttpxClient(
+            limits=self._limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS,
+                                keepalive_expiry=30), **self._tls)
+        return _Shard(self._openai.AsyncOpenAI(base_url=url, api_key=self.options.api_key or "EMPTY",
+                                               timeout=self.options.timeout, max_retries=self.options.retries,
+                                               http_client=http))
+
+    def pick(self, i: int) -> _Shard:
+        """The least busy pool of server ``i``; a new one when every pool has all its connections in use."""
+        shards = self.shards[i]
+        shard = min(shards, key=lambda s: s.busy)
+        if shard.busy >= POOL_CONNECTIONS:
+            shard = self._shard(self.urls[i])
+            shards.append(shard)
+        return shard
+
+    async def count_tokens(self, served: str, text: str) -> int | None:
+        """The first server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
+        url = self.urls[0].removesuffix("/").removesuffix("/v1") + "/tokenize"
+        try:
+            resp = await self.meta.post(url, json={"model": served, "prompt": text, "content": text},
+                                        headers=self._headers, timeout=10.0)
+            data = resp.json() if resp.status_code == 200 else {}
+        except Exception:  # the transport's own errors, or not JSON: no count
+            return None
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        return len(data["tokens"]) if isinstance(data.get("tokens"), list) else None
+
+    async def load(self, base_url: str) -> tuple[int, int] | None:
+        """vLLM's requests (running, waiting) on one server (``/metrics``), else ``None``."""
+        try:
+            resp = await self.meta.get(base_url.removesuffix("/v1") + "/metrics", headers=self._headers, timeout=2.0)
+        except Exception:  # the transport's own errors (httpx): no reading
+            return None
+        if resp.status_code != 200:
+            return None
+        found = metric_sums(resp.text, _LOAD_METRICS)
+        return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
+
+    async def aclose(self) -> None:
+        for shards in self.shards:
+            for shard in shards:
+                await shard.client.close()
+        await self.meta.aclose()
+
+
+class _Replicas:
+    """Which servers may get a request: up (or down for longer than ``DOWN_RETRY_S``) and serving the
+    engine's model, as last identified."""
+
+    def __init__(self, urls: list[str]):
+        self.urls = urls
+        self.busy = [0] * len(urls)  # requests in flight per server
+        self.answered = [0] * len(urls)  # answers per server
+        self.down: dict[int, float] = {}  # server → when it was found offline
+        self.wrong: dict[int, str] = {}  # server → the other model it serves now
+        self.identified = [0.0] * len(urls)  # when each server's model was last identified
+        self.identifying: dict[int, tuple[float, asyncio.Future]] = {}  # server → (started, check)
+        # the connections each server has answered on: an answer on a new one counts only once the server
+        # has been identified after the request was sent (a server replaced at its URL answers on new ones)
+        self.streams: list[dict[int, Any]] = [{} for _ in urls]
+
+    def down_urls(self) -> str:
+        return ", ".join(self.urls[i] for i in sorted(self.down))
+
+    def usable(self, tried: set[int]) -> list[int]:
+        now = time.monotonic()
+        return [i for i in range(len(self.urls))
+                if i not in tried and i not in self.wrong and now - self.down.get(i, -DOWN_RETRY_S) >= DOWN_RETRY_S]
+
+    def due(self, i: int) -> bool:
+        """Server ``i`` is to be identified before its next request: it was down, or its check is old."""
+        return i in self.down or time.monotonic() - self.identified[i] > IDENTIFY_S
+
+    async def identify(self, i: int, check: Callable[[], Awaitable[str]], model_id: str,
+                       after: float | None = None) -> None:
+        """Identify server ``i``'s model (``check``) by a check that starts no sooner than ``after``
+        (default: now); requests waiting at once share one check. Marks the server ``wrong`` if its model
+        is not ``model_id``."""
+        after = time.monotonic() if after is None else after
+        if self.identified[i] >= after:
+            return
+        running = self.identifying.get(i)
+        if running is None or running[0] < after:
+            running = self.identifying[i] = (time.monotonic(), asyncio.ensure_future(check()))
+        started, future = running
+        try:
+            model = await asyncio.shield(future)
+        finally:
+            if self.identifying.get(i) is running:
+                del self.identifying[i]
+        self.identified[i] = max(self.identified[i], started)
+        self.down.pop(i, None)
+        if model != model_id:
+            self.wrong[i] = model
+            log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model, model_id)
+
+    def new_connection(self, i: int, stream: Any) -> bool:
+        """Whether ``stream`` is a connection server ``i`` has not answered on before (then remembered)."""
+        known = self.streams[i]
+        if stream is None or id(stream) in known:
+            return False
+        if len(known) >= 4 * ADAPTIVE_CAP:
+            known.clear()
+        known[id(stream)] = stream
+        return True
 
 
 class OpenAIHTTPEngine(Engine):
@@ -75,78 +204,24 @@ class OpenAIHTTPEngine(Engine):
     def __init__(self, settings: Settings | HTTPOptions):
         import openai
 
-        self.options = settings if isinstance(settings, HTTPOptions) else HTTPOptions.from_settings(settings)
+        self.options = settings if isinstance(settings, HTTPOptions) else self.options_model.from_settings(settings)
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
         self.urls = split_urls(self.options.url)
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
-        # Connections are split into small pools: the HTTP library's pool walks every connection it
-        # holds (and probes each idle one's socket) whenever a request starts or ends: with 1,024 in flight,
-        # one pool cost the client 4.0 ms CPU per row, pools of 32 2.2 ms (``python -m bench client``).
-        self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
-        # one TLS context for every pool (building one costs ~17 ms, and a window of 1,024 makes 32 pools)
-        self._http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
-        tls = getattr(self._http, "create_ssl_context", None)
-        self._tls = {"verify": tls()} if tls else {}
-        self._shards: list[list[_Shard]] = [[self._shard(url)] for url in self.urls]  # more made as needed
-        # the load readings (/metrics) have their own small pool
-        self._meta_http = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8), **self._tls)
-        self._busy = [0] * len(self.urls)  # requests in flight per server
-        self.answered = [0] * len(self.urls)  # answers per server
+        self._pools = _Pools(openai, self.urls, self.options)
+        self.replicas = _Replicas(self.urls)
+        self.down, self.wrong, self.answered = self.replicas.down, self.replicas.wrong, self.replicas.answered
         self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
-        self.down: dict[int, float] = {}  # server → when it was found offline
-        self.wrong: dict[int, str] = {}  # server → the other model it serves now
-        self._identified = [0.0] * len(self.urls)  # when each server's model was last identified
-        self._identifying: dict[int, tuple[float, asyncio.Future]] = {}  # server → (started, check)
-        # the connections each server has answered on: an answer on a new one counts only once the server
-        # has been identified after the request was sent (a server replaced at its URL answers on new ones)
-        self._streams: list[dict[int, Any]] = [{} for _ in self.urls]
-        self.log = logging.getLogger(__name__)
-
-    def _shard(self, url: str) -> _Shard:
-        http = self._openai.DefaultAsyncHttpxClient(
-            limits=self._limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS,
-                                keepalive_expiry=30), **self._tls)  # fmt: skip
-        return _Shard(self._openai.AsyncOpenAI(base_url=url, api_key=self.options.api_key or "EMPTY",
-                                               timeout=self.options.timeout, max_retries=self.options.retries,
-                                               http_client=http))  # fmt: skip
 
     @property
     def pools(self) -> list[int]:
         """HTTP connection pools per server (one per ``POOL_CONNECTIONS`` requests in flight at the peak)."""
-        return [len(shards) for shards in self._shards]
-
-    def _pick(self, i: int) -> _Shard:
-        """The least busy pool of server ``i``; a new one when every pool has all its connections in use."""
-        shards = self._shards[i]
-        shard = min(shards, key=lambda s: s.busy)
-        if shard.busy >= POOL_CONNECTIONS:
-            shard = self._shard(self.urls[i])
-            shards.append(shard)
-        return shard
-
-    def _translate(self, e: Exception, started: float) -> EngineError:
-        o = self._openai
-        if isinstance(e, o.APITimeoutError | TimeoutError):
-            return self._timeout(started)
-        if isinstance(e, o.APIConnectionError):
-            return EngineOffline(f"engine offline ({self.server_url})")
-        if isinstance(e, o.AuthenticationError):
-            return EngineError(f"API key rejected by {self.server_url} — set XLADDIN_API_KEY")
-        if isinstance(e, o.APIStatusError):
-            detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
-            # a request the server refused (too long for its context, malformed): that row's, not the engine's
-            kind = EngineRejected if e.status_code in (400, 413, 422) else EngineError
-            return kind(f"engine error {e.status_code} ({self.server_url}): {detail[:200]}")
-        return EngineError(f"engine error ({self.server_url}): {e}")
-
-    def _timeout(self, started: float) -> EngineTimeout:
-        waited = time.monotonic() - started
-        return EngineTimeout(f"engine timeout after {waited:.0f}s ({self.server_url})")
+        return [len(shards) for shards in self._pools.shards]
 
     async def _bounded(self, call: Any) -> Any:
         """Await ``call`` (retries included) within ``timeout``; errors become ``EngineError``."""
@@ -155,13 +230,13 @@ class OpenAIHTTPEngine(Engine):
             async with asyncio.timeout(self.options.timeout):
                 return await call
         except (self._openai.OpenAIError, TimeoutError) as e:
-            raise self._translate(e, started) from None
+            raise translate(self._openai, e, self.server_url, started) from None
 
     async def start(self) -> None:
         if self.model_id and self.served:
             return  # (a model id remembered for an offline server has no served name yet)
         listed: dict[int, tuple[str, str, int | None]] = {}
-        for i, shards in enumerate(self._shards):
+        for i, shards in enumerate(self._pools.shards):
             try:
                 listed[i] = await self._listed(shards[0].client)
             except EngineOffline:
@@ -171,15 +246,15 @@ class OpenAIHTTPEngine(Engine):
         if not listed:
             raise EngineOffline(f"engine offline ({self.server_url}): none of the servers answers")
         if self.down:
-            self.log.warning("servers down, their share goes to the others: %s", self.down_urls())
+            log.warning("servers down, their share goes to the others: %s", self.replicas.down_urls())
         found = set(listed.values())
         if len(found) > 1:
             raise EngineError(f"the servers {self.server_url} serve different models: "
-                              + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))  # fmt: skip
+                              + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))
         self.served, self.model_id, self.max_model_len = found.pop()
         now = time.monotonic()
         for i in listed:
-            self._identified[i] = now
+            self.replicas.identified[i] = now
         self.context_tokens = self.max_model_len
         if self.options.max_parallel is None and await self.server_load() is not None:
             # the batcher adapts within this
@@ -187,170 +262,145 @@ class OpenAIHTTPEngine(Engine):
 
     async def _listed(self, client: Any) -> tuple[str, str, int | None]:
         """(served name, model identity, context length) of the model one server serves."""
-        url = str(client.base_url).rstrip("/")
         raw = await self._bounded(client.models.with_raw_response.list())
-        try:
-            listed = json.loads(raw.http_response.text)["data"]
-            models = {m["id"]: m for m in listed}
-        except (ValueError, KeyError, TypeError):
-            snippet = " ".join(raw.http_response.text.split())[:80]
-            raise EngineError(f"{url}/models did not list models as JSON: {snippet!r} — is "
-                              "this an OpenAI-compatible server?") from None  # fmt: skip
-        if not models:
-            raise EngineError(f"{url} serves no model")
-        name = self.served or next(iter(models))
-        if name not in models:
-            raise EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
-        return name, model_identity(models[name]), models[name].get("max_model_len")
+        return listed_model(raw.http_response.text, str(client.base_url).rstrip("/"), self.served)
+
+    async def _identify(self, i: int, after: float | None = None) -> None:
+        async def check() -> str:
+            return (await self._listed(self._pools.shards[i][0].client))[1]
+
+        await self.replicas.identify(i, check, self.model_id, after)
 
     async def count_tokens(self, text: str) -> int | None:
         """The server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
-        url = self.urls[0].removesuffix("/").removesuffix("/v1") + "/tokenize"
-        headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
-        try:
-            resp = await self._meta_http.post(url, json={"model": self.served, "prompt": text, "content": text},
-                                              headers=headers, timeout=10.0)  # fmt: skip
-            data = resp.json() if resp.status_code == 200 else {}
-        except Exception:  # the transport's own errors, or not JSON: no count
-            return None
-        if isinstance(data.get("count"), int):
-            return data["count"]
-        return len(data["tokens"]) if isinstance(data.get("tokens"), list) else None
+        return await self._pools.count_tokens(self.served, text)
 
     async def server_load(self) -> tuple[int, int] | None:
         """vLLM's requests running and waiting (``/metrics``, summed over engines and servers),
         else ``None``."""
-        readings = [await self._load(url) for url in self.urls]
+        readings = [await self._pools.load(url) for url in self.urls]
         if any(r is None for r in readings):
             return None
         return sum(r[0] for r in readings), sum(r[1] for r in readings)  # type: ignore[index]
 
-    async def _load(self, base_url: str) -> tuple[int, int] | None:
-        url = base_url.removesuffix("/v1") + "/metrics"
-        headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
-        try:
-            resp = await self._meta_http.get(url, headers=headers, timeout=2.0)
-        except Exception:  # the transport's own errors (httpx): no reading
-            return None
-        if resp.status_code != 200:
-            return None
-        found = metric_sums(resp.text, _LOAD_METRICS)
-        return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
-
-    def down_urls(self) -> str:
-        return ", ".join(self.urls[i] for i in sorted(self.down))
-
-    def _usable(self, tried: set[int]) -> list[int]:
-        now = time.monotonic()
-        return [i for i in range(len(self.urls))
-                if i not in tried and i not in self.wrong and now - self.down.get(i, -DOWN_RETRY_S) >= DOWN_RETRY_S]
-
-    async def _identify_again(self, i: int, after: float | None = None) -> None:
-        """Identify server ``i``'s model by a check that starts no sooner than ``after`` (default: now);
-        requests waiting at once share one check. Marks the server ``wrong`` if the model changed."""
-        after = time.monotonic() if after is None else after
-        if self._identified[i] >= after:
-            return
-        running = self._identifying.get(i)
-        if running is None or running[0] < after:
-            running = self._identifying[i] = (time.monotonic(),
-                                              asyncio.ensure_future(self._listed(self._shards[i][0].client)))
-        started, check = running
-        try:
-            _, model, _ = await asyncio.shield(check)
-        finally:
-            if self._identifying.get(i) is running:
-                del self._identifying[i]
-        self._identified[i] = max(self._identified[i], started)
-        self.down.pop(i, None)
-        if model != self.model_id:
-            self.wrong[i] = model
-            self.log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model, self.model_id)
+    def _not_used(self, i: int) -> EngineError:
+        return EngineError(f"{self.urls[i]} now serves {self.wrong[i]}, not {self.model_id}: its answers are "
+                           "not used (restart xladdin to use the new model)")
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
             await self.start()
         tried: set[int] = set()
         while True:
-            usable = self._usable(tried)
+            usable = self.replicas.usable(tried)
             if not usable:
                 if self.wrong and not self.down:
-                    i, other = next(iter(self.wrong.items()))
-                    raise EngineError(f"{self.urls[i]} now serves {other}, not {self.model_id}: its answers are "
-                                      "not used (restart xladdin to use the new model)")  # fmt: skip
-                raise EngineOffline(f"engine offline ({self.down_urls() or self.server_url})")
-            i = min(usable, key=self._busy.__getitem__)  # the least busy server
+                    raise self._not_used(next(iter(self.wrong)))
+                raise EngineOffline(f"engine offline ({self.replicas.down_urls() or self.server_url})")
+            i = min(usable, key=self.replicas.busy.__getitem__)  # the least busy server
             tried.add(i)
             try:
-                if i in self.down or time.monotonic() - self._identified[i] > IDENTIFY_S:
-                    await self._identify_again(i)
+                if self.replicas.due(i):
+                    await self._identify(i)
                     if i in self.wrong:
                         continue
-                resp = await self._send(i, messages, schema, params)
+                resp = await self._send(i, chat_body(self.served, messages, schema, params,
+                                                     self.options.structured_output))
             except EngineOffline:
                 self.down[i] = time.monotonic()
                 if len(self.urls) > 1:
-                    self.log.warning("%s is offline: its requests go to the other servers", self.urls[i])
+                    log.warning("%s is offline: its requests go to the other servers", self.urls[i])
                 continue
             break
-        try:
-            resp = resp.json()
-            choice = resp["choices"][0]
-            content, finish = choice["message"].get("content"), choice.get("finish_reason")
-            self.completion_tokens += (resp.get("usage") or {}).get("completion_tokens") or 0
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-            shown = resp if isinstance(resp, dict | list) else getattr(resp, "text", resp)
-            raise EngineError(f"{self.server_url} answered without a chat completion: "
-                              f"{json.dumps(shown, ensure_ascii=False)[:120]}") from None  # fmt: skip
+        content, finish, tokens = chat_answer(resp, self.server_url)
+        self.completion_tokens += tokens
         if finish == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
-        return content or ""
+        return content
 
-    async def _send(self, i: int, messages: list[dict[str, str]], schema: dict[str, Any],
-                    params: SamplingParams) -> Any:  # fmt: skip
-        shard = self._pick(i)
-        self._busy[i] += 1
+    async def _send(self, i: int, body: dict[str, Any]) -> Any:
+        """The chat completion as the server's response, posted through the SDK's client (its retries,
+        errors, timeout and key) as a plain body: the SDK's typed request transform and response models
+        cost ~30 % of the client's CPU per row at 1,024 in flight (2.25 → 1.58 ms, ``python -m bench client``)."""
+        shard = self._pools.pick(i)
+        self.replicas.busy[i] += 1
         shard.busy += 1
         sent = time.monotonic()
         try:
-            resp = await self._ask(shard.client, messages, schema, params)
+            resp = await self._bounded(shard.client.post("/chat/completions", body=body,
+                                                         cast_to=self._pools.http.Response))
         finally:
-            self._busy[i] -= 1
+            self.replicas.busy[i] -= 1
             shard.busy -= 1
-        stream = resp.extensions.get("network_stream")
-        known = self._streams[i]
-        if stream is not None and id(stream) not in known:  # a new connection: who answers on it?
-            await self._identify_again(i, after=sent)
+        if self.replicas.new_connection(i, resp.extensions.get("network_stream")):  # who answers on it?
+            await self._identify(i, after=sent)
             if i in self.wrong:
-                raise EngineError(f"{self.urls[i]} now serves {self.wrong[i]}, not {self.model_id}: its answer is "
-                                  "not used (restart xladdin to use the new model)")  # fmt: skip
-            if len(known) >= 4 * ADAPTIVE_CAP:
-                known.clear()
-            known[id(stream)] = stream
+                raise self._not_used(i)
         self.answered[i] += 1
         return resp
 
-    async def _ask(self, client: Any, messages: list[dict[str, str]], schema: dict[str, Any],
-                   params: SamplingParams) -> Any:  # fmt: skip
-        """The chat completion as the server's JSON, posted through the SDK's client (its retries,
-        errors, timeout and key) as a plain body: the SDK's typed request transform and response models
-        cost ~30 % of the client's CPU per row at 1,024 in flight (2.25 → 1.58 ms, ``python -m bench client``)."""
-        body = {"model": self.served, "temperature": params.temperature, "seed": params.seed,
-                "max_tokens": params.max_tokens, "chat_template_kwargs": {"enable_thinking": False},
-                **request_fields(messages, schema, self.options.structured_output)}  # fmt: skip
-        return await self._bounded(client.post("/chat/completions", body=body, cast_to=self._http.Response))
-
     async def aclose(self) -> None:
-        for shards in self._shards:
-            for shard in shards:
-                await shard.client.close()
-        await self._meta_http.aclose()
+        await self._pools.aclose()
 
     def describe(self) -> str:
         shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"
-        down = f" (down: {self.down_urls()})" if self.down else ""
+        down = f" (down: {self.replicas.down_urls()})" if self.down else ""
         wrong = "".join(f" ({self.urls[i]} serves {m})" for i, m in self.wrong.items())
         return f"{shown or '(model not yet known)'} at {self.server_url}{down}{wrong}"
+
+
+def translate(openai: Any, e: Exception, server_url: str, started: float) -> EngineError:
+    """The SDK's error (or a timeout) as the engine error a row shows."""
+    if isinstance(e, openai.APITimeoutError | TimeoutError):
+        return EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s ({server_url})")
+    if isinstance(e, openai.APIConnectionError):
+        return EngineOffline(f"engine offline ({server_url})")
+    if isinstance(e, openai.AuthenticationError):
+        return EngineError(f"API key rejected by {server_url} — set XLADDIN_API_KEY")
+    if isinstance(e, openai.APIStatusError):
+        detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
+        # a request the server refused (too long for its context, malformed): that row's, not the engine's
+        kind = EngineRejected if e.status_code in (400, 413, 422) else EngineError
+        return kind(f"engine error {e.status_code} ({server_url}): {detail[:200]}")
+    return EngineError(f"engine error ({server_url}): {e}")
+
+
+def listed_model(text: str, url: str, served: str) -> tuple[str, str, int | None]:
+    """(served name, model identity, context length) from a server's ``/models`` listing: the model
+    ``served``, or its first."""
+    try:
+        models = {m["id"]: m for m in json.loads(text)["data"]}
+    except (ValueError, KeyError, TypeError):
+        snippet = " ".join(text.split())[:80]
+        raise EngineError(f"{url}/models did not list models as JSON: {snippet!r} — is "
+                          "this an OpenAI-compatible server?") from None
+    if not models:
+        raise EngineError(f"{url} serves no model")
+    name = served or next(iter(models))
+    if name not in models:
+        raise EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
+    return name, model_identity(models[name]), models[name].get("max_model_len")
+
+
+def chat_body(served: str, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams,
+              structured: bool) -> dict[str, Any]:
+    return {"model": served, "temperature": params.temperature, "seed": params.seed,
+            "max_tokens": params.max_tokens, "chat_template_kwargs": {"enable_thinking": False},
+            **request_fields(messages, schema, structured)}
+
+
+def chat_answer(resp: Any, server_url: str) -> tuple[str, str | None, int]:
+    """(content, finish reason, completion tokens) of a chat completion response."""
+    data: Any = None
+    try:
+        data = resp.json()
+        choice = data["choices"][0]
+        return (choice["message"].get("content") or "", choice.get("finish_reason"),
+                (data.get("usage") or {}).get("completion_tokens") or 0)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        shown = data if isinstance(data, dict | list) else getattr(resp, "text", resp)
+        raise EngineError(f"{server_url} answered without a chat completion: "
+                          f"{json.dumps(shown, ensure_ascii=False)[:120]}") from None
 
 
 class _Shard:

@@ -12,16 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InputError, XladdinError
+from ..errors import InputError, XladdinError, first_error
 from ..pool import pool_from_frame, pool_from_table
 from ..report import error_text
 from ..rules import DEFAULT_RULES, Rules
-from ..structured import first_error
 from ..tasks.screen import ScreenResult
 
 # Column order of a row passed without a header: 代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 (then optional)
 POSITIONAL = ("code", "name", "industry", "pe_ttm", "roe", "eps", "report_text",
-              "net_profit", "net_profit_prev", "revenue", "st")  # fmt: skip
+              "net_profit", "net_profit_prev", "revenue", "st")
 SPILL_FIELDS = tuple(n for n in ScreenResult.model_fields if n != "provenance")
 PENDING = "#QWEN… 计算中 pending"
 RULES_SHEET = "Rules"
@@ -73,7 +72,7 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
     for row in rows:
         if len(row) > len(POSITIONAL):
             raise InputError("range", f"has {len(row)} columns; without a header at most {len(POSITIONAL)} "
-                             f"({'/'.join(POSITIONAL[:7])}…)")  # fmt: skip
+                             f"({'/'.join(POSITIONAL[:7])}…)")
         out.append(None if _blank(row) else dict(zip(POSITIONAL, row, strict=False)))
     return out, None
 

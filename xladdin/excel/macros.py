@@ -31,7 +31,7 @@ POOL_COLUMNS = (
     "净利润(亿元)",
     "上年净利润(亿元)",
     "营业收入(亿元)",
-)  # fmt: skip  (cells.POSITIONAL order)
+)  # cells.POSITIONAL order
 LAST_INPUT_COL = "J"
 VERDICT_COL = "L"
 
@@ -42,7 +42,7 @@ def verdict_formula(row: int) -> str:
 
 
 def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable[[str], None] | None = None,
-                   runtime: Any = None) -> dict[str, int]:  # fmt: skip
+                   runtime: Any = None) -> dict[str, int]:
     """Screen a table (header row first) through the shared batcher; returns counts."""
     from .udfs import runtime as shared_runtime
 
@@ -60,7 +60,7 @@ def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable
             counts["cached"] += 1
         if progress and (counts["done"] % 5 == 0 or counts["done"] == counts["rows"]):
             progress(f"xladdin: {counts['done']}/{counts['rows']} rows ({counts['cached']} cached, "
-                     f"{counts['errors']} errors)")  # fmt: skip
+                     f"{counts['errors']} errors)")
 
     rt.resolver.map(task, records, on_result)
     return counts

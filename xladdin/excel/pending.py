@@ -57,7 +57,7 @@ class CellRuntime:
     """One resolver (and batcher) for all cells of the process, and the cells waiting on it."""
 
     def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None,
-                 rewrite: Rewrite | None = None):  # fmt: skip
+                 rewrite: Rewrite | None = None):
         self._settings = settings
         self._batcher = batcher
         self._resolver: Resolver | None = None

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .base import Provenance, Task
-from .fields import required_text, text_or_none
+from .cell_values import required_text, text_or_none
 
 MAX_ANSWER = 500
 

@@ -47,11 +47,11 @@ class Audit:
     def evidence(self) -> str:
         labels = {**FIGURES, **TABLE_FIGURES}
         return "; ".join(f"{labels[n][0]}「{q}」" + (f"(第{self.pages[n]}页)" if n in self.pages else "")
-                         for n, q in self.quotes.items())  # fmt: skip
+                         for n, q in self.quotes.items())
 
 
 def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance: float,
-                  net_profit_prev: float | None = None) -> Audit:  # fmt: skip
+                  net_profit_prev: float | None = None) -> Audit:
     """Verified figures of ``text``: ``model`` maps a FIGURES name to the model's (``number+unit``,
     quote) or ``None``; ``net_profit_prev`` (亿元, a given field) lets growth be checked."""
     a = Audit()

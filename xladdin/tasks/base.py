@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from ..errors import InputError, XladdinError
+from ..errors import InputError, XladdinError, first_error
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
@@ -61,9 +61,8 @@ def validate_input(model: type[In], data: Mapping[str, Any] | In) -> In:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or model.__name__
-        raise InputError(field, err["msg"].lower()) from None
+        field, _, why = first_error(e, model.__name__).partition(": ")
+        raise InputError(field, why.lower()) from None
 
 
 class Task(ABC, Generic[In, Out, Res]):

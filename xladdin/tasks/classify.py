@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
 from .base import Provenance, Task
-from .fields import required_text, text_or_none
+from .cell_values import required_text, text_or_none
 
 MAX_LABELS = 50
 
@@ -67,7 +67,7 @@ class ClassifyTask(Task[ClassifyInput, ClassifyOutput, ClassifyResult]):
 
     def schema_for(self, inp: ClassifyInput) -> dict[str, Any]:
         return {"type": "object", "properties": {"label": {"type": "string", "enum": list(inp.labels)}},
-                "required": ["label"], "additionalProperties": False}  # fmt: skip
+                "required": ["label"], "additionalProperties": False}
 
     def validate_output(self, data: str | dict[str, Any], inp: ClassifyInput | None = None) -> ClassifyOutput:
         out: ClassifyOutput = super().validate_output(data, inp)

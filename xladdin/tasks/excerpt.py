@@ -13,7 +13,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .fields import trim_text
+from .cell_values import trim_text
 from .figures import ROWS_IN_FLIGHT
 from .tables import PAGE_BREAK, page_of
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
 from .base import Provenance, Task
-from .fields import required_text, text_or_none
+from .cell_values import required_text, text_or_none
 from .figures import ALL_UNITS, Figure, convert, split_figure
 
 

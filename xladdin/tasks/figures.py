@@ -337,14 +337,14 @@ def read_shares(text: str) -> Reading | None:
 # A loss that is not the company's own result: a minority's share, losses carried forward, an
 # onerous contract, standard lines of the statements (「子公司少数股东分担的当期亏损」).
 _OTHERS_LOSS_BEFORE = re.compile(r"(少数股东|分担|弥补|抵扣|抵减|结转|承担|超额|联营|合营|参股|被投资|以前年度|累计"
-                                 r"|可能|若|如果|风险|避免|减少)[^，。；,;：:]{0,10}$")  # fmt: skip
+                                 r"|可能|若|如果|风险|避免|减少)[^，。；,;：:]{0,10}$")
 # after the word: "(亏损以“-”号填列)" is a line label of the statements, 亏损合同 an onerous contract
 _OTHERS_LOSS_AFTER = re.compile(r"^(合同|准备|风险|的风险|(?:总)?额|(?:总额)?以|的子公司)")
 
 
 def _own(t: str, m: re.Match) -> bool:
     return not (_OTHERS_LOSS_BEFORE.search(t[max(0, m.start() - 16) : m.start()])
-                or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]))  # fmt: skip
+                or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]))
 
 
 def _own_loss(t: str) -> re.Match | None:

@@ -25,8 +25,8 @@ from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
 from .base import Provenance, Task, plain, plain_text
+from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .excerpt import Excerpt, excerpt
-from .fields import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
 from .tables import read_tables
 
@@ -179,10 +179,10 @@ SYSTEM_PROMPT = """你是A股财报信息抽取助手。用户给出一只股票
 # result column → the figure's name in ScreenExtraction and figures.FIGURES
 RESULT_FIGURES = {"revenue": "revenue", "net_profit": "net_profit", "revenue_growth": "revenue_growth",
                   "net_profit_growth": "net_profit_growth", "gross_margin": "gross_margin", "net_margin": "net_margin",
-                  "roe_text": "roe", "eps_text": "eps"}  # fmt: skip
+                  "roe_text": "roe", "eps_text": "eps"}
 # result column → a figure only code reads (a report's key-figure table)
 RESULT_TABLE_FIGURES = {"net_profit_prev_text": "net_profit_prev", "net_profit_deducted": "net_profit_deducted",
-                        "operating_cash_flow": "operating_cash_flow"}  # fmt: skip
+                        "operating_cash_flow": "operating_cash_flow"}
 DEFAULT_TEXT_CHARS = 1200  # before the batcher has sized the text to an engine's context
 
 
@@ -206,7 +206,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     system = SYSTEM_PROMPT
 
     def __init__(self, rules: Rules = DEFAULT_RULES, max_text_chars: int | None = None, *,
-                 fitted_chars: int | None = None):  # fmt: skip
+                 fitted_chars: int | None = None):
         self.rules = rules
         self.max_text_chars = max_text_chars  # the user's cap; None: as much as the engine's context holds
         self.fitted_chars = fitted_chars  # what the engine's context holds (``Batcher`` sizes it)
@@ -262,7 +262,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         """The rules and code's readings need no model: a row whose answer failed still gets its
         verdict, flagged 模型未作答, with the model's error in the note."""
         out = ScreenExtraction.model_validate({**dict.fromkeys(FIGURES), "reason": NO_ANSWER_REASON,
-                                               "contradiction": None})  # fmt: skip
+                                               "contradiction": None})
         res = self.finish(inp, out, provenance)
         notes = f"模型未给出有效回答({error}), 理由与数字只来自程序" + (f"; {res.notes}" if res.notes else "")
         return res.model_copy(update={"flags": [f for f in Flag if f in {*res.flags, Flag.NO_ANSWER}], "notes": notes})
@@ -286,7 +286,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         figures = {column: audit.values.get(name) for column, name in RESULT_FIGURES.items()}
         tables = {column: audit.values.get(name) for column, name in RESULT_TABLE_FIGURES.items()}
         checks = (("ROE", "roe_text", inp.roe), ("EPS", "eps_text", inp.eps),
-                  ("营收", "revenue", inp.revenue), ("净利润", "net_profit", inp.net_profit))  # fmt: skip
+                  ("营收", "revenue", inp.revenue), ("净利润", "net_profit", inp.net_profit))
         for label, key, given in checks:
             read = figures[key]
             if read is not None and given is not None and relative_gap(read, given) > self.rules.mismatch_tolerance:

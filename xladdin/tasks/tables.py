@@ -153,7 +153,7 @@ def _listed(line: str) -> list[str] | None:
 
 
 def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, unit: str,
-          page_no: int | None, quote: str | None = None) -> None:  # fmt: skip
+          page_no: int | None, quote: str | None = None) -> None:
     own = _UNIT_SUFFIX.search(label)
     if own is not None and own.group(1) in MONEY_UNITS:  # 营业收入（元）: the row's own unit
         unit = own.group(1)
@@ -171,5 +171,5 @@ def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, 
 
         change = values[2] if len(values) > 2 else None
         out[name] = TableRow(name, scaled(values[0]), scaled(values[1]), change,
-                             quote or f"{printed.strip()} {' '.join(cells)}", page_no, shown_unit)  # fmt: skip
+                             quote or f"{printed.strip()} {' '.join(cells)}", page_no, shown_unit)
         return

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .batcher import Batcher
+from .batcher import Batcher, started
 from .pool import pool_from_frame
+from .pool_screen import screen_records
 from .report import verdict_table
 from .rules import DEFAULT_RULES, Rules
-from .run import screen_records
 from .settings import Settings
 from .tasks.screen import ScreenResult, ScreenTask
 
 
 def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None = None, progress: bool = True,
-           batcher: Batcher | None = None) -> Any:  # fmt: skip
+           batcher: Batcher | None = None) -> Any:
     """A copy of the DataFrame ``df`` with the screen's verdict columns (risk level, score, reason,
     flags, figures, evidence, notes, provenance, error) added on the right, index kept."""
     import pandas as pd
@@ -28,15 +28,9 @@ def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None =
 
     settings = settings or Settings.load()
     pool = pool_from_frame(df)
-    own = batcher is None
-    batcher = batcher or Batcher.from_settings(settings)
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
-    try:
-        batcher.start()
-        results, _, _ = screen_records(batcher, task, pool.records(), progress, bar_class=tqdm)
-    finally:
-        if own:
-            batcher.close()
+    with started(settings, batcher) as core:
+        results, _, _ = screen_records(core, task, pool.records(), progress, bar_class=tqdm)
     heads, rows = verdict_table(results, ScreenResult)
     verdict = pd.DataFrame(rows, columns=heads, index=df.index)
     clash = [h for h in heads if h in df.columns]

@@ -27,7 +27,7 @@ EXCHANGE_PREFIXES: tuple[tuple[str, str], ...] = (
     ("60", "SH"), ("68", "SH"), ("90", "SH"),
     ("00", "SZ"), ("30", "SZ"), ("20", "SZ"),
     ("43", "BJ"), ("83", "BJ"), ("87", "BJ"), ("88", "BJ"), ("92", "BJ"),
-)  # fmt: skip
+)
 _ST_NAME = re.compile(r"^(\*|S\*?)?ST")
 _SUFFIXES = {"SH": "SH", "SS": "SH", "SZ": "SZ", "BJ": "BJ"}
 
@@ -71,7 +71,7 @@ def parse_number(value: Any, field: str) -> float | None:
     if ("," in text or " " in text) and not _GROUPED.match(text):
         # "12,5" is 12.5 in many locales and 125 in none: never guess
         raise InputError(field, f"is ambiguous: {shown(text)!r} (a comma or space only separates thousands, in "
-                         "groups of three: write 12.5 or 1,234.5)")  # fmt: skip
+                         "groups of three: write 12.5 or 1,234.5)")
     return _bounded(float(cleaned), text, field)
 
 

@@ -1,4 +1,4 @@
-"""vLLM launch profiles: data in ``server/profiles/*.toml``, one per GPU class.
+"""vLLM launch profiles: data in ``xladdin/server/profiles/*.toml``, one per GPU class.
 
 Each profile documents why its numbers are what they are (its ``[why]`` table).
 ``vllm_command`` turns a profile into the exact ``vllm serve`` argument list,
@@ -25,9 +25,9 @@ VLLM_FLAGS = frozenset({
     "--gpu-memory-utilization", "--max-num-seqs", "--structured-outputs-config", "--default-chat-template-kwargs",
     "--api-key", "--seed", "--generation-config", "--data-parallel-size", "--compilation-config",
     "--max-num-batched-tokens",
-})  # fmt: skip
+})
 REMOVED_FLAGS = frozenset({"--rope-theta", "--tokenizer-pool-size", "--guided-decoding-backend", "--rope-scaling",
-                           "--disable-log-requests", "--use-v2-block-manager", "--worker-use-ray"})  # fmt: skip
+                           "--disable-log-requests", "--use-v2-block-manager", "--worker-use-ray"})
 
 
 class Profile(BaseModel):
@@ -70,14 +70,14 @@ API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own variable: the key never appears in ar
 
 
 def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, seed: int = 42,
-                 gpus: int = 1) -> list[str]:  # fmt: skip
+                 gpus: int = 1) -> list[str]:
     """The ``vllm serve`` argv; ``gpus`` > 1 adds vLLM's data parallelism (one URL, one copy per
     GPU). ``xladdin-server serve --gpus N`` starts N such commands instead, one per GPU
     (``launcher.one_per_gpu``): measured faster for the screen workload."""
     cmd = ["vllm", "serve", profile.model,
            "--served-model-name", profile.served_model_name,
            "--host", host, "--port", str(port),
-           "--dtype", profile.dtype]  # fmt: skip
+           "--dtype", profile.dtype]
     if profile.quantization:
         cmd += ["--quantization", profile.quantization]
     cmd += [
@@ -89,7 +89,7 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
         json.dumps({"backend": profile.structured_outputs_backend, "disable_any_whitespace": True}),
         "--generation-config", "vllm",
         "--seed", str(seed),
-    ]  # fmt: skip
+    ]
     if profile.cudagraph_capture_size:
         cmd += ["--compilation-config", json.dumps({"max_cudagraph_capture_size": profile.cudagraph_capture_size})]
     if profile.max_num_batched_tokens:
@@ -118,7 +118,7 @@ def gpu_memory_gib() -> float | None:
         return None
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+                             capture_output=True, text=True, timeout=20, check=True).stdout
         return float(out.strip().splitlines()[0]) / 1024
     except (subprocess.SubprocessError, ValueError, IndexError):
         return None
@@ -131,7 +131,7 @@ def auto_profile(memory_gib: float | None) -> tuple[Profile, str]:
     fitting = [p for p in load_profiles().values() if p.auto and p.min_gpu_memory_gib <= memory_gib]
     if not fitting:
         raise ConfigError(f"--profile auto: {memory_gib:.0f} GiB GPU is below every profile (smallest needs "
-                          f"{min(p.min_gpu_memory_gib for p in load_profiles().values()):g} GiB)")  # fmt: skip
+                          f"{min(p.min_gpu_memory_gib for p in load_profiles().values()):g} GiB)")
     best = max(fitting, key=lambda p: (p.min_gpu_memory_gib, p.max_num_seqs))
     return (
         best,

@@ -6,7 +6,7 @@ from functools import partial
 import pytest
 
 from xladdin.errors import ModelUnavailable
-from xladdin.models import STARTER_FILE, fingerprint, resolve_model, starter_model
+from xladdin.gguf_files import STARTER_FILE, fingerprint, resolve_model, starter_model
 
 
 def test_local_path(tiny_model_path, tmp_path):

@@ -17,7 +17,7 @@ def add_settings_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--parallel", dest="max_parallel", type=int, help="requests in flight (engine slots)")
     g.add_argument("--timeout", type=float, help="seconds per engine request")
     g.add_argument("--verbose-engine", dest="engine_verbose", action="store_true", default=None,
-                   help="show the embedded engine's logs")  # fmt: skip
+                   help="show the embedded engine's logs")
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

@@ -43,7 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             profile = profiles.get_profile(args.profile)
         port = args.port or 8000
         cmd = profiles.vllm_command(profile, host=args.host, port=port,
-                                    gpus=args.gpus if args.data_parallel else 1)  # fmt: skip
+                                    gpus=args.gpus if args.data_parallel else 1)
         env = launcher.key_env(profiles.API_KEY_ENV, api_key)
         timeout = 1800.0
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
@@ -61,7 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def ready(urls: list[str]) -> None:
         joined = ",".join(f"{u}/v1" for u in urls)  # several: the client spreads rows over them
         print(f"ready: export XLADDIN_ENGINE_URL={joined}" + ("  (and XLADDIN_API_KEY)" if api_key else ""),
-              flush=True)  # fmt: skip
+              flush=True)
 
     # SIGTERM (systemd, kill) and SIGHUP (a closing terminal) stop the servers as Ctrl-C does: no orphan
     # left listening
@@ -89,7 +89,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model_path = Path(args.model) if args.model and Path(args.model).exists() else None
     report = verify.verify(first, against=against, model_path=model_path,
                            manifest=Path(args.manifest) if args.manifest else None, rows=args.rows,
-                           min_agreement=args.min_agreement)  # fmt: skip
+                           min_agreement=args.min_agreement)
     print(report.table())
     return 0 if report.ok else 1
 
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="start a model server (vLLM with a profile, or the CPU engine)")
     s.add_argument("--engine", choices=("vllm", "cpu"), default="vllm")
     s.add_argument("--profile", default="qwen3.5-9b-24gb",
-                   help=f"vLLM profile: auto or one of {', '.join(profiles.load_profiles())}")  # fmt: skip
+                   help=f"vLLM profile: auto or one of {', '.join(profiles.load_profiles())}")
     s.add_argument("--model", help="--engine cpu: GGUF path or hub id (default: the starter model)")
     s.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback requires an API key)")
     s.add_argument("--port", type=int, help="port (vLLM 8000, CPU 8080)")
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM: one server per GPU on ports PORT…PORT+N-1; the client spreads rows over them")
     s.add_argument("--data-parallel", action="store_true",
                    help="with --gpus N: one server with vLLM's --data-parallel-size N instead (one URL; measured "
-                        "slower for screening)")  # fmt: skip
+                        "slower for screening)")
     s.add_argument("--dry-run", action="store_true", help="print the command, start nothing")
     s.add_argument("--verbose", action="store_true", help="show the server's output")
     s.set_defaults(func=cmd_serve)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import Batcher
+from xladdin.batcher import started
 from xladdin.errors import ConfigError, XladdinError
 from xladdin.pool import SAMPLE_POOL, read_pool
 from xladdin.resolver import Resolver
@@ -94,7 +94,7 @@ def check_hashes(model_path: Path, manifest: Path) -> list[Check]:
 
 
 def screen_rows(settings: Settings, rows: list[dict[str, Any]]) -> tuple[str, list[Any]]:
-    with Batcher.from_settings(settings.model_copy(update={"no_cache": True})) as b:
+    with started(settings.model_copy(update={"no_cache": True})) as b:
         results = Resolver(b).map(ScreenTask(), rows)
         return b.engine.describe(), results
 
@@ -136,7 +136,7 @@ def agreement(a: list[Any], b: list[Any], min_agreement: float) -> list[Check]:
 
 def verify(settings: Settings, *, against: Settings | None = None, model_path: Path | None = None,
            manifest: Path | None = None, rows: int = 8, min_agreement: float = 0.9,
-           pool: Path = SAMPLE_POOL) -> Report:  # fmt: skip
+           pool: Path = SAMPLE_POOL) -> Report:
     report = Report()
     if manifest is not None:
         if model_path is None:

@@ -1,5 +1,5 @@
 """The embedded CPU engine on an OpenAI-compatible HTTP port (llama.cpp's server),
-for a LAN without a GPU: ``python -m server.cpu_server --model PATH.gguf``."""
+for a LAN without a GPU: ``python -m xladdin.server.cpu_server --model PATH.gguf``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ STOP_WAIT_S = 5.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m server.cpu_server")
+    p = argparse.ArgumentParser(prog="python -m xladdin.server.cpu_server")
     p.add_argument("--model", help="GGUF path or hub id (default: the starter model)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             probe.bind((args.host, args.port))
     except OSError as e:
         print(f"cpu server: error: cannot bind {args.host}:{args.port}: {e.strerror} (port in use?)", file=sys.stderr,
-              flush=True)  # fmt: skip
+              flush=True)
         return 2
     try:
         settings = Settings.load({"model": args.model, "max_parallel": args.parallel, "n_ctx": args.n_ctx})

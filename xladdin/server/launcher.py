@@ -32,7 +32,7 @@ DIAGNOSES = (
     (("No CUDA GPUs are available", "Failed to infer device type", "libcuda"), "no usable GPU found"),
     (("model file not found", "cannot download", "not a valid model", "Repository Not Found"),
      "model not found"),
-)  # fmt: skip
+)
 
 INTERRUPT_S = 10.0  # after Ctrl-C's signal, how long a server gets to stop in order
 
@@ -49,16 +49,16 @@ class ServerProcess:
     """A child server process with its output captured; a context manager."""
 
     def __init__(self, cmd: list[str], base_url: str, *, api_key: str | None = None, echo: bool = False,
-                 env: dict[str, str] | None = None):  # fmt: skip
+                 env: dict[str, str] | None = None):
         self.cmd = cmd
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.echo = echo
         self.lines: collections.deque[str] = collections.deque(maxlen=200)
         kwargs: dict = {"start_new_session": True} if os.name == "posix" else {
-            "creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]  # fmt: skip
+            "creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     encoding="utf-8", errors="replace", env=env, **kwargs)  # fmt: skip
+                                     encoding="utf-8", errors="replace", env=env, **kwargs)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -151,13 +151,13 @@ def one_per_gpu(cmd: list[str], url: str, port: int, gpus: int, env: dict[str, s
 
 
 def run_servers(specs: Sequence[ServerSpec], *, timeout: float, api_key: str | None = None, echo: bool = False,
-                on_ready: Callable[[list[str]], None] = lambda urls: None) -> list[int | None]:  # fmt: skip
+                on_ready: Callable[[list[str]], None] = lambda urls: None) -> list[int | None]:
     """Start every server, wait until all are ready (``on_ready`` gets their URLs), then until one
     exits or Ctrl-C; every server is stopped on the way out (none left listening). Returns the
     exit codes."""
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(ServerProcess(s.cmd, s.url, api_key=api_key, echo=echo, env=s.env))
-                   for s in specs]  # fmt: skip
+                   for s in specs]
         try:
             for server in servers:
                 server.wait_ready(timeout)
@@ -171,7 +171,8 @@ def run_servers(specs: Sequence[ServerSpec], *, timeout: float, api_key: str | N
 
 def cpu_server_command(model: str | None, *, host: str, port: int, parallel: int) -> list[str]:
     """The CPU server's argv. Its API key goes through the environment (``key_env``), never argv."""
-    cmd = [sys.executable, "-m", "server.cpu_server", "--host", host, "--port", str(port), "--parallel", str(parallel)]
+    cmd = [sys.executable, "-m", "xladdin.server.cpu_server", "--host", host, "--port", str(port),
+           "--parallel", str(parallel)]
     if model:
         cmd += ["--model", model]
     return cmd

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .batcher import Batcher
+from .batcher import Batcher, started
 from .errors import XladdinError
-from .models import STARTER_NOTE
+from .gguf_files import STARTER_NOTE
 from .pool import read_pool
 from .report import check_output, write_report
 from .resolver import Resolver
@@ -38,14 +38,14 @@ class RunSummary:
 
 
 def screen_records(batcher: Batcher, task: ScreenTask, records: list[Any], progress: bool,
-                   bar_class: Any = None) -> tuple[list[Any], int, int]:  # fmt: skip
+                   bar_class: Any = None) -> tuple[list[Any], int, int]:
     """Results in input order, with a progress bar (rows, cache hits, errors, rows/s, ETA);
     returns (results, cache hits, errors)."""
     from tqdm import tqdm
 
     hits = errors = 0
     with (bar_class or tqdm)(total=len(records), unit="row", desc=task.name, disable=not progress,
-                             dynamic_ncols=True) as bar:  # fmt: skip
+                             dynamic_ncols=True) as bar:
 
         def on_result(_: int, res: Any) -> None:
             nonlocal hits, errors
@@ -77,19 +77,16 @@ def screen_file(
     if reports is not None:
         pool.match_reports(reports)
     records = pool.records()
-    own = batcher is None
-    batcher = batcher or Batcher.from_settings(settings)
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
-    started = dt.datetime.now().astimezone()
+    began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
-    interrupted = False
-    try:
-        batcher.start()  # an engine that cannot start at all is one error line, not a report of errors
-        results, hits, errors = screen_records(batcher, task, records, progress)
+    # an engine that cannot start at all is one error line, not a report of errors
+    with started(settings, batcher) as core:
+        results, hits, errors = screen_records(core, task, records, progress)
         seconds = time.perf_counter() - t0
-        engine = batcher.engine
+        engine = core.engine
         note = STARTER_NOTE if engine.starter else None
-        snap = batcher.snapshot()
+        snap = core.snapshot()
         run: dict[str, Any] = {
             "note": note,
             "model": engine.model_id,
@@ -108,16 +105,10 @@ def screen_file(
             "engine_requests": snap["engine_requests"],
             "without_answer": snap["without_answer"],  # rows the rules and code answered alone
             "seconds": round(seconds, 3),
-            "started": started.isoformat(timespec="seconds"),
+            "started": began.isoformat(timespec="seconds"),
             "xladdin": __version__,
-            "cache": str(batcher.cache.directory) if batcher.cache.enabled else batcher.cache.warning or "off",
+            "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
         }
         out = write_report(output_path, pool, results, ScreenResult, run)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        if own:
-            batcher.close(abort=interrupted)
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"],
-                      pool.unrecognised())  # fmt: skip
+                      pool.unrecognised())

@@ -19,7 +19,7 @@ def test_screen_adds_verdict_columns_and_keeps_the_frame(tmp_path):
          "净利润(万元)": [7473400, 4645500, None],
          "财报摘要": ["归母净利润747.34亿元。", "归母净利润464.55亿元。", None]},
         index=["a", "b", "c"],
-    )  # fmt: skip
+    )
     engine = ScriptedEngine(lambda _: screen_answer("稳健"))
     with Batcher(engine, Cache(tmp_path / "c")) as b:
         out = xladdin.screen(df, batcher=b, progress=False)
@@ -54,7 +54,7 @@ def test_screen_reads_a_report_file_column(tmp_path):
 
     pdf = make_pdf(tmp_path / "688001.pdf", [PAGE_1, PAGE_2])
     df = pd.DataFrame({"代码": ["688001", "600000"], "名称": ["华兴源创", "浦发银行"],
-                       "报告文件": [str(pdf), str(tmp_path / "gone.pdf")]})  # fmt: skip
+                       "报告文件": [str(pdf), str(tmp_path / "gone.pdf")]})
     with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
         out = xladdin.screen(df, batcher=b, progress=False)
     assert out.loc[0, "净利润(亿元) net profit"] == pytest.approx(-0.31204) and out.loc[0, "风险等级 risk"] == "高"

@@ -85,7 +85,7 @@ def _download(url_path: str, dest: Path, spec: str, progress: bool) -> None:
     hub = os.environ.get("XLADDIN_HUB_URL", DEFAULT_HUB).rstrip("/")
     url = f"{hub}/{url_path}"
     hint = (f"cannot download {spec} from {hub}: {{}}. Offline? Copy the GGUF file here and pass "
-            f"--model PATH.gguf, or place it at {dest}")  # fmt: skip
+            f"--model PATH.gguf, or place it at {dest}")
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise ModelUnavailable(hint.format("HF_HUB_OFFLINE=1"))
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ def _download(url_path: str, dest: Path, spec: str, progress: bool) -> None:
             from tqdm import tqdm
 
             with part.open("wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=dest.name,
-                                              disable=not progress) as bar:  # fmt: skip
+                                              disable=not progress) as bar:
                 while block := resp.read(1 << 20):
                     out.write(block)
                     bar.update(len(block))

@@ -1,0 +1,147 @@
+"""The Excel path against the CLI on the same rows and the same stand-in server (``python -m bench excel_path``).
+
+Desktop Excel calls ``QWEN_SCREEN`` once per cell with its caller; a pending cell shows its
+placeholder and is recalculated when its answer arrives (the runtime's recalculation callback, on
+Excel's own thread). Here that thread is a loop that recalculates each cell it is handed. The CLI
+arm is ``screen_file`` on a CSV of the same rows. Both reach ``bench/answer_server.py`` (answers
+after 10-50 ms, in its own process) with a fresh cache each; the time is until every cell (every
+report row) holds its verdict. Results: ``bench/results/excel_path.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import multiprocessing
+import queue
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from xladdin.batcher import Batcher
+from xladdin.excel import cells, udfs
+from xladdin.excel.pending import CellRuntime
+from xladdin.pool_screen import screen_file
+from xladdin.settings import Settings
+from xladdin.tasks import ScreenTask
+
+from .common import RESULTS, machine, rows
+
+HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
+FIELDS = ["code", "name", "industry", "pe_ttm", "roe", "eps", "report_text"]
+
+
+class Caller:
+    """What xlwings passes as ``caller``: the cell's address and its sheet's book."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.sheet = type("Sheet", (), {"name": "Pool", "book": type("Book", (), {"name": "bench.xlsx"})()})()
+
+
+def _server(low: float, high: float) -> tuple[Any, str]:
+    from .answer_server import serve
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    port = sock.getsockname()[1]
+    proc = multiprocessing.get_context("fork").Process(target=serve, args=(sock, low, high, 7), daemon=True)
+    proc.start()  # before any client thread exists
+    sock.close()
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+def _settings(url: str, workdir: Path, name: str) -> Settings:
+    return Settings.load({"engine_url": url, "cache_dir": workdir / f"{name}-cache"}, env={})
+
+
+def cli(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
+    pool = workdir / "pool.csv"
+    with pool.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(HEADER)
+        w.writerows([r[k] for k in FIELDS] for r in data)
+    t0 = time.perf_counter()
+    summary = screen_file(pool, workdir / "report.csv", _settings(url, workdir, "cli"), progress=False)
+    return {"rows": summary.rows, "seconds": round(time.perf_counter() - t0, 3), "errors": summary.errors}
+
+
+def excel(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
+    recalc: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    runtime = CellRuntime(batcher=Batcher.from_settings(_settings(url, workdir, "excel")), rewrite=recalc.put)
+    udfs.set_runtime(runtime)
+    values = [[r[k] for k in FIELDS] for r in data]
+    callers = [Caller(f"$H${i + 2}") for i in range(len(data))]
+    row_of = {c.address: i for i, c in enumerate(callers)}
+    final: dict[int, Any] = {}
+    calls = 0
+    try:
+        t0 = time.perf_counter()
+        for i, (row, caller) in enumerate(zip(values, callers, strict=True)):  # the sheet calculated once
+            out = udfs.QWEN_SCREEN([row], False, None, caller)[0]
+            calls += 1
+            if out[0] != cells.PENDING:
+                final[i] = out
+        while len(final) < len(values):  # Excel's thread: each cell it is asked to recalculate
+            caller = recalc.get(timeout=120)
+            i = row_of[caller.address]
+            out = udfs.QWEN_SCREEN([values[i]], False, None, caller)[0]
+            calls += 1
+            if out[0] != cells.PENDING:
+                final[i] = out
+        seconds = time.perf_counter() - t0
+        engine_requests = runtime.batcher.snapshot()["engine_requests"]
+    finally:
+        udfs.set_runtime(None)
+        runtime.close()
+    errors = sum(str(v[0]).startswith("#QWEN") for v in final.values())
+    return {"rows": len(final), "seconds": round(seconds, 3), "errors": errors, "udf_calls": calls,
+            "engine_requests": engine_requests}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench excel_path", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=2000)
+    p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
+    p.add_argument("--out", default=str(RESULTS / "excel_path.json"))
+    args = p.parse_args(argv)
+    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
+    data = rows(args.rows, seed=900)
+    server, url = _server(low, high)
+    runs = []
+    try:
+        for order in (("cli", "excel"), ("excel", "cli")):  # each arm once first, once second
+            for arm in order:
+                with tempfile.TemporaryDirectory() as tmp:
+                    run = (cli if arm == "cli" else excel)(url, Path(tmp), data)
+                runs.append({"arm": arm, **run})
+                print(json.dumps(runs[-1]), flush=True)
+    finally:
+        server.kill()
+        server.join()
+    best = {arm: min(r["seconds"] for r in runs if r["arm"] == arm) for arm in ("cli", "excel")}
+    out = {"task_version": ScreenTask.version, "rows": args.rows,
+           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
+           "cli_over_excel": round(best["cli"] / best["excel"], 3)}
+    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(f"Excel path at {out['cli_over_excel']} of the CLI's speed ({args.rows} rows, best of two each)")
+    return 0
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    """Section 10 of docs/BENCHMARKS.md."""
+    lines = ["## 10. The Excel path against the CLI (`python -m bench excel_path`)", "",
+             f"{d['rows']} rows, the same rows and the same stand-in server ({d['server']}), a fresh cache per run; "
+             "the Excel arm calls `QWEN_SCREEN` per cell with its caller and recalculates each cell the runtime "
+             "hands back, until every cell holds its verdict. One run on "
+             f"{d['machine'].get('cpus')} CPUs, each arm first once and second once.", "",
+             "| arm | seconds | errors | UDF calls | engine requests |", "|---|---|---|---|---|"]
+    for r in d["runs"]:
+        lines.append(f"| {r['arm']} | {r['seconds']} | {r['errors']} | {r.get('udf_calls', '')} "
+                     f"| {r.get('engine_requests', '')} |")
+    lines += ["", f"The Excel path runs at **{d['cli_over_excel']}** of the CLI's speed (best run of each).", ""]
+    return lines
