@@ -1,5 +1,7 @@
 """Engines are built through the one registry, each from its own options (a typo is an error)."""
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -75,3 +77,36 @@ def test_the_test_engine_is_an_engine_with_the_protocol_s_signatures():
         assert list(ours.parameters) == list(protocol.parameters), name
         assert inspect.iscoroutinefunction(getattr(ScriptedEngine, name)) == inspect.iscoroutinefunction(
             getattr(Engine, name)), name
+
+
+def test_an_answer_naming_another_model_is_not_used(tmp_path):
+    """A response whose ``model`` is not the one asked for (a proxy that routed it elsewhere) is that
+    row's error, never cached."""
+    from conftest import Server, vllm_models
+
+    from xladdin.batcher import Batcher
+    from xladdin.cache import Cache
+    from xladdin.resolver import Resolver
+    from xladdin.tasks import ScreenTask
+    from xladdin.testing import screen_answer
+
+    def chat(model):
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": model,
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer()}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    rows = [{"code": 600519, "name": "贵州茅台", "roe": 30, "pe_ttm": 25, "report_text": "营收100亿元"}]
+    for model, cached in (("qwen-7b-other", 0), ("qwen", 1)):
+        server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat(model)})
+        try:
+            settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / model, "retries": 0})
+            with Batcher.from_settings(settings) as b:
+                [result] = Resolver(b).map(ScreenTask(), rows)
+        finally:
+            server.close()
+        if cached:
+            assert result.reason and result.provenance.model == "Qwen/Qwen3-8B"
+        else:
+            assert isinstance(result, EngineError) and "answered as 'qwen-7b-other', not 'qwen'" in str(result)
+        assert Cache(tmp_path / model).stats()["entries"] == cached

@@ -97,7 +97,7 @@ def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
     with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel's threads call one cell each
         results = list(pool.map(lambda r: udfs.QWEN_SCREEN([r]), rows))
     snap = rt.batcher.snapshot()
-    assert all(r[0][0].endswith(".SH") for r in results)
+    assert all(r[0][0].endswith(".SH") for r in results), [r[0][0] for r in results if not r[0][0].endswith(".SH")]
     assert snap["engine_requests"] == 200
     # one queue fed at the engine's full parallelism: never more than its slots at once,
     # and far fewer collection waves than one per 32-thread round

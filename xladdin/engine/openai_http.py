@@ -312,7 +312,10 @@ class OpenAIHTTPEngine(Engine):
                     log.warning("%s is offline: its requests go to the other servers", self.urls[i])
                 continue
             break
-        content, finish, tokens = chat_answer(resp, self.server_url)
+        content, finish, tokens, answered_by = chat_answer(resp, self.server_url)
+        if answered_by not in (None, self.served):  # e.g. a proxy that sent the request to another model
+            raise EngineError(f"{self.urls[i]} answered as {answered_by!r}, not {self.served!r}: the answer is "
+                              "not used")
         self.completion_tokens += tokens
         if finish == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
@@ -389,14 +392,14 @@ def chat_body(served: str, messages: list[dict[str, str]], schema: dict[str, Any
             **request_fields(messages, schema, structured)}
 
 
-def chat_answer(resp: Any, server_url: str) -> tuple[str, str | None, int]:
-    """(content, finish reason, completion tokens) of a chat completion response."""
+def chat_answer(resp: Any, server_url: str) -> tuple[str, str | None, int, str | None]:
+    """(content, finish reason, completion tokens, the model named in it) of a chat completion response."""
     data: Any = None
     try:
         data = resp.json()
         choice = data["choices"][0]
         return (choice["message"].get("content") or "", choice.get("finish_reason"),
-                (data.get("usage") or {}).get("completion_tokens") or 0)
+                (data.get("usage") or {}).get("completion_tokens") or 0, data.get("model"))
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         shown = data if isinstance(data, dict | list) else getattr(resp, "text", resp)
         raise EngineError(f"{server_url} answered without a chat completion: "
