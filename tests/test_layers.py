@@ -7,7 +7,7 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
     {"errors", "settings", "rules", "gguf_files"},
-    {"tasks", "pool", "report", "documents"},
+    {"tasks", "pool", "report", "documents", "compare"},
     {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting"},
     {"scheduler"},
     {"batcher"},

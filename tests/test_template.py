@@ -59,7 +59,7 @@ def test_formulas_call_only_functions_that_exist():
         found |= {name.upper() for name in FUNC.findall(f)}
     assert found and found <= BUILTINS | OURS, found - BUILTINS - OURS
     assert {"QWEN_SCREEN", "COUNTIF"} <= found
-    assert OURS == {"QWEN", "QWEN_SCREEN", "QWEN_EXTRACT", "QWEN_CLASSIFY", "QWEN_STATUS"}
+    assert OURS == {"QWEN", "QWEN_SCREEN", "QWEN_EXTRACT", "QWEN_CLASSIFY", "QWEN_HIGHLIGHTS", "QWEN_STATUS"}
 
 
 def test_rules_sheet_round_trips():

@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 from .batcher import Batcher  # noqa: E402
 from .cache import Cache, cache_key  # noqa: E402
-from .dataframes import screen  # noqa: E402
+from .dataframes import compare, highlights, screen  # noqa: E402
 from .errors import (  # noqa: E402
     ConfigError,
     EngineError,
@@ -41,5 +41,7 @@ __all__ = [
     "__version__",
     "assess",
     "cache_key",
+    "compare",
+    "highlights",
     "screen",
 ]

@@ -1,4 +1,5 @@
-"""The pandas front door: ``xladdin.screen(df)`` returns ``df`` with the verdict columns beside it.
+"""The pandas front door: ``xladdin.screen(df)`` returns ``df`` with the verdict columns beside it;
+``xladdin.compare(result_df, by="行业")`` compares the figures read, industry by industry.
 
 The same path as the CLI and Excel: headers recognised as ``xladdin screen`` does (代码, 名称,
 ROE, 市盈率TTM, 财报摘要 …, a unit in brackets converts), one batch, answers from the cache
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import compare as comparing
 from .batcher import Batcher, started
+from .errors import InputError
 from .pool import pool_from_frame
 from .pool_screen import screen_records
-from .report import verdict_table
+from .report import ERROR_HEADER, verdict_table
 from .rules import DEFAULT_RULES, Rules
 from .settings import Settings
+from .tasks.highlights import HighlightsResult, HighlightsTask
 from .tasks.screen import ScreenResult, ScreenTask
 
 
@@ -37,3 +41,48 @@ def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None =
     if clash:  # screening a frame that already holds a verdict: the new one replaces it
         df = df.drop(columns=clash)
     return pd.concat([df, verdict], axis=1)
+
+
+def highlights(df: Any, *, points: int | None = None, max_chars: int | None = None,
+               settings: Settings | None = None, progress: bool = True, batcher: Batcher | None = None) -> Any:
+    """``df`` with numbered results highlights of each row's report (财报摘要 / 报告文件) beside it, every number
+    checked (``xladdin highlights``'s columns: highlights, kept, dropped, notes, evidence, …)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    settings = settings or Settings.load()
+    records = [{**r, "max_chars": max_chars} for r in pool_from_frame(df).records()]
+    task = HighlightsTask(points)
+    with started(settings, batcher) as core:
+        results, _, _ = screen_records(core, task, records, progress, bar_class=tqdm)
+    heads, rows = verdict_table(results, HighlightsResult)
+    return pd.concat([df.drop(columns=[h for h in heads if h in df.columns]),
+                      pd.DataFrame(rows, columns=heads, index=df.index)], axis=1)
+
+
+def compare(result_df: Any, by: str = "行业") -> Any:
+    """The industries of a screened frame (``screen(df)``'s result) compared: a tidy DataFrame with a row per
+    industry, figure and period (count, median, min, max), the numbers of the report's Summary sheet.
+    Rows that are errors are left out; a figure read for two years gives a row per year."""
+    import pandas as pd
+
+    if by not in result_df.columns:
+        raise InputError(by, f"no such column to compare by; the frame has {', '.join(map(str, result_df.columns))}")
+    titles = {field: ScreenResult.model_fields[field].title for field in comparing.COMPARED}
+    missing = [t for t in titles.values() if t not in result_df.columns]
+    if missing:
+        raise InputError("result_df", f"not a screened frame (xladdin.screen(df)): no column {missing[0]}")
+    errors = result_df[ERROR_HEADER] if ERROR_HEADER in result_df.columns else [None] * len(result_df)
+    rows = []
+    for (_, row), error in zip(result_df.iterrows(), errors, strict=True):
+        if isinstance(error, str) and error:
+            continue
+        rows.append((row[by], {field: _number(row[title]) for field, title in titles.items()}))
+    return pd.DataFrame(comparing.figure_table(rows), columns=comparing.HEADER)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

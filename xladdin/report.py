@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .compare import HEADER as COMPARE_HEADER
+from .compare import THIS_YEAR, chart_figure, from_results, industry_name
 from .errors import InputError, XladdinError
 from .pool import Pool
 
@@ -156,12 +158,10 @@ def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequen
 def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[str, Counter]]:
     by_risk: Counter = Counter()
     by_industry: dict[str, Counter] = {}
-    idx = pool.mapping.get("industry")
-    for raw, res in zip(pool.rows, results, strict=True):
+    for industry, res in zip(industries(pool), results, strict=True):
         level = "错误" if isinstance(res, XladdinError) else str(res.risk_level.value)
         by_risk[level] += 1
-        industry = (raw[idx] if idx is not None and idx < len(raw) else None) or "(未填)"
-        by_industry.setdefault(str(industry), Counter())[level] += 1
+        by_industry.setdefault(industry_name(industry), Counter())[level] += 1
     return by_risk, by_industry
 
 
@@ -194,6 +194,10 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     note = run.get("note")
     _append_text_safe(sm, [note or f"model: {run.get('model')}"])
     sm["A1"].font = Font(bold=True, color="C00000" if note else "000000")
+    if risk_col is None:  # not a screen (highlights): the run's facts are on the Run sheet
+        _write_run(wb, run)
+        wb.save(path)
+        return
     sm.append([])
     sm.append(["风险等级 risk", "数量 count"])
     by_risk, by_industry = summary_counts(pool, results)
@@ -212,15 +216,68 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
         _append_text_safe(sm, [industry, *[counts[lv] for lv in levels], sum(counts.values())])
     for cell in (*sm[3], *sm[start]):
         cell.font = Font(bold=True)
+    _write_comparison(sm, pool, results)
     sm.column_dimensions["A"].width = 24
 
+    _write_run(wb, run)
+    wb.save(path)
+
+
+def _write_run(wb: Any, run: dict[str, Any]) -> None:
     rs = wb.create_sheet("Run")
     for key, value in run.items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
         _append_text_safe(rs, [key, shown])
     rs.column_dimensions["A"].width = 18
     rs.column_dimensions["B"].width = 100
-    wb.save(path)
+
+
+def industries(pool: Pool) -> list[Any]:
+    """Each row's industry cell (``None`` without an industry column)."""
+    idx = pool.mapping.get("industry")
+    return [raw[idx] if idx is not None and idx < len(raw) else None for raw in pool.rows]
+
+
+def _write_comparison(sm: Any, pool: Pool, results: Sequence[Any]) -> None:
+    """The industries compared (``compare.from_results``) below the counts, and a chart of one figure's
+    median by industry beside it."""
+    from openpyxl.chart import BarChart, Reference
+    from openpyxl.styles import Font
+
+    table = from_results(industries(pool), results)
+    if not table:
+        return
+    sm.append([])
+    _append_text_safe(sm, ["行业对比 industries compared (figures read and checked; median and range)"])
+    sm.cell(row=sm.max_row, column=1).font = Font(bold=True)
+    _append_text_safe(sm, COMPARE_HEADER)
+    for cell in sm[sm.max_row]:
+        cell.font = Font(bold=True)
+    first = sm.max_row + 1
+    for row in table:
+        _append_text_safe(sm, row)
+    charted = chart_figure(table)
+    rows = [first + i for i, r in enumerate(table) if r[1] == charted and r[2] == THIS_YEAR]
+    if not rows:
+        return
+    # the charted rows again, side by side (a chart reads a contiguous range): industry and median
+    col = len(COMPARE_HEADER) + 2
+    sm.cell(row=first - 1, column=col, value="行业 industry").font = Font(bold=True)
+    sm.cell(row=first - 1, column=col + 1, value=f"{charted} 中位数 median").font = Font(bold=True)
+    for i, r in enumerate(rows):
+        sm.cell(row=first + i, column=col, value=sm.cell(row=r, column=1).value)
+        sm.cell(row=first + i, column=col + 1, value=sm.cell(row=r, column=5).value)
+    from openpyxl.utils import get_column_letter
+
+    for letter, width in (("B", 28), ("C", 16), (get_column_letter(col), 14), (get_column_letter(col + 1), 22)):
+        sm.column_dimensions[letter].width = width
+    chart = BarChart()
+    chart.title = f"{charted}: 行业中位数 median by industry"
+    chart.width, chart.height = 20, 10  # cm: room for an industry per bar
+    chart.add_data(Reference(sm, min_col=col + 1, min_row=first - 1, max_row=first + len(rows) - 1),
+                   titles_from_data=True)
+    chart.set_categories(Reference(sm, min_col=col, min_row=first, max_row=first + len(rows) - 1))
+    sm.add_chart(chart, sm.cell(row=first, column=col + 3).coordinate)
 
 
 def _append_text_safe(ws: Any, row: list[Any]) -> None:

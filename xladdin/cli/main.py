@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import XladdinError
-from . import cache_cmd, eval_cmd, screen_cmd
+from . import cache_cmd, eval_cmd, highlights_cmd, screen_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     screen_cmd.add_parser(sub)
+    highlights_cmd.add_parser(sub)
     cache_cmd.add_parser(sub)
     eval_cmd.add_parser(sub)
     return parser

@@ -17,7 +17,7 @@ import xlwings as xw
 
 from .. import documents
 from ..errors import XladdinError
-from ..tasks import AskTask, ClassifyTask, ExtractTask, ScreenTask
+from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
 from . import cells, com
 from .pending import CellRuntime
 
@@ -130,6 +130,20 @@ def QWEN_CLASSIFY(text, labels, caller=None):
     """One of labels (a range or a comma-separated text) for text."""
     record = {"text": text, "labels": labels}
     return _single(runtime().rows(ClassifyTask(), [record], lambda r: [r.label], 1, caller))
+
+
+@xw.func
+@_cell_errors()
+def QWEN_HIGHLIGHTS(report, points=None, max_chars=None, caller=None):
+    """Numbered results highlights of a report (its text, or a .pdf/.txt/.md/.html path), every number
+    checked against the figures code read and the source; points: how many (default 3), max_chars: per
+    highlight (default 60). A highlight with an unverified number is left out (QWEN_STATUS, the CLI's
+    report say how many)."""
+    record = {"report_text": report, "max_chars": max_chars}
+    if caller is not None:
+        record = documents.from_folder(record, com.book_folder(caller))
+    return _single(runtime().rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"#QWEN! {r.notes}"], 1,
+                                  caller))
 
 
 @xw.func

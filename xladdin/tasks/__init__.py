@@ -4,6 +4,7 @@ from .ask import AskResult, AskTask
 from .base import Provenance, Task, validate_input
 from .classify import ClassifyResult, ClassifyTask
 from .extract import ExtractResult, ExtractTask
+from .highlights import HighlightsResult, HighlightsTask
 from .screen import ScreenExtraction, ScreenResult, ScreenTask, StockSample
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "ClassifyTask",
     "ExtractResult",
     "ExtractTask",
+    "HighlightsResult",
+    "HighlightsTask",
     "Provenance",
     "ScreenExtraction",
     "ScreenResult",

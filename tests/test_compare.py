@@ -1,0 +1,87 @@
+"""Industries compared: the report's Summary sheet and ``xladdin.compare`` give the same numbers, from
+figures code read in the reports (the tiny test model's own readings never pass the audit)."""
+
+import csv
+import os
+import statistics
+import subprocess
+import sys
+
+import openpyxl
+import pytest
+from conftest import TINY_MAX_TOKENS, tiny_settings
+
+import xladdin
+from xladdin.compare import HEADER, PRIOR_YEAR, THIS_YEAR
+
+pytestmark = pytest.mark.slow
+
+
+def report_text(revenue: float, revenue_prev: float, profit: float, profit_prev: float) -> str:
+    """An annual report's key-figure table (万元), this year and last."""
+    growth = round((revenue - revenue_prev) / revenue_prev * 100, 2)
+    return "\n".join(["第二节 公司简介和主要财务指标", "(一) 主要会计数据", "单位：万元 币种：人民币",
+                      "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+                      f"营业收入 {revenue:,.2f} {revenue_prev:,.2f} {growth} 40,100.00",
+                      f"归属于上市公司股东的净利润 {profit:,.2f} {profit_prev:,.2f} 不适用 2,300.00"])
+
+
+ROWS = [  # code, name, industry, PE-TTM, ROE, report (revenue, prior, profit, prior; 万元)
+    ("600001", "光伏甲", "光伏设备", 20, 12, (52310.5, 48002.1, -3120.4, -1050.2)),
+    ("600002", "光伏乙", "光伏设备", 30, 8, (81000.0, 90000.0, 2000.0, 4000.0)),
+    ("600003", "光伏丙", "光伏设备", 15, 16, (12000.0, 10000.0, 1500.0, 1000.0)),
+    ("300001", "锂电甲", "电池", 25, 18, (150000.0, 120000.0, 30000.0, 20000.0)),
+    ("300002", "锂电乙", "电池", "abc", 18, (1.0, 1.0, 1.0, 1.0)),  # a bad PE-TTM: an error row, not compared
+]
+
+
+def summary_comparison(path):
+    """The comparison table of a report's Summary sheet, as rows of ``HEADER``'s columns."""
+    rows = list(openpyxl.load_workbook(path)["Summary"].iter_rows(values_only=True))
+    start = next(i for i, r in enumerate(rows) if list(r[: len(HEADER)]) == HEADER) + 1
+    out = []
+    for r in rows[start:]:
+        if r[0] is None:
+            break
+        out.append(list(r[: len(HEADER)]))
+    return out
+
+
+def test_the_summary_sheet_and_compare_agree_industry_by_industry(tiny_model_path, tmp_path):
+    pool = tmp_path / "pool.csv"
+    with pool.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["代码", "名称", "行业", "市盈率TTM", "ROE(%)", "财报摘要"])
+        w.writerows([code, name, ind, pe, roe, report_text(*nums)] for code, name, ind, pe, roe, nums in ROWS)
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
+               XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o", str(tmp_path / "r.xlsx"),
+                        "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr  # one error row
+    sheet = summary_comparison(tmp_path / "r.xlsx")
+
+    # the numbers, worked out by hand from the tables above (万元 → 亿元)
+    def row(industry, figure, period):
+        return next(x for x in sheet if x[:3] == [industry, figure, period])
+
+    profit = "净利润(亿元) net profit"
+    assert row("光伏设备", profit, THIS_YEAR)[3:] == [3, 0.15, -0.312, 0.2]
+    assert row("光伏设备", profit, PRIOR_YEAR)[3:] == [3, 0.1, -0.105, 0.4]
+    assert row("电池", profit, THIS_YEAR)[3:] == [1, 3.0, 3.0, 3.0]  # the bad row is not counted
+    growth = [round((a - b) / b * 100, 2) for _, _, ind, _, _, (a, b, _, _) in ROWS if ind == "光伏设备"]
+    assert row("光伏设备", "营收增长(%) revenue growth", THIS_YEAR)[3:] == [
+        3, round(statistics.median(growth), 4), min(growth), max(growth)]
+    assert [x[0] for x in sheet].index("电池") > [x[0] for x in sheet].index("光伏设备")  # larger industry first
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")
+    assert len(wb["Summary"]._charts) == 2  # risk levels, and a figure's median by industry
+
+    import pandas as pd
+
+    df = pd.read_csv(pool, dtype={"代码": str})
+    settings = tiny_settings(tmp_path, model=str(tiny_model_path))
+    screened = xladdin.screen(df, settings=settings, progress=False)
+    compared = xladdin.compare(screened, by="行业")
+    assert list(compared.columns) == HEADER
+    assert compared.values.tolist() == sheet  # the same numbers as the sheet, answered from the cache
+    with pytest.raises(xladdin.InputError, match="板块"):
+        xladdin.compare(screened, by="板块")

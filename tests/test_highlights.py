@@ -1,0 +1,104 @@
+"""Results highlights: every number shown is a figure code read or a number in the source; a highlight
+with an invented number is dropped and counted (through the CLI's job, the pandas door, a cell)."""
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+
+import openpyxl
+import pytest
+from conftest import TINY_MAX_TOKENS
+
+import xladdin
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.pool import SAMPLE_POOL
+from xladdin.pool_screen import highlights_file
+from xladdin.settings import Settings
+from xladdin.testing import ScriptedEngine
+
+REPORT = ("2023年公司实现营业总收入1505.60亿元，同比增长18.04%；归母净利润747.34亿元，同比增长19.16%；"
+          "基本每股收益59.49元，加权平均净资产收益率34.19%。")
+
+
+def planted(messages):
+    """A model answer with one invented number (净利润 900亿元), a rounding (18%) and a unit change (万元)."""
+    return json.dumps({"highlights": ["1. 营收1505.6亿元，同比增长18%", "净利润暴增至900亿元，创历史新高",
+                                      "归母净利润7473400万元，ROE达34.19%"]}, ensure_ascii=False)
+
+
+def rows_of(path):
+    ws = openpyxl.load_workbook(path)["Results"]
+    rows = list(ws.iter_rows(values_only=True))
+    return [dict(zip(rows[0], r, strict=True)) for r in rows[1:]], dict(openpyxl.load_workbook(path)["Run"].values)
+
+
+def test_an_invented_number_is_dropped_and_counted(tmp_path):
+    pool = tmp_path / "pool.csv"
+    with pool.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["代码", "名称", "财报摘要"], ["600519", "贵州茅台", REPORT],
+                                 ["000001", "无文本", ""]])
+    settings = Settings.load({"cache_dir": tmp_path / "c"})
+    engine = ScriptedEngine(planted)
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        summary = highlights_file(pool, tmp_path / "h.xlsx", settings, progress=False, batcher=b)
+    assert summary.rows == 2 and summary.errors == 1  # the row without a report is that row's error
+    (row, empty), run = rows_of(tmp_path / "h.xlsx")
+    assert row["业绩亮点 highlights"] == "1. 营收1505.6亿元，同比增长18%\n2. 归母净利润7473400万元，ROE达34.19%"
+    assert (row["采用 kept"], row["未核实删去 dropped"]) == (2, 1)
+    assert row["说明 notes"] == "未核实，未采用「净利润暴增至900亿元，创历史新高」(900亿元)"
+    assert "900" not in row["业绩亮点 highlights"] and "净利润/净利增长「归母净利润747.34亿元" in row["出处 evidence"]
+    assert empty["错误 error"].startswith("#QWEN! report_text")
+    assert (run["highlights_kept"], run["highlights_dropped"]) == (2, 1)
+    # fewer points: chosen after the cache, the model is not asked again
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        again = highlights_file(pool, tmp_path / "h1.xlsx", settings, points=1, progress=False, batcher=b)
+    (row, _), _ = rows_of(tmp_path / "h1.xlsx")
+    assert again.cache_hits == 1 and len(engine.calls) == 1 and row["业绩亮点 highlights"].count("\n") == 0
+
+
+def test_the_pandas_door_and_a_cell_give_the_same_highlights(tmp_path):
+    import pandas as pd
+
+    from xladdin.excel import udfs
+    from xladdin.excel.pending import CellRuntime
+
+    engine = ScriptedEngine(planted)
+    df = pd.DataFrame({"代码": ["600519"], "名称": ["贵州茅台"], "财报摘要": [REPORT]})
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
+        out = xladdin.highlights(df, settings=Settings.load({"cache_dir": tmp_path / "c"}), progress=False, batcher=b)
+    assert list(out.columns[:3]) == ["代码", "名称", "财报摘要"] and out.loc[0, "未核实删去 dropped"] == 1
+    udfs.set_runtime(CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"))))
+    try:
+        cell = udfs.QWEN_HIGHLIGHTS(REPORT)  # no company name in the prompt: asked once more
+        assert udfs.QWEN_HIGHLIGHTS(REPORT, 1) == cell.splitlines()[0]  # one point: from the cache
+        assert udfs.QWEN_HIGHLIGHTS("").startswith("#QWEN! report_text")
+        assert udfs.QWEN_HIGHLIGHTS(REPORT, 9).startswith("#QWEN! points")
+    finally:
+        udfs.set_runtime(None)
+    assert cell == out.loc[0, "业绩亮点 highlights"] and len(engine.calls) == 2
+
+
+@pytest.mark.slow
+def test_every_number_the_cli_shows_is_in_the_source(tiny_model_path, tmp_path):
+    """``xladdin highlights`` on the sample pool with the test model (random weights: what it writes is
+    noise, so what stands is code's): each number shown is written in that row's report."""
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
+               XLADDIN_CACHE_DIR=str(tmp_path / "c"))
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "highlights", str(SAMPLE_POOL), "-o",
+                        str(tmp_path / "h.xlsx"), "--no-progress"], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows, run = rows_of(tmp_path / "h.xlsx")
+    assert run["rows"] == 21 and run["errors"] == 0
+    shown = 0
+    for row in rows:
+        source = row["财报摘要"].replace(",", "")
+        for line in (row["业绩亮点 highlights"] or "").splitlines():
+            for number in re.findall(r"\d+(?:\.\d+)?", re.sub(r"^\d+\. ", "", line)):
+                shown += 1
+                assert number in source, (number, line, source)
+    assert shown >= 21  # the rows' figures are shown, not dropped
