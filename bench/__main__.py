@@ -15,7 +15,7 @@ from .common import RESULTS, machine, make_env, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold",
-            "documents", "excel_path")  # python -m bench NAME: the module's main()
+            "documents", "excel_path", "highlights")  # python -m bench NAME: the module's main()
 # sections 6-10 of the doc: results file (bench/results/NAME.json) and the module that renders it
 SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"),
             ("excel_path", "excel_path"))

@@ -36,6 +36,10 @@ def render(d: dict[str, Any]) -> list[str]:
     if "market_again" in d:
         a = d["market_again"]
         lines.append(f"- The whole pool again ({a['note']}): **{a['seconds']} s**, {a['errors']} errors{_server(a)}.")
+    if "market_prepared_requests" in d:
+        a = d["market_prepared_requests"]
+        lines.append(f"- The whole pool with {a['note']} ({a['when']}): **{a['seconds']} s**, {a['errors']} errors"
+                     f"{_server(a)}.")
     if "market_plain_body" in d:
         a = d["market_plain_body"]
         lines.append(f"- The whole pool with {a['note']}: **{a['seconds']} s**, {a['errors']} errors{_server(a)}.")

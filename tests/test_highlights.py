@@ -53,6 +53,9 @@ def test_an_invented_number_is_dropped_and_counted(tmp_path):
     assert "900" not in row["业绩亮点 highlights"] and "净利润/净利增长「归母净利润747.34亿元" in row["出处 evidence"]
     assert empty["错误 error"].startswith("#QWEN! report_text")
     assert (run["highlights_kept"], run["highlights_dropped"]) == (2, 1)
+    # 1505.6亿元 18% | 900亿元 | 7473400万元 34.19%: five numbers checked, one not in the source
+    assert (row["核对数字 numbers checked"], row["未核实数字 numbers unverified"]) == (5, 1)
+    assert (run["numbers_checked"], run["numbers_unverified"]) == (5, 1)
     # fewer points: chosen after the cache, the model is not asked again
     with Batcher(engine, Cache(tmp_path / "c")) as b:
         again = highlights_file(pool, tmp_path / "h1.xlsx", settings, points=1, progress=False, batcher=b)
@@ -102,3 +105,23 @@ def test_every_number_the_cli_shows_is_in_the_source(tiny_model_path, tmp_path):
                 shown += 1
                 assert number in source, (number, line, source)
     assert shown >= 21  # the rows' figures are shown, not dropped
+
+
+@pytest.mark.parametrize("highlight, source, unverified", [
+    ("营收1505.6亿元", "营业总收入1505.60亿元", []),  # fewer digits: a rounding of the source
+    ("营收1506亿元", "营业总收入1505.60亿元", []),
+    ("营收约1500亿元", "营业总收入1505.60亿元", ["1500亿元"]),  # not a rounding to the digits given
+    ("净利润7473400万元", "归母净利润747.34亿元", []),  # 万 and 亿 normalised
+    ("产能900亿元", "产能900万吨", ["900亿元"]),  # the same digits in another unit are not the figure
+    ("产能150万吨", "未来百亿级 150 万吨绿色新材料", []),
+    ("毛利率提升1.5个百分点", "毛利率同比提升1.5个百分点", []),
+    ("毛利率35%", "毛利率35.0%", []),
+    ("增长35%", "营收35亿元", ["35%"]),  # a percentage is compared as a percentage
+    ("2023年营收增长12%", "营收同比增长12.3%", []),  # a year is not a figure
+    ("EPS 2.08元", "下调2018-2020EPS为 1.86/1.91/2.08 元", []),
+])
+def test_the_check_by_hand(highlight, source, unverified):
+    from xladdin.tasks.figures import read_figures
+    from xladdin.tasks.highlights import check
+
+    assert check(highlight, source, read_figures(source)) == unverified

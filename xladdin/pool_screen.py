@@ -139,6 +139,8 @@ def highlights_file(input_path: str | Path, output_path: str | Path, settings: S
             "errors": errors, "cache_hits": hits, "engine_requests": snap["engine_requests"],
             "without_answer": snap["without_answer"], "highlights_kept": sum(r.kept for r in done),
             "highlights_dropped": sum(r.dropped for r in done),  # a number neither code nor the source gives
+            "numbers_checked": sum(r.numbers_checked for r in done),
+            "numbers_unverified": sum(r.numbers_unverified for r in done),
             "seconds": round(seconds, 3), "xladdin": __version__,
         }
         out = write_report(output_path, pool, results, HighlightsResult, run)

@@ -75,7 +75,9 @@ def _matches(written: str, value: float, kind: str, known: list[tuple[float, str
     """``value`` (as ``written``) is one of ``known``, or a rounding of one to the digits written."""
     scale, digits = _scale_of(written), _decimals(written)
     for other, other_kind in known:
-        if other_kind != kind and not (kind == "" or other_kind == ""):
+        if other_kind == "raw" and kind != "":
+            continue  # only a bare number is matched by its digits alone
+        if other_kind not in (kind, "raw") and not (kind == "" or other_kind == ""):
             continue
         if round(abs(other) / scale, digits) == round(abs(value) / scale, digits):
             return True
@@ -85,7 +87,10 @@ def _matches(written: str, value: float, kind: str, known: list[tuple[float, str
 def check(highlight: str, source: str, figures: dict[str, Reading]) -> list[str]:
     """The numbers of ``highlight`` that neither a figure code read nor the source gives (empty: all
     verified)."""
-    known = [(v, k) for _, v, k in numbers(source)]
+    found = numbers(source)
+    # and each as written, whatever its unit: a bare number in a highlight may be the source's 150 (万吨)
+    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw") for w, _, _ in found]
+    known = [(v, k) for _, v, k in found] + digits
     for name, r in figures.items():
         if r.value is None:
             continue
@@ -142,14 +147,16 @@ class HighlightsResult(BaseModel):
     highlights: str = Field(title="业绩亮点 highlights")
     kept: int = Field(title="采用 kept")
     dropped: int = Field(title="未核实删去 dropped")
+    numbers_checked: int = Field(0, title="核对数字 numbers checked")  # in what the model wrote
+    numbers_unverified: int = Field(0, title="未核实数字 numbers unverified")
     notes: str = Field(title="说明 notes")
     evidence: str = Field(title="出处 evidence")
     provenance: Provenance
 
     def cells(self) -> list[Any]:
         p = self.provenance
-        return [self.code, self.highlights, self.kept, self.dropped, self.notes, self.evidence, p.model,
-                p.task_version, p.cached]
+        return [self.code, self.highlights, self.kept, self.dropped, self.numbers_checked, self.numbers_unverified,
+                self.notes, self.evidence, p.model, p.task_version, p.cached]
 
     @classmethod
     def headers(cls) -> list[str]:
@@ -230,12 +237,14 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
     def finish(self, inp: HighlightsInput, out: HighlightsOutput, provenance: Provenance) -> HighlightsResult:
         figures = read_figures(inp.report_text)
         kept, dropped = [], []
+        checked = unverified = 0
         for raw in out.highlights:
             line = plain(_NUMBERING.sub("", raw)).strip()[: inp.max_chars]
             if len(_WORD.findall(line)) < MIN_WORDS:
                 continue
-            unverified = check(line, inp.report_text, figures)
-            (dropped if unverified else kept).append((line, unverified))
+            bad = check(line, inp.report_text, figures)
+            checked, unverified = checked + len(numbers(line)), unverified + len(bad)
+            (dropped if bad else kept).append((line, bad))
             if len(kept) == self.points:
                 break
         notes = "；".join(f"未核实，未采用「{line}」({', '.join(bad)})" for line, bad in dropped)
@@ -243,7 +252,7 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         if not lines:  # nothing the model wrote stands: what code can write from the figures it read
             lines = _code_lines(figures)[: self.points]
             notes = "；".join(x for x in (notes, "模型的亮点无一可用，亮点由程序按已读数字写出" if lines else "") if x)
-        return self._result(inp, lines, len(dropped), notes, figures, provenance)
+        return self._result(inp, lines, len(dropped), notes, figures, provenance, (checked, unverified))
 
     def without_answer(self, inp: HighlightsInput, error: XladdinError,
                        provenance: Provenance) -> HighlightsResult | None:
@@ -254,7 +263,7 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
 
     @staticmethod
     def _result(inp: HighlightsInput, lines: list[str], dropped: int, notes: str, figures: dict[str, Reading],
-                provenance: Provenance) -> HighlightsResult:
+                provenance: Provenance, counted: tuple[int, int] = (0, 0)) -> HighlightsResult:
         quoted: dict[tuple[str, int | None], list[str]] = {}  # one quote may give two figures (营收 and its growth)
         for n, r in figures.items():
             if n in FIGURES:
@@ -262,5 +271,6 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         evidence = "；".join("/".join(names) + f"「{quote}」" + (f"(第{page}页)" if page else "")
                             for (quote, page), names in quoted.items())
         text = "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
-        return HighlightsResult(code=inp.code, highlights=text, kept=len(lines), dropped=dropped, notes=notes,
+        return HighlightsResult(code=inp.code, highlights=text, kept=len(lines), dropped=dropped,
+                                numbers_checked=counted[0], numbers_unverified=counted[1], notes=notes,
                                 evidence=evidence, provenance=provenance)
