@@ -68,6 +68,9 @@ def test_the_summary_sheet_and_compare_agree_industry_by_industry(tiny_model_pat
     assert row("光伏设备", profit, THIS_YEAR)[3:] == [3, 0.15, -0.312, 0.2]
     assert row("光伏设备", profit, PRIOR_YEAR)[3:] == [3, 0.1, -0.105, 0.4]
     assert row("电池", profit, THIS_YEAR)[3:] == [1, 3.0, 3.0, 3.0]  # the bad row is not counted
+    revenue = "营收(亿元) revenue"
+    assert row("光伏设备", revenue, THIS_YEAR)[3:] == [3, 5.231, 1.2, 8.1]
+    assert row("光伏设备", revenue, PRIOR_YEAR)[3:] == [3, 4.8002, 1.0, 9.0]
     growth = [round((a - b) / b * 100, 2) for _, _, ind, _, _, (a, b, _, _) in ROWS if ind == "光伏设备"]
     assert row("光伏设备", "营收增长(%) revenue growth", THIS_YEAR)[3:] == [
         3, round(statistics.median(growth), 4), min(growth), max(growth)]

@@ -105,6 +105,8 @@ def test_a_generated_pdf_through_the_cli_gives_the_table_figures_with_quote_and_
     assert got["营收(亿元) revenue"] == pytest.approx(5.23105) and got["营收增长(%) revenue growth"] == 8.98
     assert got["净利润(亿元) net profit"] == pytest.approx(-0.31204)
     assert got["上年净利润(亿元) prior-year profit"] == pytest.approx(-0.10502)
+    assert got["上年营收(亿元) prior-year revenue"] == pytest.approx(4.80021)  # each row's prior-year column
+    assert got["上年EPS(元) prior-year EPS"] == -0.08 and got["上年ROE(%) prior-year ROE"] == -1.32
     assert got["经营现金流(亿元) operating cash flow"] == pytest.approx(0.12)
     assert got["文本EPS(元) EPS in text"] == -0.25 and got["文本ROE(%) ROE in text"] == -4.1  # not the 扣非 row
     # the wrapped label joined, the cells as printed, and the page

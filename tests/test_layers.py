@@ -75,3 +75,24 @@ def test_no_test_asserts_a_timing():
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if timing.search(line) and path.name != "test_layers.py"]
     assert not found, "\n".join(found)
+
+
+def test_the_design_picture_draws_the_layers_top_to_bottom():
+    """DESIGN.md's picture of a request's path names the modules in the order of ``LAYERS``, top first:
+    a module drawn below another is never in a higher layer."""
+    import re
+
+    design = (ROOT.parent / "DESIGN.md").read_text(encoding="utf-8")
+    picture = design.split("## The path of one request", 1)[1].split("```")[1]
+    drawn = []
+    for line in picture.splitlines():
+        for name in re.findall(r"(?:xladdin/)?\b([a-z_]+)(?:\.py|/)", line.split("   ", 1)[0] + " " + line[:40]):
+            try:
+                drawn.append((name, layer_of(name)))
+            except AssertionError:
+                continue
+    names = [n for n, _ in drawn]
+    assert {"excel", "resolver", "batcher", "prepared", "cache", "engine", "tasks", "settings"} <= set(names), names
+    layers = [layer for _, layer in drawn]
+    wrong = [(a, b) for (a, la), (b, lb) in zip(drawn, drawn[1:], strict=False) if lb > la]
+    assert layers == sorted(layers, reverse=True), wrong

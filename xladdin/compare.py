@@ -2,10 +2,10 @@
 
 One table, tidy (a row per industry, figure and period), for the report's Summary sheet and for
 pandas (``xladdin.compare(result_df, by="行业")``): both come from ``figure_table``, so the sheet
-and the DataFrame give the same numbers. A figure read for two years (net profit, this year's
-and the prior year's from an annual report's key-figure table) gives a row per year, so a trend
-is visible. Only figures code or the audit let through are in a result: nothing unverified is
-compared.
+and the DataFrame give the same numbers. A figure read for two years gives a row per year, so a
+trend is visible: revenue, net profit, ROE and EPS, this year's and the prior year's from an annual
+report's key-figure tables. Only figures code or the audit let through are in a result: nothing
+unverified is compared.
 """
 
 from __future__ import annotations
@@ -25,10 +25,14 @@ COMPARED: dict[str, tuple[str, str]] = {
     "net_margin": ("净利率(%) net margin", THIS_YEAR),
     "revenue_growth": ("营收增长(%) revenue growth", THIS_YEAR),
     "net_profit_growth": ("净利增长(%) profit growth", THIS_YEAR),
-    "roe_text": ("文本ROE(%) ROE in text", THIS_YEAR),
-    "eps_text": ("文本EPS(元) EPS in text", THIS_YEAR),
+    "revenue": ("营收(亿元) revenue", THIS_YEAR),
+    "revenue_prev_text": ("营收(亿元) revenue", PRIOR_YEAR),
     "net_profit": ("净利润(亿元) net profit", THIS_YEAR),
     "net_profit_prev_text": ("净利润(亿元) net profit", PRIOR_YEAR),
+    "roe_text": ("ROE(%)", THIS_YEAR),
+    "roe_prev_text": ("ROE(%)", PRIOR_YEAR),
+    "eps_text": ("EPS(元)", THIS_YEAR),
+    "eps_prev_text": ("EPS(元)", PRIOR_YEAR),
 }
 HEADER = ["行业 industry", "指标 figure", "期间 period", "数量 count", "中位数 median", "最小 min", "最大 max"]
 

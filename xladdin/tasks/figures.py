@@ -153,6 +153,9 @@ def _money(match: re.Match, sign: float = 1.0, number: str | None = None) -> tup
 # Figures only code reads, from a report's key-figure tables (not asked of the model): name → (label, unit)
 TABLE_FIGURES: dict[str, tuple[str, str]] = {
     "net_profit_prev": ("上年净利润", "亿元"),
+    "revenue_prev": ("上年营收", "亿元"),
+    "roe_prev": ("上年ROE", "%"),
+    "eps_prev": ("上年EPS", "元/股"),
     "net_profit_deducted": ("扣非净利润", "亿元"),
     "operating_cash_flow": ("经营现金流", "亿元"),
 }
@@ -181,8 +184,8 @@ def _from_tables(text: str) -> dict[str, Reading]:
         if name in ("revenue", "net_profit") and row.change is not None:
             growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
             out[growth] = Reading(growth, row.change, row.quote, page=row.page)
-        if name == "net_profit" and row.prior is not None:
-            out["net_profit_prev"] = Reading("net_profit_prev", row.prior, row.quote, page=row.page)
+        if row.prior is not None and f"{name}_prev" in TABLE_FIGURES:  # last year's column of the same row
+            out[f"{name}_prev"] = Reading(f"{name}_prev", row.prior, row.quote, page=row.page)
     return out
 
 

@@ -140,6 +140,9 @@ class ScreenResult(BaseModel):
     roe_text: float | None = Field(title="文本ROE(%) ROE in text")
     eps_text: float | None = Field(title="文本EPS(元) EPS in text")
     net_profit_prev_text: float | None = Field(None, title="上年净利润(亿元) prior-year profit")
+    revenue_prev_text: float | None = Field(None, title="上年营收(亿元) prior-year revenue")
+    roe_prev_text: float | None = Field(None, title="上年ROE(%) prior-year ROE")
+    eps_prev_text: float | None = Field(None, title="上年EPS(元) prior-year EPS")
     net_profit_deducted: float | None = Field(None, title="扣非净利润(亿元) profit ex. one-offs")
     operating_cash_flow: float | None = Field(None, title="经营现金流(亿元) operating cash flow")
     basis: str = Field(title="规则依据 rule basis")
@@ -181,8 +184,9 @@ RESULT_FIGURES = {"revenue": "revenue", "net_profit": "net_profit", "revenue_gro
                   "net_profit_growth": "net_profit_growth", "gross_margin": "gross_margin", "net_margin": "net_margin",
                   "roe_text": "roe", "eps_text": "eps"}
 # result column → a figure only code reads (a report's key-figure table)
-RESULT_TABLE_FIGURES = {"net_profit_prev_text": "net_profit_prev", "net_profit_deducted": "net_profit_deducted",
-                        "operating_cash_flow": "operating_cash_flow"}
+RESULT_TABLE_FIGURES = {"net_profit_prev_text": "net_profit_prev", "revenue_prev_text": "revenue_prev",
+                        "roe_prev_text": "roe_prev", "eps_prev_text": "eps_prev",
+                        "net_profit_deducted": "net_profit_deducted", "operating_cash_flow": "operating_cash_flow"}
 DEFAULT_TEXT_CHARS = 1200  # before the batcher has sized the text to an engine's context
 
 
