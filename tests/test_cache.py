@@ -84,3 +84,38 @@ def test_unusable_dir_degrades_to_no_cache(tmp_path):
     assert not c.enabled and "cache disabled" in c.warning
     c.set("k", {"v": 1})
     assert c.get("k") is None and c.stats()["entries"] == 0
+
+
+def test_the_key_is_the_sha256_of_the_canonical_request_written_out():
+    """The key's exact form, written out by hand: a change to it would silently re-ask the model for every
+    cached row (and two versions of xladdin sharing a cache would never meet)."""
+    import hashlib
+
+    from xladdin.cache import cache_key
+
+    key = cache_key(task="screen", task_version="screen-7", task_config={"max_text_chars": 900}, model="qwen@1",
+                    params={"temperature": 0.0, "seed": 42, "max_tokens": 512},
+                    inp={"name": "贵州茅台", "code": "600519.SH", "roe": 34.19, "report_text": None})
+    written = ('{"config":{"max_text_chars":900},"input":{"code":"600519.SH","name":"贵州茅台","report_text":null,'
+               '"roe":34.19},"model":"qwen@1","params":{"max_tokens":512,"seed":42,"temperature":0.0},'
+               '"task":"screen","version":"screen-7"}')
+    assert key == hashlib.sha256(written.encode("utf-8")).hexdigest()
+    with pytest.raises(ValueError):  # NaN has no canonical JSON: a bad input never gets a key
+        cache_key(task="t", task_version="v", task_config={}, model="m", params={}, inp={"x": float("nan")})
+
+
+def test_a_validated_input_is_keyed_as_its_json():
+    """An input model is keyed as the JSON it dumps (a date as its ISO text), the same as that dict."""
+    import datetime as dt
+
+    from pydantic import BaseModel
+
+    from xladdin.cache import cache_key
+
+    class Row(BaseModel):
+        code: str
+        day: dt.date
+
+    common = dict(task="t", task_version="v", task_config={}, model="m", params={})
+    assert cache_key(**common, inp=Row(code="600519", day=dt.date(2023, 12, 29))) == cache_key(
+        **common, inp={"code": "600519", "day": "2023-12-29"})

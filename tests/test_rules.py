@@ -94,3 +94,33 @@ def test_relative_gap():
     assert relative_gap(105, 100) == pytest.approx(0.05)
     assert relative_gap(0, 0) == 0
     assert relative_gap(1, 0) == float("inf")
+
+
+NO_YEARS = "缺两年净利润: 连续亏损规则未应用"
+
+
+@pytest.mark.parametrize("given, level, score, basis, flags, notes", [
+    # written out from the README's rules table: what the cell shows, word for word
+    (dict(roe=4, pe_ttm=80), "高", 29, "ROE 4% < 5%", [], [NO_YEARS]),  # 100 - 16 - 55
+    (dict(roe=4, pe_ttm=20, is_st=True), "高", 41, "ST; ROE 4% < 5%", ["ST"], [NO_YEARS]),
+    (dict(roe=10, pe_ttm=60), "中", 63, "ROE 10% < 15%; PE-TTM 60 > 50", [], [NO_YEARS]),
+    (dict(roe=20, pe_ttm=-5), "中", 100, "亏损(PE≤0) > 50", ["亏损"], [NO_YEARS]),
+    (dict(roe=30, pe_ttm=400), "中", 95, "PE-TTM 400 > 50", [], [NO_YEARS]),  # 100 - 80 + 75
+    (dict(roe=20, pe_ttm=20, net_profit=-1, net_profit_prev=-2), "高", 100, "连续两年亏损", ["亏损"], []),
+    (dict(roe=20, pe_ttm=20, net_profit=0, net_profit_prev=-3), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", [], []),
+    (dict(roe=20, pe_ttm=20, net_profit=0, net_profit_prev=0), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", [], []),
+    (dict(roe=20, pe_ttm=20, net_profit=-1), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", ["亏损"], [NO_YEARS]),
+    (dict(roe=20, pe_ttm=20, net_profit=-1, net_profit_prev=0), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", ["亏损"],
+     []),  # a loss after a year at zero is not two years of losses
+    (dict(roe=20, pe_ttm=20, net_profit=-1, net_profit_prev=0.5), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50",
+     ["亏损"], []),
+    (dict(roe=20, pe_ttm=20, net_profit_prev=-1), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", [], [NO_YEARS]),
+    (dict(roe=20, pe_ttm=None), "中", None, "数据缺失, 无法确认低风险", ["数据缺失"],
+     ["缺PE-TTM: PE规则未应用", NO_YEARS, "缺ROE或PE-TTM: 未评分"]),
+    (dict(roe=None, pe_ttm=None), "中", None, "数据缺失, 无法确认低风险", ["数据缺失"],
+     ["缺ROE: ROE规则未应用", "缺PE-TTM: PE规则未应用", NO_YEARS, "缺ROE或PE-TTM: 未评分"]),
+])
+def test_what_the_cell_shows_by_hand(given, level, score, basis, flags, notes):
+    v = assess(**{"is_st": False, **given})
+    assert (v.risk_level.value, v.score, v.basis, [f.value for f in v.flags], v.notes) == (
+        level, score, basis, flags, notes)
