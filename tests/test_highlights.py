@@ -125,3 +125,19 @@ def test_the_check_by_hand(highlight, source, unverified):
     from xladdin.tasks.highlights import check
 
     assert check(highlight, source, read_figures(source)) == unverified
+
+
+def test_last_year_s_figures_from_a_report_table_check_in_their_own_units():
+    from xladdin.tasks.figures import read_figures
+    from xladdin.tasks.highlights import check
+
+    table = "\n".join(["(一) 主要会计数据", "单位：万元", "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+                       "营业收入 52,310.50 48,002.10 8.98 40,100.00",
+                       "(二) 主要财务指标", "主要财务指标 2023年 2022年 本期比上年同期增减(%) 2021年",
+                       "基本每股收益（元／股） 0.25 0.08 212.50 0.19",
+                       "加权平均净资产收益率（%） 4.10 1.32 增加2.78个百分点 2.95"])
+    figures = read_figures(table)
+    assert figures["eps_prev"].value == 0.08 and figures["roe_prev"].value == 1.32
+    assert check("上年EPS 0.08元/股，上年ROE 1.32%", table, figures) == []
+    assert check("上年ROE 1.33%", table, figures) == ["1.33%"]
+    assert check("上年营收4.80亿元", table, figures) == []  # 48,002.10万元

@@ -22,7 +22,7 @@ from ..errors import InputError, XladdinError
 from .base import Provenance, Task, plain, plain_text
 from .cell_values import parse_number, required_text, text_or_none
 from .excerpt import excerpt
-from .figures import FIGURES, Reading, normalize, read_figures
+from .figures import FIGURES, TABLE_FIGURES, Reading, normalize, read_figures
 
 MAX_POINTS = 5
 DEFAULT_POINTS = 3  # a 30-60 s script: three highlights of at most ~60 characters
@@ -94,7 +94,7 @@ def check(highlight: str, source: str, figures: dict[str, Reading]) -> list[str]
     for name, r in figures.items():
         if r.value is None:
             continue
-        unit = FIGURES.get(name, ("", "亿元"))[1]
+        unit = {**FIGURES, **TABLE_FIGURES}.get(name, ("", ""))[1]
         known.append((r.value * 1e8, "元") if unit == "亿元" else (r.value, _kind(unit)))
     return [written for written, value, kind in numbers(highlight) if not _matches(written, value, kind, known)]
 
