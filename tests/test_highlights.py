@@ -119,6 +119,11 @@ def test_every_number_the_cli_shows_is_in_the_source(tiny_model_path, tmp_path):
     ("增长35%", "营收35亿元", ["35%"]),  # a percentage is compared as a percentage
     ("2023年营收增长12%", "营收同比增长12.3%", []),  # a year is not a figure
     ("EPS 2.08元", "下调2018-2020EPS为 1.86/1.91/2.08 元", []),
+    ("营收同比增长4.49%", "营业收入同比下降4.49%", ["4.49%"]),  # the change said to go the wrong way
+    ("营收同比下降4.49%", "营业收入同比下降4.49%", []),
+    ("营收增长4.49%", "营业收入1,175,301,034.32元，同比-4.49%", ["4.49%"]),
+    ("毛利率提升至35%", "毛利率35.0%，同比下降2个百分点", []),  # 提升至: a level, not a change
+    ("归母净利润增长28.95%", "归属于上市公司股东的净利润 129,465,020.68 182,223,387.13 -28.95", ["28.95%"]),
 ])
 def test_the_check_by_hand(highlight, source, unverified):
     from xladdin.tasks.figures import read_figures

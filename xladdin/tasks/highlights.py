@@ -4,7 +4,8 @@
 ``xladdin.highlights(df)``. The model is given the figures code has read (with their quotes) and
 writes the highlights; afterwards code checks every number in them (``check``): it must be a
 figure code read or a number written in the source, units and 万/亿 normalised, a percentage as a
-percentage, equal to the digits the highlight gives (a rounding of it counts). A highlight with a
+percentage, equal to the digits the highlight gives (a rounding of it counts), and a change said
+to go one way (增长) not one the source says went the other (下降). A highlight with a
 number that fails is dropped and counted, and shown nowhere as fact. The model's answer is cached
 like any; the check runs after the cache, so a stricter check never needs the model again. Without
 an answer, code writes the highlights from the figures it read (``without_answer``).
@@ -13,6 +14,7 @@ an answer, code writes the highlights from the figures it read (``without_answer
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Hashable
 from typing import Any, ClassVar
 
@@ -22,7 +24,7 @@ from ..errors import InputError, XladdinError
 from .base import Provenance, Task, plain, plain_text
 from .cell_values import parse_number, required_text, text_or_none
 from .excerpt import excerpt
-from .figures import FIGURES, TABLE_FIGURES, Reading, normalize, read_figures
+from .figures import FIGURES, TABLE_FIGURES, Reading, read_figures
 
 MAX_POINTS = 5
 DEFAULT_POINTS = 3  # a 30-60 s script: three highlights of at most ~60 characters
@@ -46,17 +48,41 @@ def _kind(unit: str | None) -> str:
     return unit or ""
 
 
-def numbers(text: str) -> list[tuple[str, float, str]]:
-    """(as written, value in its kind's base unit, kind) of each number in ``text`` that is a figure
-    (not a date or a count): money in 元, percentages in %, 元/股 and 倍 as written, bare numbers as is."""
+# a change's direction written right before its number (增长18.04%, 同比下降 4.49%, -4.49%); 增至/降到 name a level
+_UP = re.compile(r"(?:增长|上升|增加|提升|提高|上涨|增幅)(?:了|约|达)?\s*$")
+_DOWN = re.compile(r"(?:下降|减少|下滑|降低|下跌|回落|降幅|减幅)(?:了|约|达)?\s*$|(?<![\d.])-\s*$")
+
+
+def _spaced(text: str) -> str:
+    """Width-folded (NFKC), the minus sign unified, each whitespace run one space: a table's cells stay
+    apart (``figures.normalize`` drops whitespace, for prose)."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).replace("−", "-"))
+
+
+def _direction(before: str) -> int | None:
+    if _UP.search(before):
+        return 1
+    if _DOWN.search(before):
+        return -1
+    return None
+
+
+def _numbers(text: str) -> list[tuple[str, float, str, int | None]]:
     out = []
-    for m in _NUMBER.finditer(normalize(text)):
+    folded = _spaced(text)
+    for m in _NUMBER.finditer(folded):
         unit = m.group("unit")
         if unit in _NOT_FIGURES:
             continue
         value = float(m.group("n").replace(",", "")) * _SCALE.get(unit or "", 1.0)
-        out.append((m.group(0).strip(), value, _kind(unit)))
+        out.append((m.group(0).strip(), value, _kind(unit), _direction(folded[max(0, m.start() - 6) : m.start()])))
     return out
+
+
+def numbers(text: str) -> list[tuple[str, float, str]]:
+    """(as written, value in its kind's base unit, kind) of each number in ``text`` that is a figure
+    (not a date or a count): money in 元, percentages in %, 元/股 and 倍 as written, bare numbers as is."""
+    return [n[:3] for n in _numbers(text)]
 
 
 def _decimals(written: str) -> int:
@@ -71,13 +97,17 @@ def _scale_of(written: str) -> float:
     return 1.0
 
 
-def _matches(written: str, value: float, kind: str, known: list[tuple[float, str]]) -> bool:
-    """``value`` (as ``written``) is one of ``known``, or a rounding of one to the digits written."""
+def _matches(written: str, value: float, kind: str, direction: int | None,
+             known: list[tuple[float, str, int | None]]) -> bool:
+    """``value`` (as ``written``) is one of ``known``, or a rounding of one to the digits written; a
+    change said to go one way (增长, 下降) never matches one the source says went the other."""
     scale, digits = _scale_of(written), _decimals(written)
-    for other, other_kind in known:
+    for other, other_kind, other_direction in known:
         if other_kind == "raw" and kind != "":
             continue  # only a bare number is matched by its digits alone
         if other_kind not in (kind, "raw") and not (kind == "" or other_kind == ""):
+            continue
+        if direction is not None and other_direction is not None and direction != other_direction:
             continue
         if round(abs(other) / scale, digits) == round(abs(value) / scale, digits):
             return True
@@ -87,16 +117,18 @@ def _matches(written: str, value: float, kind: str, known: list[tuple[float, str
 def check(highlight: str, source: str, figures: dict[str, Reading]) -> list[str]:
     """The numbers of ``highlight`` that neither a figure code read nor the source gives (empty: all
     verified)."""
-    found = numbers(source)
+    found = _numbers(source)
     # and each as written, whatever its unit: a bare number in a highlight may be the source's 150 (万吨)
-    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw") for w, _, _ in found]
-    known = [(v, k) for _, v, k in found] + digits
+    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw", d) for w, _, _, d in found]
+    known = [(v, k, d) for _, v, k, d in found] + digits
     for name, r in figures.items():
         if r.value is None:
             continue
         unit = {**FIGURES, **TABLE_FIGURES}.get(name, ("", ""))[1]
-        known.append((r.value * 1e8, "元") if unit == "亿元" else (r.value, _kind(unit)))
-    return [written for written, value, kind in numbers(highlight) if not _matches(written, value, kind, known)]
+        sign = (1 if r.value > 0 else -1 if r.value < 0 else None) if name.endswith("_growth") else None
+        known.append((r.value * 1e8, "元", None) if unit == "亿元" else (r.value, _kind(unit), sign))
+    return [written for written, value, kind, direction in _numbers(highlight)
+            if not _matches(written, value, kind, direction, known)]
 
 
 class HighlightsInput(BaseModel):
