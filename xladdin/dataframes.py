@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from . import compare as comparing
 from .batcher import Batcher, started
 from .errors import InputError
@@ -19,6 +21,7 @@ from .pool_screen import screen_records
 from .report import ERROR_HEADER, verdict_table
 from .rules import DEFAULT_RULES, Rules
 from .settings import Settings
+from .tasks.base import Task
 from .tasks.highlights import HighlightsResult, HighlightsTask
 from .tasks.screen import ScreenResult, ScreenTask
 
@@ -27,35 +30,30 @@ def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None =
            batcher: Batcher | None = None) -> Any:
     """A copy of the DataFrame ``df`` with the screen's verdict columns (risk level, score, reason,
     flags, figures, evidence, notes, provenance, error) added on the right, index kept."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
     settings = settings or Settings.load()
-    pool = pool_from_frame(df)
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
-    with started(settings, batcher) as core:
-        results, _, _ = screen_records(core, task, pool.records(), progress, bar_class=tqdm)
-    heads, rows = verdict_table(results, ScreenResult)
-    verdict = pd.DataFrame(rows, columns=heads, index=df.index)
-    clash = [h for h in heads if h in df.columns]
-    if clash:  # screening a frame that already holds a verdict: the new one replaces it
-        df = df.drop(columns=clash)
-    return pd.concat([df, verdict], axis=1)
+    return _beside(df, task, ScreenResult, pool_from_frame(df).records(), settings, progress, batcher)
 
 
 def highlights(df: Any, *, points: int | None = None, max_chars: int | None = None,
                settings: Settings | None = None, progress: bool = True, batcher: Batcher | None = None) -> Any:
     """``df`` with numbered results highlights of each row's report (财报摘要 / 报告文件) beside it, every number
     checked (``xladdin highlights``'s columns: highlights, kept, dropped, notes, evidence, …)."""
+    records = [{**r, "max_chars": max_chars} for r in pool_from_frame(df).records()]
+    return _beside(df, HighlightsTask(points), HighlightsResult, records, settings or Settings.load(), progress,
+                   batcher)
+
+
+def _beside(df: Any, task: Task, result_model: type[BaseModel], records: list[Any], settings: Settings,
+            progress: bool, batcher: Batcher | None) -> Any:
+    """``df`` with ``task``'s result columns for ``records`` (its rows) on the right, index kept."""
     import pandas as pd
     from tqdm.auto import tqdm
 
-    settings = settings or Settings.load()
-    records = [{**r, "max_chars": max_chars} for r in pool_from_frame(df).records()]
-    task = HighlightsTask(points)
     with started(settings, batcher) as core:
         results, _, _ = screen_records(core, task, records, progress, bar_class=tqdm)
-    heads, rows = verdict_table(results, HighlightsResult)
+    heads, rows = verdict_table(results, result_model)
+    # a frame that already holds these columns (screened before): the new ones replace them
     return pd.concat([df.drop(columns=[h for h in heads if h in df.columns]),
                       pd.DataFrame(rows, columns=heads, index=df.index)], axis=1)
 

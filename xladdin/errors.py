@@ -16,6 +16,8 @@ written to be shown to a user as they are.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class XladdinError(Exception):
     """Base of every error xladdin raises."""
@@ -65,9 +67,8 @@ def internal_error(e: BaseException) -> XladdinError:
 def first_error(e: Exception, default: str = "") -> str:
     """A validation error in one line: where (the field's dotted path, else ``default``) and why,
     without pydantic's link line."""
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        err = errors()[0]
+    if isinstance(e, ValidationError):
+        err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or default
         return f"{where}: {err['msg']}" if where else err["msg"]
     return str(e)

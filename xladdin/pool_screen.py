@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from . import __version__
 from .batcher import Batcher, started
@@ -74,12 +77,39 @@ def screen_file(
 ) -> RunSummary:
     """Screen the pool at ``input_path`` into a report; ``reports``: a folder of report files matched
     to rows by the stock code in their names."""
+    task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
+    return _pool_job(input_path, output_path, settings, task, ScreenResult, progress=progress, batcher=batcher,
+                     reports=reports, facts=lambda _: {"rules": rules.model_dump()})
+
+
+def highlights_file(input_path: str | Path, output_path: str | Path, settings: Settings, *,
+                    points: int | None = None, max_chars: int | None = None, progress: bool = True,
+                    batcher: Batcher | None = None, reports: str | Path | None = None) -> RunSummary:
+    """Results highlights for every row of the pool at ``input_path`` (its report text or file), each
+    number checked (``tasks.highlights``), into a report."""
+
+    def facts(results: list[Any]) -> dict[str, Any]:
+        done = [r for r in results if isinstance(r, HighlightsResult)]
+        return {"highlights_kept": sum(r.kept for r in done),
+                "highlights_dropped": sum(r.dropped for r in done),  # a number neither code nor the source gives
+                "numbers_checked": sum(r.numbers_checked for r in done),
+                "numbers_unverified": sum(r.numbers_unverified for r in done)}
+
+    return _pool_job(input_path, output_path, settings, HighlightsTask(points), HighlightsResult,
+                     progress=progress, batcher=batcher, reports=reports, fields={"max_chars": max_chars}, facts=facts)
+
+
+def _pool_job(input_path: str | Path, output_path: str | Path, settings: Settings, task: Task,
+              result_model: type[BaseModel], *, progress: bool, batcher: Batcher | None,
+              reports: str | Path | None, facts: Callable[[list[Any]], dict[str, Any]],
+              fields: dict[str, Any] | None = None) -> RunSummary:
+    """A pool file through ``task`` into a report: the output checked before any row is asked, the rows
+    (with ``fields`` added) in one batch, the run's facts (``facts`` of the results among them) beside."""
     check_output(output_path, input_path)
     pool = read_pool(input_path)
     if reports is not None:
         pool.match_reports(reports)
-    records = pool.records()
-    task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
+    records = [{**r, **fields} for r in pool.records()] if fields else pool.records()
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     # an engine that cannot start at all is one error line, not a report of errors
@@ -95,7 +125,7 @@ def screen_file(
             "engine": engine.describe(),
             "task": task.name,
             "task_version": task.version,
-            "rules": rules.model_dump(),
+            **facts(results),
             "input": str(input_path),
             "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
             "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},
@@ -111,38 +141,6 @@ def screen_file(
             "xladdin": __version__,
             "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
         }
-        out = write_report(output_path, pool, results, ScreenResult, run)
+        out = write_report(output_path, pool, results, result_model, run)
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"],
                       pool.unrecognised())
-
-
-def highlights_file(input_path: str | Path, output_path: str | Path, settings: Settings, *,
-                    points: int | None = None, max_chars: int | None = None, progress: bool = True,
-                    batcher: Batcher | None = None, reports: str | Path | None = None) -> RunSummary:
-    """Results highlights for every row of the pool at ``input_path`` (its report text or file), each
-    number checked (``tasks.highlights``), into a report."""
-    check_output(output_path, input_path)
-    pool = read_pool(input_path)
-    if reports is not None:
-        pool.match_reports(reports)
-    task = HighlightsTask(points)
-    records = [{**r, "max_chars": max_chars} for r in pool.records()]
-    t0 = time.perf_counter()
-    with started(settings, batcher) as core:
-        results, hits, errors = screen_records(core, task, records, progress)
-        seconds = time.perf_counter() - t0
-        snap, engine = core.snapshot(), core.engine
-        done = [r for r in results if isinstance(r, HighlightsResult)]
-        run: dict[str, Any] = {
-            "note": STARTER_NOTE if engine.starter else None, "model": engine.model_id, "engine": engine.describe(),
-            "task": task.name, "task_version": task.version, "input": str(input_path), "rows": len(records),
-            "errors": errors, "cache_hits": hits, "engine_requests": snap["engine_requests"],
-            "without_answer": snap["without_answer"], "highlights_kept": sum(r.kept for r in done),
-            "highlights_dropped": sum(r.dropped for r in done),  # a number neither code nor the source gives
-            "numbers_checked": sum(r.numbers_checked for r in done),
-            "numbers_unverified": sum(r.numbers_unverified for r in done),
-            "seconds": round(seconds, 3), "xladdin": __version__,
-        }
-        out = write_report(output_path, pool, results, HighlightsResult, run)
-    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, run["note"],
-                      snap["without_answer"], pool.unrecognised())

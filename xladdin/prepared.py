@@ -53,7 +53,10 @@ class Requests:
         self._params = params.model_dump()
 
     def key(self, task: Task, inp: BaseModel) -> str:
-        return cache_key(task=task.name, task_version=task.version, task_config=self.context.fit(task).key_config(inp),
+        return self._key(self.context.fit(task), inp)
+
+    def _key(self, fitted: Task, inp: BaseModel) -> str:
+        return cache_key(task=fitted.name, task_version=fitted.version, task_config=fitted.key_config(inp),
                          model=self.engine.model_id, params=self._params, inp=inp)
 
     def prepare(self, task: Task, inp: BaseModel) -> Prepared:
@@ -65,7 +68,7 @@ class Requests:
                 return None
             return fitted.without_answer(inp, error, provenance(False))
 
-        return Prepared(key=self.key(task, inp), model=model, messages=fitted.messages(inp),
+        return Prepared(key=self._key(fitted, inp), model=model, messages=fitted.messages(inp),
                         schema=fitted.schema_for(inp), validate=functools.partial(_validate, fitted, inp),
                         finish=lambda out, cached: fitted.finish(inp, out, provenance(cached)),
                         alone=alone)

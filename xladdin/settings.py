@@ -109,8 +109,8 @@ class Settings(BaseSettings):
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path}: {e}") from None
         except ValidationError as e:
-            where = first_error(e, "settings").partition(": ")[0]
-            raise ConfigError(f"setting {first_error(e, 'settings')} (XLADDIN_{where.upper()})") from None
+            shown = first_error(e, "settings")
+            raise ConfigError(f"setting {shown} (XLADDIN_{shown.partition(': ')[0].upper()})") from None
         finally:
             _SOURCES.reset(token)
 

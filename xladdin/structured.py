@@ -35,4 +35,3 @@ async def structured_call(engine: Engine, request: Prepared, params: SamplingPar
         sent = [*messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
     assert last is not None
     raise last
-

@@ -290,6 +290,7 @@ class OpenAIHTTPEngine(Engine):
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
             await self.start()
+        body = chat_body(self.served, messages, schema, params, self.options.structured_output)
         tried: set[int] = set()
         while True:
             usable = self.replicas.usable(tried)
@@ -304,8 +305,7 @@ class OpenAIHTTPEngine(Engine):
                     await self._identify(i)
                     if i in self.wrong:
                         continue
-                resp = await self._send(i, chat_body(self.served, messages, schema, params,
-                                                     self.options.structured_output))
+                resp = await self._send(i, body)
             except EngineOffline:
                 self.down[i] = time.monotonic()
                 if len(self.urls) > 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
+from enum import Enum
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
@@ -25,6 +26,34 @@ class Provenance(BaseModel):
     model: str = Field(title="模型 model")
     task_version: str = Field(title="任务版本 task version")
     cached: bool = Field(title="缓存命中 cached")
+
+
+class ResultRow(BaseModel):
+    """A result shown as a table row (a report's columns, a spill): field titles are the headers, and
+    a ``provenance`` field ends the row with its three columns."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def cells(self) -> list[Any]:
+        """Flat row of cell values in column order (lists joined by commas, enums as their values,
+        provenance last)."""
+        row: list[Any] = []
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, Provenance):
+                row += [value.model, value.task_version, value.cached]
+            elif isinstance(value, list):
+                row.append(",".join(str(getattr(v, "value", v)) for v in value))
+            elif isinstance(value, Enum):
+                row.append(value.value)
+            else:
+                row.append(value)
+        return row
+
+    @classmethod
+    def headers(cls) -> list[str]:
+        heads = [f.title or n for n, f in cls.model_fields.items() if n != "provenance"]
+        return heads + [f.title or n for n, f in Provenance.model_fields.items()]
 
 
 # One character JSON writes as itself: no quote mark, backslash or control character (no escapes).

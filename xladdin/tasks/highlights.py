@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError, XladdinError
-from .base import Provenance, Task, plain, plain_text
+from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import parse_number, required_text, text_or_none
 from .excerpt import excerpt
 from .figures import FIGURES, TABLE_FIGURES, Reading, read_figures
@@ -117,6 +117,15 @@ def _matches(written: str, value: float, kind: str, direction: int | None,
 def check(highlight: str, source: str, figures: dict[str, Reading]) -> list[str]:
     """The numbers of ``highlight`` that neither a figure code read nor the source gives (empty: all
     verified)."""
+    return _unverified(highlight, _known(source, figures))
+
+
+_UNITS = {**FIGURES, **TABLE_FIGURES}  # figure name → (label, unit)
+
+
+def _known(source: str, figures: dict[str, Reading]) -> list[tuple[float, str, int | None]]:
+    """What a highlight's numbers may be: (value, kind, direction) of each number of the source, each
+    again by its digits alone, and each figure code read."""
     found = _numbers(source)
     # and each as written, whatever its unit: a bare number in a highlight may be the source's 150 (万吨)
     digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw", d) for w, _, _, d in found]
@@ -124,9 +133,13 @@ def check(highlight: str, source: str, figures: dict[str, Reading]) -> list[str]
     for name, r in figures.items():
         if r.value is None:
             continue
-        unit = {**FIGURES, **TABLE_FIGURES}.get(name, ("", ""))[1]
+        unit = _UNITS.get(name, ("", ""))[1]
         sign = (1 if r.value > 0 else -1 if r.value < 0 else None) if name.endswith("_growth") else None
         known.append((r.value * 1e8, "元", None) if unit == "亿元" else (r.value, _kind(unit), sign))
+    return known
+
+
+def _unverified(highlight: str, known: list[tuple[float, str, int | None]]) -> list[str]:
     return [written for written, value, kind, direction in _numbers(highlight)
             if not _matches(written, value, kind, direction, known)]
 
@@ -172,9 +185,7 @@ class HighlightsOutput(BaseModel):
                                                  description="编号前的序号不要写；每条一句")
 
 
-class HighlightsResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class HighlightsResult(ResultRow):
     code: str | None = Field(title="代码 code")
     highlights: str = Field(title="业绩亮点 highlights")
     kept: int = Field(title="采用 kept")
@@ -184,16 +195,6 @@ class HighlightsResult(BaseModel):
     notes: str = Field(title="说明 notes")
     evidence: str = Field(title="出处 evidence")
     provenance: Provenance
-
-    def cells(self) -> list[Any]:
-        p = self.provenance
-        return [self.code, self.highlights, self.kept, self.dropped, self.numbers_checked, self.numbers_unverified,
-                self.notes, self.evidence, p.model, p.task_version, p.cached]
-
-    @classmethod
-    def headers(cls) -> list[str]:
-        heads = [f.title or n for n, f in cls.model_fields.items() if n != "provenance"]
-        return heads + [f.title or n for n, f in Provenance.model_fields.items()]
 
 
 def _shown(r: Reading, unit: str) -> str:
@@ -270,11 +271,12 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         figures = read_figures(inp.report_text)
         kept, dropped = [], []
         checked = unverified = 0
+        known = _known(inp.report_text, figures)  # the source is read once for all the highlights
         for raw in out.highlights:
             line = plain(_NUMBERING.sub("", raw)).strip()[: inp.max_chars]
             if len(_WORD.findall(line)) < MIN_WORDS:
                 continue
-            bad = check(line, inp.report_text, figures)
+            bad = _unverified(line, known)
             checked, unverified = checked + len(numbers(line)), unverified + len(bad)
             (dropped if bad else kept).append((line, bad))
             if len(kept) == self.points:

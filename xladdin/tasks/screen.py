@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures
-from .base import Provenance, Task, plain, plain_text
+from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .excerpt import Excerpt, excerpt
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
@@ -120,10 +120,8 @@ class ScreenExtraction(BaseModel):
         description="文本自相矛盾或与给出字段矛盾时, 逐字照抄矛盾处的原文; 否则 null")
 
 
-class ScreenResult(BaseModel):
+class ScreenResult(ResultRow):
     """The verdict for one row. Field titles are the report's and the spill's column headers."""
-
-    model_config = ConfigDict(frozen=True)
 
     code: str = Field(title="代码 code")
     name: str = Field(title="名称 name")
@@ -150,26 +148,6 @@ class ScreenResult(BaseModel):
     evidence: str = Field(title="出处 evidence")
     read: str = Field("", title="阅读范围 read")
     provenance: Provenance
-
-    def cells(self) -> list[Any]:
-        """Flat row of cell values in column order (flags joined, provenance last)."""
-        row: list[Any] = []
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            if name == "provenance":
-                row += [value.model, value.task_version, value.cached]
-            elif name == "flags":
-                row.append(",".join(f.value for f in value))
-            elif isinstance(value, RiskLevel):
-                row.append(value.value)
-            else:
-                row.append(value)
-        return row
-
-    @classmethod
-    def headers(cls) -> list[str]:
-        heads = [f.title or n for n, f in cls.model_fields.items() if n != "provenance"]
-        return heads + [f.title or n for n, f in Provenance.model_fields.items()]
 
 
 SYSTEM_PROMPT = """你是A股财报信息抽取助手。用户给出一只股票的字段(JSON)，其中 report_text 是财报摘要。
