@@ -47,8 +47,8 @@ def main() -> None:
     t0 = time.perf_counter()
     env = make_env(args.model, args.parallel)
     header = {"model": env.model_label, "model_id": env.engine.model_id, "slots": args.parallel,
-              "threads": env.settings.n_threads, "machine": machine()}
-    print(f"engine: embedded, {env.model_label}, {args.parallel} slots, {env.settings.n_threads} threads")
+              "threads": env.settings.embedded.n_threads, "machine": machine()}
+    print(f"engine: embedded, {env.model_label}, {args.parallel} slots, {env.settings.embedded.n_threads} threads")
     results = {}
     plan = [
         ("batched_vs_per_cell", lambda: suite.batched_vs_per_cell(env, (16, 32) if q else (64, 256))),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from xladdin.batcher import Batcher
-from xladdin.engine.base import SamplingParams, request_fields
+from xladdin.engine.base import request_fields
 from xladdin.engine.openai_http import OpenAIHTTPEngine, metric_sums
 from xladdin.pool_screen import screen_file
 from xladdin.resolver import Resolver
@@ -175,11 +175,11 @@ def _rate(n: int, seconds: float) -> float:
 def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, Any]:
     with Batcher.from_settings(settings) as b:
         b.start()
-        before = server_counters(settings.engine_url)
+        before = server_counters(settings.openai_http.url)
         t0, cpu = time.perf_counter(), time.process_time()
         results = Resolver(b).map(TASK, data)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu
-        server = server_side(before, server_counters(settings.engine_url), seconds, len(b.engine.urls))
+        server = server_side(before, server_counters(settings.openai_http.url), seconds, len(b.engine.urls))
         snap = b.snapshot()
         tokens = getattr(b.engine, "completion_tokens", 0)
     errors = [r for r in results if isinstance(r, Exception)]
@@ -194,7 +194,7 @@ def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
     """One request at a time, each waiting for the previous answer."""
     settings = _settings(url, workdir)
     engine = OpenAIHTTPEngine(settings)
-    params = SamplingParams(temperature=settings.temperature, seed=settings.seed, max_tokens=settings.max_tokens)
+    params = settings.sampling
 
     async def go() -> float:
         await engine.start()
@@ -246,7 +246,7 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
             async with sem:
                 try:
                     resp = await clients[i % len(clients)].chat.completions.create(
-                        model=engine.served, temperature=0.0, seed=42, max_tokens=settings.max_tokens,
+                        model=engine.served, temperature=0.0, seed=42, max_tokens=settings.sampling.max_tokens,
                         extra_body={"chat_template_kwargs": {"enable_thinking": False}},
                         **request_fields(TASK.messages(inp), TASK.schema_for(inp), True),
                     )

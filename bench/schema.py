@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.load({"cache_dir": workdir / "cache", "max_parallel": args.parallel, "timeout": 600}, env={})
     engine = EmbeddedEngine(settings, model)
     engine.load()
-    params = SamplingParams(max_tokens=settings.max_tokens)
+    params = settings.sampling
     try:
         # two sets of distinct rows (no arm answers from the other's prompt cache), same shape
         full_rows = [TASK.parse(r) for r in rows(args.rows, seed=201)]

@@ -28,13 +28,12 @@ TASK = ScreenTask()
 
 
 def _params(env: Env) -> SamplingParams:
-    s = env.settings
-    return SamplingParams(temperature=s.temperature, seed=s.seed, max_tokens=s.max_tokens)
+    return env.settings.sampling
 
 
 def _no_cache_batcher(env: Env) -> Batcher:
     return Batcher(env.engine, Cache(None, enabled=False), params=_params(env),
-                   window_ms=env.settings.batch_window_ms, max_parallel=env.settings.max_parallel)
+                   window_ms=env.settings.batch_window_ms, max_parallel=env.settings.embedded.max_parallel)
 
 
 def batched_vs_per_cell(env: Env, sizes: tuple[int, ...]) -> dict[str, Any]:

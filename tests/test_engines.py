@@ -6,10 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from xladdin.engine import ENGINES, build_engine, engine_kind
-from xladdin.engine.embedded import EmbeddedEngine, EmbeddedOptions
-from xladdin.engine.openai_http import HTTPOptions, OpenAIHTTPEngine
+from xladdin.engine.embedded import EmbeddedEngine
+from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import ConfigError, EngineError
-from xladdin.settings import Settings
+from xladdin.settings import EmbeddedOptions, HTTPOptions, Settings
 
 
 def test_the_registry_builds_every_engine(tmp_path):
@@ -35,6 +35,11 @@ def test_engine_options_reject_typos_and_come_from_settings(tmp_path):
     assert engine.server_url == "http://gpu:8000/v1" and engine.served == "qwen"
     embedded = EmbeddedEngine(Settings.load({"n_ctx": 2048, "max_parallel": 2, "models_dir": str(tmp_path)}))
     assert (embedded.options.n_ctx, embedded.max_parallel, embedded.options.models_dir) == (2048, 2, tmp_path)
+    # each built-in engine's options model is the settings' section of its name
+    for kind in ENGINES:
+        cls = __import__("xladdin.engine", fromlist=["engine_class"]).engine_class(kind)
+        assert Settings.model_fields[kind].annotation is cls.options_model
+        assert type(Settings.load({}).options_for(kind)) is cls.options_model
 
 
 @pytest.mark.parametrize("body", [b"<html>proxy login</html>", b'{"object": "error"}', b"[1, 2]"])

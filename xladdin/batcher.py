@@ -63,9 +63,10 @@ class Batcher(Scheduler):
         cache = Cache(settings.cache_dir, enabled=not settings.no_cache)
         own = engine is None
         engine = engine or build_engine(settings)
-        timeout = settings.timeout * (settings.retries + 1) + 5
+        options = settings.options_for(engine.kind)
+        timeout = options.timeout * (getattr(options, "retries", 0) + 1) + 5
         return cls(engine, cache, params=settings.sampling, window_ms=settings.batch_window_ms,
-                   text_tokens=settings.text_tokens, max_parallel=settings.max_parallel, request_timeout=timeout,
+                   text_tokens=settings.text_tokens, max_parallel=options.max_parallel, request_timeout=timeout,
                    own_engine=own)
 
     async def _start_engine(self) -> None:

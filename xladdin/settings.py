@@ -3,8 +3,14 @@
 pydantic-settings does the layering. The TOML file is ``$XLADDIN_CONFIG`` if set, else
 ``<config dir>/xladdin/config.toml`` when it exists. Unknown keys in it are errors, not silent
 defaults; an ``XLADDIN_*`` variable that names no setting is a warning naming the closest one.
-Engines and sampling take their options from here (``EngineOptions.from_settings``,
-``Settings.sampling``): each setting has one default, this one.
+
+Settings nest: ``sampling`` (part of every cache key) and one options model per engine
+(``openai_http``, ``embedded``: the model the engine of that name is built from, its
+``options_model``). Each setting has one default, in the model that holds it. A nested setting is
+written ``XLADDIN_SAMPLING__MAX_TOKENS`` or ``[sampling] max_tokens = …``; the short names of
+``SHORT`` (``XLADDIN_MAX_TOKENS``, ``XLADDIN_ENGINE_URL``, ``XLADDIN_TIMEOUT`` …) set the same
+fields — ``timeout``, ``max_parallel`` and ``structured_output`` those of every engine. Within one
+layer the nested name wins over the short one; a higher layer wins either way.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-from .errors import ConfigError, first_error
+from .errors import ConfigError
 
 log = logging.getLogger("xladdin")
 # XLADDIN_* variables that are not settings but are read elsewhere
 OTHER_VARIABLES = frozenset({"XLADDIN_CONFIG", "XLADDIN_HUB_URL"})
+ENGINE_SECTIONS = ("openai_http", "embedded")  # one options model per built-in engine, named as the engine
 _SOURCES: contextvars.ContextVar[tuple[Mapping[str, str], Path | None]] = contextvars.ContextVar("xladdin_sources")
 
 
@@ -39,62 +46,132 @@ def _user_dir(kind: str) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xladdin" / kind
 
 
+class SamplingParams(BaseModel):
+    """What the model is sampled with (part of every cache key)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(0.0, ge=0)
+    seed: int = 42
+    max_tokens: int = Field(512, ge=16, description="at most this many tokens per answer")
+
+
+class EngineOptions(BaseModel):
+    """What every engine is configured with; each engine extends it. A typo is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout: float = Field(120.0, gt=0, description="seconds for one engine request")
+    max_parallel: int | None = Field(None, ge=1, le=1024, description="requests in flight (default: the engine's own)")
+    structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")
+
+
+class HTTPOptions(EngineOptions):
+    """The ``openai_http`` engine: any OpenAI-compatible server (vLLM, llama.cpp, SGLang)."""
+
+    url: str | None = Field(None, description="server URL, e.g. http://gpu:8000/v1 (or URL1,URL2)")
+    api_key: str | None = Field(None, description="API key sent to (or required by) a server")
+    served_model: str | None = Field(None, description="model name on the server (default: its first model)")
+    retries: int = Field(2, ge=0, le=10, description="retries after a failed engine request")
+
+
+class EmbeddedOptions(EngineOptions):
+    """The ``embedded`` engine: llama.cpp in this process."""
+
+    model: str | None = Field(None, description="GGUF path or hub id for the embedded engine")
+    models_dir: Path = Field(default_factory=lambda: _user_dir("models"))
+    n_ctx: int = Field(4096, ge=256, description="context tokens per slot")
+    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
+    prompt_cache_mib: int = Field(
+        0,
+        ge=0,
+        description="RAM for llama.cpp's cross-request prompt cache (0: off; the per-slot prefix cache that "
+        "serves the shared system prompt stays on)",
+    )
+    verbose: bool = Field(False, description="show llama.cpp's logs")
+
+
+# short name → the nested fields it sets (section, field)
+SHORT: dict[str, tuple[tuple[str, str], ...]] = {
+    "temperature": (("sampling", "temperature"),),
+    "seed": (("sampling", "seed"),),
+    "max_tokens": (("sampling", "max_tokens"),),
+    "engine_url": (("openai_http", "url"),),
+    "api_key": (("openai_http", "api_key"),),
+    "served_model": (("openai_http", "served_model"),),
+    "retries": (("openai_http", "retries"),),
+    "model": (("embedded", "model"),),
+    "models_dir": (("embedded", "models_dir"),),
+    "n_ctx": (("embedded", "n_ctx"),),
+    "n_threads": (("embedded", "n_threads"),),
+    "prompt_cache_mib": (("embedded", "prompt_cache_mib"),),
+    "engine_verbose": (("embedded", "verbose"),),
+    **{name: tuple((section, name) for section in ENGINE_SECTIONS) for name in EngineOptions.model_fields},
+}
+
+
+def _nest(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each short name moved to the nested fields it sets (a nested value given too wins)."""
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in values.items() if k not in SHORT}
+    for name, value in values.items():
+        for section, field in SHORT.get(name, ()):
+            part = out.setdefault(section, {})
+            if isinstance(part, dict):
+                part.setdefault(field, value)
+    return out
+
+
 class _Environment(EnvSettingsSource):
     """``XLADDIN_*`` variables from the mapping ``Settings.load`` was given (``os.environ`` by default)."""
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
         env, _ = _SOURCES.get((os.environ, None))
-        return {k.lower(): v for k, v in env.items() if v != ""}
+        known = known_variables()  # an unknown one is warned about and ignored, nested or not
+        found = {k.lower(): v for k, v in env.items() if v != "" and k.upper() in known}
+        for key, value in list(found.items()):
+            for section, field in SHORT.get(key.removeprefix("xladdin_"), ()) if key.startswith("xladdin_") else ():
+                found.setdefault(f"xladdin_{section}__{field}", value)
+        return found
+
+
+class _Toml(TomlConfigSettingsSource):
+    def __call__(self) -> dict[str, Any]:
+        return _nest(super().__call__())
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="XLADDIN_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="XLADDIN_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
     engine: str = Field("auto", description="auto (URL → openai_http, else embedded), or a registered engine's name")
-    engine_url: str | None = Field(None, description="server URL, e.g. http://gpu:8000/v1 (or URL1,URL2)")
-    api_key: str | None = Field(None, description="API key sent to (or required by) a server")
-    model: str | None = Field(None, description="GGUF path or hub id for the embedded engine")
-    served_model: str | None = Field(None, description="model name on the server (default: its first model)")
     cache_dir: Path = Field(default_factory=lambda: _user_dir("cache"))
-    models_dir: Path = Field(default_factory=lambda: _user_dir("models"))
     no_cache: bool = False
-    timeout: float = Field(120.0, gt=0, description="seconds for one engine request")
-    retries: int = Field(2, ge=0, le=10, description="retries after a failed engine request")
-    max_parallel: int | None = Field(None, ge=1, le=1024, description="requests in flight (default: engine slots)")
     batch_window_ms: float = Field(20.0, ge=0, le=5000)
-    n_ctx: int = Field(4096, ge=256, description="embedded engine: context tokens per slot")
-    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
-    prompt_cache_mib: int = Field(
-        0,
-        ge=0,
-        description="embedded engine: RAM for llama.cpp's cross-request prompt cache (0: off; the "
-        "per-slot prefix cache that serves the shared system prompt stays on)",
-    )
-    max_tokens: int = Field(512, ge=16)
     max_text_chars: int | None = Field(None, ge=100, description="at most this many characters of report text "
                                        "for the model (default: what text_tokens and the engine's context hold)")
     text_tokens: int = Field(1500, ge=100, description="at most this many tokens of report text per request "
                              "(lowered to what the engine's context holds)")
-    structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")
-    temperature: float = Field(0.0, ge=0)
-    seed: int = 42
-    engine_verbose: bool = False
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    openai_http: HTTPOptions = Field(default_factory=HTTPOptions)
+    embedded: EmbeddedOptions = Field(default_factory=EmbeddedOptions)
 
-    @property
-    def sampling(self) -> SamplingParams:
-        """The sampling parameters (part of every cache key) these settings give."""
-        return SamplingParams(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+    def options_for(self, kind: str) -> EngineOptions:
+        """The options of engine ``kind``: its own section, or (an engine registered from outside) the
+        options every engine shares, as the short names set them."""
+        if kind in ENGINE_SECTIONS:
+            return getattr(self, kind)
+        return EngineOptions(**self.openai_http.model_dump(include=set(EngineOptions.model_fields)))
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: Any, env_settings: Any,
                                    dotenv_settings: Any, file_secret_settings: Any) -> tuple[Any, ...]:
         """Explicit overrides first, then ``XLADDIN_*`` variables, then the TOML file."""
         _, path = _SOURCES.get((os.environ, None))
-        toml = (TomlConfigSettingsSource(settings_cls, toml_file=path),) if path else ()
+        toml = (_Toml(settings_cls, toml_file=path),) if path else ()
         return (init_settings, _Environment(settings_cls), *toml)
 
     @classmethod
     def load(cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from every layer; ``overrides`` (short or nested names, ``None`` values ignored) win."""
         env = os.environ if env is None else env
         config_path = env.get("XLADDIN_CONFIG")
         path = Path(config_path) if config_path else _user_dir("config") / "config.toml"
@@ -105,36 +182,37 @@ class Settings(BaseSettings):
         _warn_unknown(env)
         token = _SOURCES.set((env, path))
         try:
-            return cls(**{k: v for k, v in (overrides or {}).items() if v is not None})
+            return cls(**_nest({k: v for k, v in (overrides or {}).items() if v is not None}))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path}: {e}") from None
         except ValidationError as e:
-            shown = first_error(e, "settings")
-            raise ConfigError(f"setting {shown} (XLADDIN_{shown.partition(': ')[0].upper()})") from None
+            raise ConfigError(_explain(e)) from None
         finally:
             _SOURCES.reset(token)
 
 
+def _explain(e: ValidationError) -> str:
+    """The first error as ``setting NAME: reason (XLADDIN_…)``, by its short name where it has one."""
+    err = e.errors()[0]
+    loc = tuple(str(p) for p in err["loc"])
+    short = next((name for name, fields in SHORT.items() if loc[:2] in fields), None)
+    names = [f"XLADDIN_{short.upper()}"] if short else []
+    names.append("XLADDIN_" + "__".join(loc[:2]).upper())
+    return f"setting {short or '.'.join(loc)}: {err['msg']} ({' or '.join(names)})"
+
+
+def known_variables() -> set[str]:
+    """Every ``XLADDIN_*`` name that sets something."""
+    names = {n for n in Settings.model_fields} | set(SHORT)
+    for section in ("sampling", *ENGINE_SECTIONS):
+        names |= {f"{section}__{f}" for f in Settings.model_fields[section].annotation.model_fields}  # type: ignore[union-attr]
+    return {"XLADDIN_" + n.upper() for n in names} | OTHER_VARIABLES
+
+
 def _warn_unknown(env: Mapping[str, str]) -> None:
     """A warning for each ``XLADDIN_*`` variable that is no setting, naming the closest one."""
-    known = {"XLADDIN_" + name.upper() for name in Settings.model_fields} | OTHER_VARIABLES
+    known = known_variables()
     for name in sorted(n for n in env if n.upper().startswith("XLADDIN_") and n.upper() not in known):
         close = difflib.get_close_matches(name.upper(), known, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
         log.warning("%s is not a setting and is ignored%s", name, hint)
-
-
-class SamplingParams(BaseModel):
-    """What the model is sampled with (part of every cache key); its defaults are the settings' own."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    temperature: float = Field(default_factory=lambda: default("temperature"))
-    seed: int = Field(default_factory=lambda: default("seed"))
-    max_tokens: int = Field(default_factory=lambda: default("max_tokens"))
-
-
-def default(name: str) -> Any:
-    """The one default of setting ``name``, for the option models built from settings."""
-    field = Settings.model_fields[name]
-    return field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]

@@ -3,7 +3,8 @@
 Built-in engines are registered in ``ENGINES`` like any other (name → "module:Class"), and
 every engine is built from it: the ``engine`` setting names one, or ``auto`` picks
 ``openai_http`` when an engine URL is configured, else ``embedded``. Each engine reads its own
-pydantic options (``options_model``, unknown keys are errors).
+pydantic options (``options_model``: the settings' section of the engine's name; unknown keys
+are errors).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def engine_class(kind: str) -> type[Engine]:
 
 def engine_kind(settings: Settings) -> str:
     if settings.engine == "auto":
-        return "openai_http" if settings.engine_url else "embedded"
+        return "openai_http" if settings.openai_http.url else "embedded"
     if settings.engine not in ENGINES:
         raise ConfigError(f"unknown engine {settings.engine!r} (XLADDIN_ENGINE); known: auto, {', '.join(ENGINES)}")
     return settings.engine

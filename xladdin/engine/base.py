@@ -6,31 +6,14 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ..settings import SamplingParams, Settings, default
+from ..settings import EngineOptions, SamplingParams
 
 __all__ = ["Engine", "EngineOptions", "SamplingParams", "request_fields", "response_format"]
 
 
-class EngineOptions(BaseModel):
-    """What every engine is configured with; each engine extends it. A typo is an error. Defaults
-    are the settings' own (``settings.default``): one default per setting."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    timeout: float = Field(default("timeout"), gt=0, description="seconds for one request, retries included")
-    max_parallel: int | None = Field(None, ge=1, description="requests in flight (default: the engine's own)")
-    structured_output: bool = default("structured_output")
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> EngineOptions:
-        return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output)
-
-
 class Engine(ABC):
-    """A way to reach a model. Capabilities are class flags; ``options_model`` is its configuration,
-    built from the settings by ``options_model.from_settings``."""
+    """A way to reach a model. Capabilities are class flags; ``options_model`` is its configuration
+    (for a built-in engine, the settings' section of its name: ``Settings.options_for(kind)``)."""
 
     kind: ClassVar[str]
     options_model: ClassVar[type[EngineOptions]] = EngineOptions

@@ -7,31 +7,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
 from ..gguf_files import ModelFile, resolve_model
-from ..settings import Settings, default
-from .base import Engine, EngineOptions, SamplingParams, request_fields
+from ..settings import EmbeddedOptions, Settings
+from .base import Engine, SamplingParams, request_fields
 
 DEFAULT_SLOTS = 4
-
-
-class EmbeddedOptions(EngineOptions):
-    model: str | None = None
-    models_dir: Path
-    n_ctx: int = default("n_ctx")
-    n_threads: int = default("n_threads")
-    seed: int = default("seed")
-    prompt_cache_mib: int = default("prompt_cache_mib")
-    verbose: bool = default("engine_verbose")
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> EmbeddedOptions:
-        return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output,
-                   model=s.model, models_dir=s.models_dir, n_ctx=s.n_ctx, n_threads=s.n_threads, seed=s.seed,
-                   prompt_cache_mib=s.prompt_cache_mib, verbose=s.engine_verbose)
 
 
 class EmbeddedEngine(Engine):
@@ -39,7 +22,7 @@ class EmbeddedEngine(Engine):
     options_model = EmbeddedOptions
 
     def __init__(self, settings: Settings | EmbeddedOptions, model: ModelFile | None = None):
-        self.options = settings if isinstance(settings, EmbeddedOptions) else self.options_model.from_settings(settings)
+        self.options = settings if isinstance(settings, EmbeddedOptions) else settings.embedded
         self.max_parallel = self.options.max_parallel or DEFAULT_SLOTS
         self.context_tokens = self.options.n_ctx
         self._model = model
@@ -76,7 +59,6 @@ class EmbeddedEngine(Engine):
         p.n_ctx = self.options.n_ctx * self.max_parallel
         p.cpuparams.n_threads = self.options.n_threads
         p.cpuparams_batch.n_threads = self.options.n_threads
-        p.sampling.seed = self.options.seed
         # llama.cpp keeps up to 8 GiB of past prompts' KV state in RAM by default: in a long
         # Excel session of distinct rows that is steady growth (bench/: memory), so it is capped.
         p.cache_ram_mib = self.options.prompt_cache_mib

@@ -31,11 +31,9 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, ClassVar
 
-from pydantic import Field
-
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
-from ..settings import Settings, default
-from .base import Engine, EngineOptions, SamplingParams, request_fields
+from ..settings import HTTPOptions, Settings
+from .base import Engine, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
@@ -54,19 +52,6 @@ def normalize_base_url(url: str) -> str:
 def split_urls(urls: str) -> list[str]:
     """``URL`` or ``URL1,URL2,…`` (replicas of one model) as normalised base URLs."""
     return [normalize_base_url(u.strip()) for u in urls.split(",") if u.strip()]
-
-
-class HTTPOptions(EngineOptions):
-    url: str = Field(description="base URL, or several comma-separated (replicas of one model)")
-    api_key: str | None = None
-    served_model: str | None = None
-    retries: int = default("retries")
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> HTTPOptions:
-        return cls(timeout=s.timeout, max_parallel=s.max_parallel, structured_output=s.structured_output,
-                   url=s.engine_url or "", api_key=s.api_key, served_model=s.served_model,
-                   retries=s.retries)
 
 
 class _Pools:
@@ -204,7 +189,7 @@ class OpenAIHTTPEngine(Engine):
     def __init__(self, settings: Settings | HTTPOptions):
         import openai
 
-        self.options = settings if isinstance(settings, HTTPOptions) else self.options_model.from_settings(settings)
+        self.options = settings if isinstance(settings, HTTPOptions) else settings.openai_http
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
         self.urls = split_urls(self.options.url)

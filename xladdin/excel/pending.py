@@ -38,7 +38,7 @@ from typing import Any
 from ..batcher import Batcher
 from ..errors import XladdinError
 from ..resolver import Done, Failed, Pending, Resolver
-from ..settings import Settings, default
+from ..settings import Settings
 from ..tasks.base import Task
 from .cells import PENDING, error_row, filler_row
 
@@ -94,7 +94,7 @@ class CellRuntime:
     @functools.cached_property
     def max_text_chars(self) -> int | None:
         self.batcher  # noqa: B018  (settings are loaded with the batcher)
-        return self._settings.max_text_chars if self._settings else default("max_text_chars")
+        return self._settings.max_text_chars if self._settings else Settings.model_fields["max_text_chars"].default
 
     @property
     def pending_cells(self) -> int:
