@@ -59,9 +59,11 @@ class Batcher(Scheduler):
         self.requests = Requests(engine, self.params, self.context)
 
     @classmethod
-    def from_settings(cls, settings: Settings, engine: Engine | None = None) -> Batcher:
+    def from_settings(cls, settings: Settings, engine: Engine | None = None, *,
+                      own_engine: bool | None = None) -> Batcher:
+        """The core ``settings`` give; an ``engine`` given is closed with it only when ``own_engine``."""
         cache = Cache(settings.cache_dir, enabled=not settings.no_cache)
-        own = engine is None
+        own = engine is None if own_engine is None else own_engine
         engine = engine or build_engine(settings)
         options = settings.options_for(engine.kind)
         timeout = options.timeout * (getattr(options, "retries", 0) + 1) + 5

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import XladdinError
-from . import cache_cmd, eval_cmd, highlights_cmd, screen_cmd
+from . import cache_cmd, calc_cmd, eval_cmd, highlights_cmd, screen_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     highlights_cmd.add_parser(sub)
     cache_cmd.add_parser(sub)
     eval_cmd.add_parser(sub)
+    calc_cmd.add_parser(sub)
     return parser
 
 

@@ -25,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-key", help="require this key (better: XLADDIN_API_KEY in the environment, not in argv)")
     p.add_argument("--parallel", type=int, default=4)
     p.add_argument("--n-ctx", type=int, default=4096, help="context tokens per slot")
+    p.add_argument("--exit-with", type=int, metavar="PID", help="stop when process PID ends (a private server "
+                   "of the program that started it)")
     args = p.parse_args(argv)
     stop = threading.Event()
+    if args.exit_with:
+        threading.Thread(target=_watch_parent, args=(args.exit_with, stop), daemon=True).start()
     # Ctrl-C (SIGINT) stops the server in order. SIGTERM and SIGHUP (a closing terminal) end the process
     # at once, by the kernel's default action: under load llama.cpp's threads hold the interpreter, so a
     # Python handler would not run until the answers in progress were done.
@@ -61,6 +65,33 @@ def main(argv: list[str] | None = None) -> int:
     if closing.is_alive():
         os._exit(0)
     return 0
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":
+        import ctypes
+
+        handle = ctypes.windll.kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
+        if not handle:
+            return False
+        gone = ctypes.windll.kernel32.WaitForSingleObject(handle, 0) == 0
+        ctypes.windll.kernel32.CloseHandle(handle)
+        return not gone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_parent(pid: int, stop: threading.Event) -> None:
+    while _alive(pid):
+        if stop.wait(1.0):
+            return
+    print(f"cpu server: process {pid} ended; stopping", flush=True)
+    os._exit(0)  # the answers in progress have no one to go to
 
 
 if __name__ == "__main__":

@@ -1,0 +1,123 @@
+"""The worksheet functions inside a real LibreOffice Calc (headless): the extension built by
+``xladdin calc build``, installed with unopkg, formulas entered in a sheet, each cell's final value
+read once its answers arrive; the sheet saved, closed and reopened in a new LibreOffice, every cell
+recalculated from the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from xladdin.calc import build
+from xladdin.calc.build import FUNCTIONS
+from xladdin.excel import cells
+
+pytestmark = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
+                                reason="LibreOffice with Python (uno) is not installed")
+HEADLESS = build.HERE / "headless.py"
+WIDTH = len(cells.SPILL_FIELDS)
+ROWS = 50
+HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
+
+
+def column(n: int) -> str:
+    name = ""
+    while n >= 0:
+        name = chr(ord("A") + n % 26) + name
+        n = n // 26 - 1
+    return name
+
+
+def sheet_job() -> tuple[dict, dict[str, int]]:
+    """50 distinct rows, 5 repeated, one bad row; a formula per row, one table formula, one cell of
+    each other function and QWEN_STATUS. Returns the job and where each part's results are."""
+    rows = [HEADER] + [[600000 + i, f"公司{i}", "白酒" if i % 2 else "银行", 20.0 + i, 10.0 + i % 12, 1.0,
+                        f"营业收入{100 + i}亿元，同比增长{i % 9}%"] for i in range(ROWS)]
+    rows += [rows[1 + i] for i in range(5)]  # the same rows again: no new request
+    rows.append([600999, "坏行", "银行", 20.0, "abc", 1.0, "x"])
+    last = len(rows)
+    first, end = column(9), column(9 + WIDTH - 1)
+    formulas = [[f"{first}{r}:{end}{r}", f"=QWEN_SCREEN(A{r}:G{r})"] for r in range(2, last + 1)]
+    t0 = column(9 + WIDTH + 1)
+    table = [f"{t0}1:{column(9 + 2 * WIDTH)}11", "=QWEN_SCREEN(A1:G11;1)"]
+    others = [[f"A{last + 2}", "=QWEN(\"用一句话说明市盈率\")"], [f"B{last + 2}", "=QWEN_EXTRACT(G2;\"营业收入\")"],
+              [f"C{last + 2}", "=QWEN_CLASSIFY(G2;\"白酒,银行\")"]]
+    status = [f"A{last + 4}:B{last + 16}", "=QWEN_STATUS()"]
+    job = {"rows": rows, "formulas": [*formulas, table, *others, status]}
+    return job, {"rows": len(formulas), "table": len(formulas), "others": len(formulas) + 1,
+                 "status": len(formulas) + 4}
+
+
+def headless(args: list[str], env: dict[str, str], timeout: float = 300) -> dict:
+    r = subprocess.run([build.calc_python(), str(HEADLESS), *args], capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def status_of(block: list[list]) -> dict:
+    return {row[0]: row[1] for row in block}
+
+
+def test_the_extension_s_types_and_names_come_from_one_table(tmp_path):
+    """The component has a method for every function of the table; the type library shipped is the
+    table's interface compiled (checked where LibreOffice's SDK is installed)."""
+    source = (build.HERE / "component.py").read_text()
+    for f in FUNCTIONS:
+        assert f"def {f.method}(self" in source, f.name
+        assert f'<node oor:name="{f.method}"' in build.xcu() and f"any {f.method}(" in build.idl()
+    try:
+        built = build.compile_types(tmp_path / "types.rdb")
+    except Exception as e:  # no SDK here
+        pytest.skip(f"cannot compile the interface here: {e}")
+    assert built.read_bytes() == build.TYPES.read_bytes(), "XQwenCalc.rdb is stale: run build.compile_types"
+
+
+def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_model_path, tmp_path):
+    oxt = tmp_path / "xladdin.oxt"
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "calc", "build", "-o", str(oxt)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and oxt.is_file(), r.stderr
+    job, at = sheet_job()
+    (tmp_path / "job.json").write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    env |= {"XLADDIN_MODEL": str(tiny_model_path), "XLADDIN_CACHE_DIR": str(tmp_path / "cache"),
+            "XLADDIN_N_THREADS": "2"}
+    profile, book = tmp_path / "profile", tmp_path / "book.ods"
+    first = headless(["--profile", str(profile), "--install", str(oxt), "--fill", str(tmp_path / "job.json"),
+                      "--save", str(book), "--bound", "240"], env)
+    assert first["filled"], first["values"]
+    values = first["values"]
+    data = job["rows"][1:]
+    for i, block in enumerate(values[: at["rows"]]):
+        row, given = block[0], data[i]
+        if given[1] == "坏行":
+            assert row[0].startswith("#QWEN! ") and "roe" in row[0], row
+            continue
+        assert row[0] == f"{given[0]}.SH" and row[2] in ("高", "中", "低"), row
+        assert len(row) == WIDTH
+    table = values[at["table"]]
+    assert table[0] == cells.spill_header()
+    assert [r[0] for r in table[1:]] == [f"{600000 + i}.SH" for i in range(10)]
+    assert [r[:4] for r in table[1:]] == [b[0][:4] for b in values[:10]]  # the table and its rows agree
+    extracted, classified = values[at["others"] + 1][0][0], values[at["others"] + 2][0][0]
+    answer = values[at["others"]][0][0]
+    assert isinstance(answer, str) and answer and not answer.startswith("#QWEN")
+    assert isinstance(extracted, float) or str(extracted).startswith("#QWEN! ")  # a number, or why not
+    assert classified in ("白酒", "银行")  # one of the labels (constrained)
+    status = status_of(first["recalculated"][at["status"]])  # QWEN_STATUS in the sheet
+    distinct = ROWS + 3  # 50 rows (the 5 repeats and the table's rows are the same), QWEN, EXTRACT, CLASSIFY
+    assert status["asked of the engine"] == distinct, status
+    assert status["cache entries"] == distinct, status
+    assert all(f.startswith("{=") and "QWEN" in f.upper() for f in first["formulas"])
+
+    again = headless(["--profile", str(profile), "--open", str(book), "--bound", "120"], env)
+    assert again["filled"]
+    assert again["values"][: at["status"]] == values[: at["status"]]  # every cell as before
+    status = status_of(again["recalculated"][at["status"]])
+    assert status["asked of the engine"] == 0 and status["cache hit rate"] == 1.0, status

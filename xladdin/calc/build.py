@@ -1,0 +1,218 @@
+"""Build the LibreOffice extension (``.oxt``): the function table below is its one source — the UNO
+interface (IDL, compiled to the type library ``XQwenCalc.rdb`` shipped beside this module), the
+function names and help Calc shows (``CalcAddIns.xcu``) and the component's methods."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from ..errors import ConfigError
+
+HERE = Path(__file__).parent
+TYPES = HERE / "XQwenCalc.rdb"
+MODULE = "org.xladdin.calc"
+INTERFACE = "XQwenCalc"
+IMPLEMENTATION = "org.xladdin.calc.QwenCalc"
+EXTENSION_ID = "org.xladdin.calc"
+RANGE = "sequence< sequence< any > >"
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str  # what the user types, as in Excel
+    method: str  # the UNO method
+    help: str
+    params: tuple[tuple[str, str, str], ...]  # (name, IDL type, help); an `any` may be left out
+
+
+FUNCTIONS = (
+    Function("QWEN_SCREEN", "qwenScreen", "Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a "
+             "table with its header row: risk level, score, reason, flags, figures. Enter it as an array formula "
+             "as wide as its result.",
+             (("values", RANGE, "the row, or the table with its header row"),
+              ("header", "any", "TRUE: the first row is the header (default FALSE)"),
+              ("rules", "any", "a key/value range of rule thresholds (e.g. Rules.$A$2:$B$20)"))),
+    Function("QWEN", "qwen", "Ask the local model.",
+             (("prompt", "any", "the question"), ("context", "any", "cells whose text is given with it"))),
+    Function("QWEN_EXTRACT", "qwenExtract", "A figure from report text as a number in a unit.",
+             (("text", "any", "report text"), ("item", "any", "the figure, e.g. 营业收入"),
+              ("unit", "any", "亿元 (default), 元, 万元, 百万元, %, 元/股 …"))),
+    Function("QWEN_CLASSIFY", "qwenClassify", "One of the labels for a text.",
+             (("text", "any", "the text"), ("labels", "any", "a range or a comma-separated text"))),
+    Function("QWEN_HIGHLIGHTS", "qwenHighlights", "Numbered results highlights of a report, every number checked.",
+             (("report", "any", "report text or a .pdf/.txt/.md/.html path"),
+              ("points", "any", "how many (default 3)"), ("max_chars", "any", "characters per highlight (60)"))),
+    Function("QWEN_STATUS", "qwenStatus", "Engine, model, queue, cache and last error as a two-column table. "
+             "Enter it as an array formula two columns wide.", ()),
+)
+
+
+def uno_name(name: str) -> str:
+    """A parameter's name in the interface (UNO identifiers have no underscores): max_chars → maxChars."""
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def idl() -> str:
+    """The UNO interface of the add-in, one method per function (every result an ``any``: a value, an
+    array, or a volatile result while answers are awaited)."""
+    lines = ["#include <com/sun/star/uno/XInterface.idl>", ""]
+    opening = " ".join(f"module {m} {{" for m in MODULE.split("."))
+    lines.append(opening)
+    lines.append(f"    interface {INTERFACE} : com::sun::star::uno::XInterface {{")
+    for f in FUNCTIONS:
+        params = ", ".join(f"[in] {kind} {uno_name(name)}" for name, kind, _ in f.params)
+        lines.append(f"        any {f.method}({params});")
+    lines.append("    };")
+    lines.append(" ".join("};" for _ in MODULE.split(".")))
+    return "\n".join(lines) + "\n"
+
+
+def _text(tag: str, value: str) -> str:
+    return f'<prop oor:name="{tag}"><value xml:lang="en">{escape(value)}</value></prop>'
+
+
+def xcu() -> str:
+    """Calc's names, categories and help for the functions (``org.openoffice.Office.CalcAddIns``)."""
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           '<oor:component-data xmlns:oor="http://openoffice.org/2001/registry" '
+           'xmlns:xs="http://www.w3.org/2001/XMLSchema" oor:name="CalcAddIns" oor:package="org.openoffice.Office">',
+           '<node oor:name="AddInInfo">', f'<node oor:name="{IMPLEMENTATION}" oor:op="replace">',
+           '<node oor:name="AddInFunctions">']
+    for f in FUNCTIONS:
+        out += [f'<node oor:name="{f.method}" oor:op="replace">', _text("DisplayName", f.name),
+                _text("Description", f.help), '<prop oor:name="Category"><value>Add-In</value></prop>',
+                '<prop oor:name="CompatibilityName"><value xml:lang="en">' + f.name + "</value></prop>",
+                '<node oor:name="Parameters">']
+        for name, _, text in f.params:
+            out += [f'<node oor:name="{uno_name(name)}" oor:op="replace">', _text("DisplayName", name),
+                    _text("Description", text), "</node>"]
+        out += ["</node>", "</node>"]
+    out += ["</node>", "</node>", "</node>", "</oor:component-data>"]
+    return "\n".join(out) + "\n"
+
+
+MANIFEST = """<?xml version="1.0" encoding="UTF-8"?>
+<manifest:manifest xmlns:manifest="http://openoffice.org/2001/manifest">
+  <manifest:file-entry manifest:media-type="application/vnd.sun.star.uno-typelibrary;type=RDB"
+    manifest:full-path="XQwenCalc.rdb"/>
+  <manifest:file-entry manifest:media-type="application/vnd.sun.star.configuration-data"
+    manifest:full-path="CalcAddIns.xcu"/>
+  <manifest:file-entry manifest:media-type="application/vnd.sun.star.uno-component;type=Python"
+    manifest:full-path="xladdin_calc.py"/>
+</manifest:manifest>
+"""
+
+
+def description(version: str) -> str:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<description xmlns="http://openoffice.org/extensions/description/2006"
+  xmlns:xlink="http://www.w3.org/1999/xlink">
+  <identifier value="{EXTENSION_ID}"/>
+  <version value="{version}"/>
+  <display-name><name lang="en">xladdin: a local Qwen model as Calc functions</name></display-name>
+  <dependencies>
+    <OpenOffice.org-minimal-version xmlns:d="http://openoffice.org/extensions/description/2006"
+      d:name="LibreOffice 7.0" value="3.4"/>
+  </dependencies>
+</description>
+"""
+
+
+def environment() -> str:
+    """``pythonpath/xladdin_calc_env.py``: where this environment's packages are, and its Python, so
+    the component imports this xladdin inside LibreOffice (whose Python must be the same version)."""
+    paths = [str(Path(__file__).resolve().parents[2])]
+    for key in ("purelib", "platlib"):
+        p = sysconfig.get_paths()[key]
+        if p not in paths:
+            paths.append(p)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return f"PATHS = {paths!r}\nPYTHON = {version!r}\nEXECUTABLE = {sys.executable!r}\n"
+
+
+def compile_types(out: Path) -> Path:
+    """The type library from ``idl()`` with LibreOffice's SDK (``unoidl-write``); only needed when the
+    function table changes (the library ships with the package)."""
+    tool = shutil.which("unoidl-write") or next(
+        (str(p) for p in Path("/usr/lib/libreoffice/sdk/bin").glob("unoidl-write") if p.exists()), None)
+    program = Path("/usr/lib/libreoffice/program")
+    if not tool:
+        raise ConfigError("unoidl-write not found: install LibreOffice's SDK (Debian: libreoffice-dev)")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"{INTERFACE}.idl"
+        source.write_text(idl())
+        subprocess.run([tool, str(program / "types.rdb"), str(program / "types" / "offapi.rdb"), str(source),
+                        str(out)], check=True, capture_output=True)
+    return out
+
+
+def build(out: Path) -> Path:
+    """Write the extension to ``out`` (``.oxt``)."""
+    from .. import __version__
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("META-INF/manifest.xml", MANIFEST)
+        z.writestr("description.xml", description(__version__))
+        z.writestr("CalcAddIns.xcu", xcu())
+        z.write(TYPES, "XQwenCalc.rdb")
+        z.write(HERE / "component.py", "xladdin_calc.py")
+        z.writestr("pythonpath/xladdin_calc_env.py", environment())
+    return out
+
+
+def calc_python() -> str | None:
+    """The Python with LibreOffice's ``uno`` module (its own on Windows and macOS, the system's on
+    Linux), or ``None`` without LibreOffice."""
+    soffice = shutil.which("soffice") or shutil.which("soffice.exe")
+    candidates = []
+    if soffice:
+        program = Path(soffice).resolve().parent
+        candidates += [program / "python", program / "python.exe"]
+    candidates += [Path("/usr/bin/python3"), Path("/Applications/LibreOffice.app/Contents/Resources/python")]
+    for c in candidates:
+        if c.is_file():
+            r = subprocess.run([str(c), "-c", "import uno, sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                return str(c)
+    return None
+
+
+def python_problem() -> str | None:
+    """Why the extension built here cannot load in this machine's LibreOffice, or ``None``."""
+    python = calc_python()
+    if python is None:
+        return "no LibreOffice with Python (uno) found: install LibreOffice (Debian: libreoffice-calc python3-uno)"
+    r = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                       text=True)
+    theirs, ours = r.stdout.strip(), f"{sys.version_info.major}.{sys.version_info.minor}"
+    if theirs != ours:
+        return (f"LibreOffice's Python is {theirs} ({python}) and this environment's is {ours}: the extension "
+                f"loads xladdin from this environment, so build it from a Python {theirs} environment")
+    return None
+
+
+def install(oxt: Path) -> str:
+    """``unopkg add`` the extension for this user (for all users when run as root, which unopkg
+    requires); returns what was run."""
+    unopkg = shutil.which("unopkg")
+    if unopkg is None:
+        raise ConfigError("unopkg not found: install LibreOffice (its program folder has unopkg)")
+    shared = ["--shared"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    cmd = [unopkg, "add", "--force", *shared, str(oxt)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise ConfigError(f"unopkg could not add {oxt}: {(r.stderr or r.stdout).strip()}")
+    return " ".join(cmd)

@@ -1,0 +1,159 @@
+"""Drive a headless LibreOffice Calc with the extension installed: fill a sheet, enter the formulas,
+recalculate, wait until no cell waits, read every cell, save; or reopen a saved sheet and do the same.
+
+Runs as a script under the Python that has LibreOffice's ``uno`` module (``calc_python()``), not
+inside xladdin's environment, and prints one JSON object. Used by the tests and ``bench calc``:
+
+    python3 headless.py --profile DIR [--install X.oxt] (--fill JOB.json | --open BOOK.ods) [--save BOOK.ods]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PENDING = "#QWEN… 计算中 pending"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _places(profile: Path) -> list[str]:
+    """A profile of its own, and a place of its own for extensions shared by all users (``unopkg
+    --shared``, which is what root may run), so nothing outside ``profile`` is touched."""
+    profile = profile.resolve()
+    return [f"-env:UserInstallation={(profile / 'user').as_uri()}",
+            f"-env:UNO_SHARED_PACKAGES_CACHE={(profile / 'shared').as_uri()}"]
+
+
+def install(oxt: Path, profile: Path) -> None:
+    """``unopkg add`` the extension into ``profile`` (replacing an earlier build)."""
+    shared = ["--shared"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    r = subprocess.run(["unopkg", "add", "--force", *shared, *_places(profile), str(oxt)], capture_output=True,
+                       text=True)
+    if r.returncode:
+        raise SystemExit(json.dumps({"error": f"unopkg add failed: {(r.stderr or r.stdout).strip()}"}))
+
+
+def _start(profile: Path, port: int) -> subprocess.Popen:
+    profile.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(["soffice", "--headless", "--invisible", "--norestore", "--nologo", "--nodefault",
+                             *_places(profile),
+                             f"--accept=socket,host=127.0.0.1,port={port};urp;StarOffice.ComponentContext"],
+                            stdout=subprocess.DEVNULL, stderr=(profile / "soffice.log").open("ab"),
+                            start_new_session=True)
+
+
+def _connect(port: int, proc: subprocess.Popen, wait: float = 90.0):
+    import uno
+
+    local = uno.getComponentContext()
+    resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return resolver.resolve(f"uno:socket,host=127.0.0.1,port={port};urp;StarOffice.ComponentContext")
+        except Exception:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(json.dumps({"error": "LibreOffice did not start"})) from None
+            time.sleep(0.3)
+
+
+def _props(**values):
+    from com.sun.star.beans import PropertyValue
+
+    return tuple(PropertyValue(Name=k, Value=v) for k, v in values.items())
+
+
+def _column(n: int) -> str:
+    name = ""
+    while n >= 0:
+        name = chr(ord("A") + n % 26) + name
+        n = n // 26 - 1
+    return name
+
+
+def _read(sheet, ranges: list[str]) -> list[list]:
+    return [[list(r) for r in sheet.getCellRangeByName(a).getDataArray()] for a in ranges]
+
+
+def _wait(sheet, ranges: list[str], bound: float) -> tuple[list[list], float, bool]:
+    """Every range's values once no cell waits (or at the bound), the seconds it took, and whether
+    every cell got its value."""
+    start = time.monotonic()
+    while True:
+        values = _read(sheet, ranges)
+        waiting = any(PENDING in str(v) for block in values for row in block for v in row)
+        if not waiting or time.monotonic() - start > bound:
+            return values, time.monotonic() - start, not waiting
+        time.sleep(0.05)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--profile", type=Path, required=True)
+    p.add_argument("--install", type=Path, help="an .oxt to install into the profile first")
+    p.add_argument("--fill", type=Path, help="JSON: {rows: [[…]], formulas: [[range, formula]]}")
+    p.add_argument("--open", type=Path, help="a saved sheet to reopen")
+    p.add_argument("--save", type=Path)
+    p.add_argument("--bound", type=float, default=120.0)
+    args = p.parse_args()
+    if args.install:
+        install(args.install, args.profile)
+    port = _free_port()
+    proc = _start(args.profile, port)
+    out: dict = {}
+    try:
+        ctx = _connect(port, proc)
+        desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
+        if args.fill:
+            job = json.loads(args.fill.read_text(encoding="utf-8"))
+            doc = desktop.loadComponentFromURL("private:factory/scalc", "_blank", 0, _props(Hidden=True))
+            sheet = doc.Sheets.getByIndex(0)
+            width = max(len(r) for r in job["rows"])
+            block = [[("" if v is None else v) for v in r] + [""] * (width - len(r)) for r in job["rows"]]
+            sheet.getCellRangeByName(f"A1:{_column(width - 1)}{len(block)}").setDataArray(block)
+            started = time.monotonic()
+            for address, formula in job["formulas"]:
+                sheet.getCellRangeByName(address).setArrayFormula(formula)
+            out["entered_s"] = round(time.monotonic() - started, 3)
+            ranges = [a for a, _ in job["formulas"]]
+        else:
+            doc = desktop.loadComponentFromURL(args.open.resolve().as_uri(), "_blank", 0, _props(Hidden=True))
+            sheet = doc.Sheets.getByIndex(0)
+            ranges = json.loads((args.open.with_suffix(".ranges.json")).read_text())
+            started = time.monotonic()
+            doc.calculateAll()
+        values, seconds, filled = _wait(sheet, ranges, args.bound)
+        out.update(values=values, seconds=round(time.monotonic() - started, 3), filled=filled,
+                   waited_s=round(seconds, 3), formulas=[sheet.getCellRangeByName(a).getArrayFormula()
+                                                         for a in ranges])
+        doc.calculateAll()  # every cell once more, now answered from memory: QWEN_STATUS as it stands
+        out["recalculated"] = _read(sheet, ranges)
+        if args.save:
+            doc.storeToURL(args.save.resolve().as_uri(), _props(FilterName="calc8"))
+            args.save.with_suffix(".ranges.json").write_text(json.dumps(ranges))
+        doc.close(True)
+        try:
+            desktop.terminate()
+        except Exception:
+            pass  # the bridge goes away with LibreOffice
+    finally:
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)  # soffice.bin and the engine's server with it
+    print(json.dumps(out, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
