@@ -15,7 +15,7 @@ import pytest
 
 from xladdin.calc import build
 from xladdin.calc.build import FUNCTIONS
-from xladdin.excel import cells
+from xladdin.excel import cells, functions
 
 pytestmark = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
                                 reason="LibreOffice with Python (uno) is not installed")
@@ -47,7 +47,7 @@ def sheet_job() -> tuple[dict, dict[str, int]]:
     table = [f"{t0}1:{column(9 + 2 * WIDTH)}11", "=QWEN_SCREEN(A1:G11;1)"]
     others = [[f"A{last + 2}", "=QWEN(\"用一句话说明市盈率\")"], [f"B{last + 2}", "=QWEN_EXTRACT(G2;\"营业收入\")"],
               [f"C{last + 2}", "=QWEN_CLASSIFY(G2;\"白酒,银行\")"]]
-    status = [f"A{last + 4}:B{last + 16}", "=QWEN_STATUS()"]
+    status = [f"A{last + 4}:B{last + 3 + functions.STATUS_ROWS}", "=QWEN_STATUS()"]
     job = {"rows": rows, "formulas": [*formulas, table, *others, status]}
     return job, {"rows": len(formulas), "table": len(formulas), "others": len(formulas) + 1,
                  "status": len(formulas) + 4}
@@ -58,6 +58,18 @@ def headless(args: list[str], env: dict[str, str], timeout: float = 300) -> dict
                        timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def model_env(tiny_model_path, tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    return env | {"XLADDIN_MODEL": str(tiny_model_path), "XLADDIN_CACHE_DIR": str(tmp_path / "cache"),
+                  "XLADDIN_N_THREADS": "2"}
 
 
 def status_of(block: list[list]) -> dict:
@@ -80,14 +92,10 @@ def test_the_extension_s_types_and_names_come_from_one_table(tmp_path):
 
 def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_model_path, tmp_path):
     oxt = tmp_path / "xladdin.oxt"
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "calc", "build", "-o", str(oxt)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0 and oxt.is_file(), r.stderr
+    cli("calc", "build", "-o", str(oxt))
     job, at = sheet_job()
     (tmp_path / "job.json").write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
-    env |= {"XLADDIN_MODEL": str(tiny_model_path), "XLADDIN_CACHE_DIR": str(tmp_path / "cache"),
-            "XLADDIN_N_THREADS": "2"}
+    env = model_env(tiny_model_path, tmp_path)
     profile, book = tmp_path / "profile", tmp_path / "book.ods"
     first = headless(["--profile", str(profile), "--install", str(oxt), "--fill", str(tmp_path / "job.json"),
                       "--save", str(book), "--bound", "240"], env)
@@ -121,3 +129,25 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     assert again["values"][: at["status"]] == values[: at["status"]]  # every cell as before
     status = status_of(again["recalculated"][at["status"]])
     assert status["asked of the engine"] == 0 and status["cache hit rate"] == 1.0, status
+
+
+def test_the_template_opens_in_calc_with_working_formulas(tiny_model_path, tmp_path):
+    """``xladdin calc template``: the Excel template as a Calc workbook whose every QWEN_SCREEN is an
+    array formula of the add-in; opened in Calc, each row gets its verdict."""
+    from xladdin.cli.calc_cmd import TEMPLATE
+
+    book, oxt = tmp_path / "stock_screen.ods", tmp_path / "xladdin.oxt"
+    out = cli("calc", "template", "-o", str(book)).stdout
+    assert "21 formulas call the add-in" in out, out
+    cli("calc", "build", "-o", str(oxt))
+    opened = headless(["--profile", str(tmp_path / "profile"), "--install", str(oxt), "--open", str(book),
+                       "--bound", "240"], model_env(tiny_model_path, tmp_path))
+    assert opened["filled"]
+    import openpyxl
+
+    pool = openpyxl.load_workbook(TEMPLATE)["Pool"]
+    codes = [pool[f"A{r}"].value for r in range(2, 23)]
+    assert len(opened["values"]) == len(codes) == 21
+    for code, block, formula in zip(codes, opened["values"], opened["formulas"], strict=True):
+        assert str(block[0][0]).startswith(str(code)) and block[0][2] in ("高", "中", "低"), block
+        assert formula.startswith("{=QWEN_SCREEN(") and "Rules" in formula

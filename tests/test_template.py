@@ -51,6 +51,8 @@ def test_sheets_and_formulas():
         assert pool[f"L{r}"].value == verdict_formula(r) == f"=QWEN_SCREEN(A{r}:J{r},FALSE,{RULES_REF})"
     assert [c.value for c in pool[1]][11:] == cells.spill_header()
     assert wb["Summary"]._charts
+    # help text that shows a formula is text: no spreadsheet computes it (Calc read it as one before)
+    assert not [c.coordinate for row in wb["How-to"].iter_rows() for c in row if c.data_type == "f"]
 
 
 def test_formulas_call_only_functions_that_exist():

@@ -168,6 +168,8 @@ def build(path: Path) -> Path:
     howto.column_dimensions["B"].width = 120
     for row in howto.iter_rows():
         for cell in row:
+            if cell.data_type == "f":  # a line of help that starts with "=" is text, not a formula
+                cell.data_type = "s"
             cell.alignment = Alignment(wrap_text=True, vertical="top")
 
     conf = wb.create_sheet("xlwings.conf")

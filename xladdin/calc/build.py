@@ -91,7 +91,7 @@ def xcu() -> str:
     for f in FUNCTIONS:
         out += [f'<node oor:name="{f.method}" oor:op="replace">', _text("DisplayName", f.name),
                 _text("Description", f.help), '<prop oor:name="Category"><value>Add-In</value></prop>',
-                '<prop oor:name="CompatibilityName"><value xml:lang="en">' + f.name + "</value></prop>",
+                '<prop oor:name="CompatibilityName"><value xml:lang="en-US">' + f.name + "</value></prop>",
                 '<node oor:name="Parameters">']
         for name, _, text in f.params:
             out += [f'<node oor:name="{uno_name(name)}" oor:op="replace">', _text("DisplayName", name),
@@ -216,3 +216,40 @@ def install(oxt: Path) -> str:
     if r.returncode:
         raise ConfigError(f"unopkg could not add {oxt}: {(r.stderr or r.stdout).strip()}")
     return " ".join(cmd)
+
+
+def shapes() -> dict[str, list[int]]:
+    """Each function's result as (rows, columns): the array formula a cell of it needs in Calc."""
+    from ..excel import cells, functions
+
+    wide = {"QWEN_SCREEN": [1, len(cells.SPILL_FIELDS)], "QWEN_STATUS": [functions.STATUS_ROWS,
+                                                                          functions.STATUS_WIDTH]}
+    return {f.name: wide.get(f.name, [1, 1]) for f in FUNCTIONS}
+
+
+def headless(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> dict:
+    """Run ``headless.py`` under LibreOffice's Python; its JSON result."""
+    python = calc_python()
+    if python is None:
+        raise ConfigError("no LibreOffice with Python (uno) found: install LibreOffice (Debian: libreoffice-calc "
+                          "python3-uno)")
+    r = subprocess.run([python, str(HERE / "headless.py"), *args], capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    if r.returncode:
+        raise ConfigError(f"LibreOffice headless failed: {(r.stderr or r.stdout).strip()[-2000:]}")
+    import json
+
+    return json.loads(r.stdout)
+
+
+def template(source: Path, out: Path) -> list[list[str]]:
+    """``source`` (the Excel template) as a Calc workbook ``out`` whose formulas call the add-in — each
+    ``QWEN_SCREEN`` an array formula as wide as its result. Runs a LibreOffice of its own, with the
+    extension in a profile of its own; no model is asked. Returns the formulas' ranges."""
+    with tempfile.TemporaryDirectory(prefix="xladdin-calc-") as tmp:
+        oxt = build(Path(tmp) / "xladdin.oxt")
+        import json
+
+        result = headless(["--profile", str(Path(tmp) / "profile"), "--install", str(oxt), "--convert",
+                           str(source), "--shapes", json.dumps(shapes()), "--save", str(out)])
+    return result["ranges"]

@@ -82,20 +82,55 @@ def _column(n: int) -> str:
     return name
 
 
-def _read(sheet, ranges: list[str]) -> list[list]:
-    return [[list(r) for r in sheet.getCellRangeByName(a).getDataArray()] for a in ranges]
+def _range(doc, where: list[str]):
+    sheet, address = where
+    return doc.Sheets.getByName(sheet).getCellRangeByName(address)
 
 
-def _wait(sheet, ranges: list[str], bound: float) -> tuple[list[list], float, bool]:
+def _read(doc, ranges: list[list[str]]) -> list[list]:
+    return [[list(r) for r in _range(doc, a).getDataArray()] for a in ranges]
+
+
+def _wait(doc, ranges: list[list[str]], bound: float) -> tuple[list[list], float, bool]:
     """Every range's values once no cell waits (or at the bound), the seconds it took, and whether
     every cell got its value."""
     start = time.monotonic()
     while True:
-        values = _read(sheet, ranges)
+        values = _read(doc, ranges)
         waiting = any(PENDING in str(v) for block in values for row in block for v in row)
         if not waiting or time.monotonic() - start > bound:
             return values, time.monotonic() - start, not waiting
         time.sleep(0.05)
+
+
+def _convert(doc, shapes: dict[str, list[int]]) -> list[list[str]]:
+    """Every formula that calls one of ``shapes``' functions (read from another format as an unknown
+    name) entered again so that it calls the add-in, as an array formula of the function's shape
+    (rows, columns) where that is more than one cell. Returns the ranges of the formulas."""
+    import re
+
+    pattern = re.compile(r"\b(" + "|".join(sorted(shapes, key=len, reverse=True)) + r")\(", re.IGNORECASE)
+    ranges = []
+    for i in range(doc.Sheets.Count):
+        sheet = doc.Sheets.getByIndex(i)
+        found = sheet.queryContentCells(16)  # com.sun.star.sheet.CellFlags.FORMULA
+        for block in found.getRangeAddresses():
+            for row in range(block.StartRow, block.EndRow + 1):
+                for col in range(block.StartColumn, block.EndColumn + 1):
+                    cell = sheet.getCellByPosition(col, row)
+                    formula = cell.getFormula()
+                    called = [m.group(1).upper() for m in pattern.finditer(formula)]
+                    if not called:
+                        continue
+                    formula = pattern.sub(lambda m: m.group(1).upper() + "(", formula)
+                    height, width = shapes[called[0]] if formula.upper().startswith("=" + called[0] + "(") else (1, 1)
+                    target = sheet.getCellRangeByPosition(col, row, col + width - 1, row + height - 1)
+                    if height * width > 1:
+                        target.setArrayFormula(formula)
+                    else:
+                        cell.setFormula(formula)
+                    ranges.append([sheet.Name, f"{_column(col)}{row + 1}:{_column(col + width - 1)}{row + height}"])
+    return ranges
 
 
 def main() -> None:
@@ -104,6 +139,9 @@ def main() -> None:
     p.add_argument("--install", type=Path, help="an .oxt to install into the profile first")
     p.add_argument("--fill", type=Path, help="JSON: {rows: [[…]], formulas: [[range, formula]]}")
     p.add_argument("--open", type=Path, help="a saved sheet to reopen")
+    p.add_argument("--convert", type=Path, help="a workbook of another format (.xlsx) whose formulas to enter "
+                   "again for the add-in (with --shapes and --save)")
+    p.add_argument("--shapes", type=json.loads, default={}, help='JSON: {"FUNCTION": [rows, columns]}')
     p.add_argument("--save", type=Path)
     p.add_argument("--bound", type=float, default=120.0)
     args = p.parse_args()
@@ -126,19 +164,23 @@ def main() -> None:
             for address, formula in job["formulas"]:
                 sheet.getCellRangeByName(address).setArrayFormula(formula)
             out["entered_s"] = round(time.monotonic() - started, 3)
-            ranges = [a for a, _ in job["formulas"]]
+            ranges = [[sheet.Name, a] for a, _ in job["formulas"]]
+        elif args.convert:
+            doc = desktop.loadComponentFromURL(args.convert.resolve().as_uri(), "_blank", 0, _props(Hidden=True))
+            doc.enableAutomaticCalculation(False)  # entered, not computed: no model is asked here
+            ranges = out["ranges"] = _convert(doc, args.shapes)
+            doc.enableAutomaticCalculation(True)
         else:
             doc = desktop.loadComponentFromURL(args.open.resolve().as_uri(), "_blank", 0, _props(Hidden=True))
-            sheet = doc.Sheets.getByIndex(0)
             ranges = json.loads((args.open.with_suffix(".ranges.json")).read_text())
             started = time.monotonic()
             doc.calculateAll()
-        values, seconds, filled = _wait(sheet, ranges, args.bound)
-        out.update(values=values, seconds=round(time.monotonic() - started, 3), filled=filled,
-                   waited_s=round(seconds, 3), formulas=[sheet.getCellRangeByName(a).getArrayFormula()
-                                                         for a in ranges])
-        doc.calculateAll()  # every cell once more, now answered from memory: QWEN_STATUS as it stands
-        out["recalculated"] = _read(sheet, ranges)
+        if not args.convert:
+            values, seconds, filled = _wait(doc, ranges, args.bound)
+            out.update(values=values, seconds=round(time.monotonic() - started, 3), filled=filled,
+                       waited_s=round(seconds, 3), formulas=[_range(doc, a).getArrayFormula() for a in ranges])
+            doc.calculateAll()  # every cell once more, now answered from memory: QWEN_STATUS as it stands
+            out["recalculated"] = _read(doc, ranges)
         if args.save:
             doc.storeToURL(args.save.resolve().as_uri(), _props(FilterName="calc8"))
             args.save.with_suffix(".ranges.json").write_text(json.dumps(ranges))

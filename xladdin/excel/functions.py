@@ -15,7 +15,7 @@ from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTa
 from . import cells
 from .pending import CellRuntime
 
-STATUS_WIDTH = 2
+STATUS_WIDTH, STATUS_ROWS = 2, 13  # QWEN_STATUS's table
 
 
 def cell_errors(runtime: Any, width: int = 1):
