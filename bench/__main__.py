@@ -15,10 +15,10 @@ from .common import RESULTS, machine, make_env, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold",
-            "documents", "excel_path", "highlights")  # python -m bench NAME: the module's main()
-# sections 6-10 of the doc: results file (bench/results/NAME.json) and the module that renders it
+            "documents", "excel_path", "highlights", "calc")  # python -m bench NAME: the module's main()
+# sections 6-11 of the doc: results file (bench/results/NAME.json) and the module that renders it
 SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"),
-            ("excel_path", "excel_path"))
+            ("excel_path", "excel_path"), ("calc", "calc"))
 
 
 def main() -> None:

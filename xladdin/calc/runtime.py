@@ -109,12 +109,19 @@ def to_calc(value: Any) -> Any:
     return value
 
 
+def _placeholder(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(cells.PENDING in row for row in value if isinstance(row, list))
+    return value == cells.PENDING
+
+
 class Waiting:
     """A call whose answers are awaited; the cells listening to it are told its value."""
 
     def __init__(self, compute: Callable[[Waiting], Any], event: Callable[[Any, Any], Any]):
         self.compute, self._event = compute, event
         self.value: Any = None
+        self.final = False  # settled: Calc's recalculation of its cells is answered without computing
         self.listeners: list[Any] = []
 
     def addResultListener(self, listener: Any) -> None:  # noqa: N802  (the UNO method's name)
@@ -128,6 +135,7 @@ class Waiting:
     def settle(self) -> None:
         """On the main thread: the final value to every listening cell."""
         self.value = self.compute(self)
+        self.final = not _placeholder(self.value)
         for listener in list(self.listeners):
             listener.modified(self._event(self, self.value))
 
@@ -142,6 +150,8 @@ class CalcFunctions:
         self._runtime = runtime
         self._lock = threading.Lock()
         self.calls: dict[tuple[str, Any], Waiting] = {}
+        self._settled: list[Waiting] = []  # settled on the engine's thread, to settle on the main thread
+        self._posted = False
 
     def runtime(self) -> CellRuntime:
         with self._lock:
@@ -150,8 +160,20 @@ class CalcFunctions:
             return self._runtime
 
     def _recalculate(self, token: Waiting) -> None:
-        """A waiting call's tickets have settled (on the engine's thread): settle it on the main thread."""
-        self._post(token.settle)
+        """A waiting call's tickets have settled (on the engine's thread): settle it on the main thread,
+        with every other call that settles before the main thread gets to it (one event for them all)."""
+        with self._lock:
+            self._settled.append(token)
+            if self._posted:
+                return
+            self._posted = True
+        self._post(self._settle_all)
+
+    def _settle_all(self) -> None:
+        with self._lock:
+            tokens, self._settled, self._posted = self._settled, [], False
+        for token in tokens:
+            token.settle()
 
     def call(self, name: str, args: tuple[Any, ...]) -> Waiting:
         """The result of ``name(args)``: always a ``Waiting`` (a volatile result in Calc), the same one
@@ -163,6 +185,8 @@ class CalcFunctions:
             shaped = functions.cell_errors(self.runtime, width)(body)
             given = tuple(from_calc(a) for a in args)
             token = self.calls[key] = self._make_waiting(lambda tok: to_calc(shaped(self.runtime(), given, tok)))
+        if token.final:  # settled with no placeholder left: the same call gives the same value
+            return token
         value = token.compute(token)
         if value != token.value:
             if token.listeners:  # cells listen to the old value: a new result for the new one

@@ -1,0 +1,103 @@
+"""LibreOffice Calc against the CLI on the same rows and the same stand-in server (``python -m bench calc``).
+
+The Calc arm is a real headless LibreOffice with the extension (``xladdin calc build``): a sheet of the
+rows, one ``QWEN_SCREEN`` array formula per row entered over UNO, and the time until no cell shows
+its placeholder (LibreOffice's start is timed apart). The CLI arm is ``screen_file`` on a CSV of the
+same rows. Both reach ``bench/answer_server.py`` (answers after 10-50 ms, in its own process) with a
+fresh cache each. Results: ``bench/results/calc.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from xladdin.calc import build
+from xladdin.excel import cells, functions
+from xladdin.tasks import ScreenTask
+
+from .common import RESULTS, machine, rows
+from .excel_path import FIELDS, HEADER, _server, cli
+
+
+def _column(n: int) -> str:
+    name = ""
+    while n >= 0:
+        name = chr(ord("A") + n % 26) + name
+        n = n // 26 - 1
+    return name
+
+
+def calc(url: str, workdir: Path, data: list[dict[str, Any]], oxt: Path) -> dict[str, Any]:
+    width = len(cells.SPILL_FIELDS)
+    sheet = [HEADER] + [[r[k] for k in FIELDS] for r in data]
+    last = len(sheet)
+    formulas = [[f"I{r}:{_column(8 + width - 1)}{r}", f"=QWEN_SCREEN(A{r}:G{r})"] for r in range(2, last + 1)]
+    status = [f"A{last + 2}:B{last + 1 + functions.STATUS_ROWS}", "=QWEN_STATUS()"]
+    job = workdir / "job.json"
+    job.write_text(json.dumps({"rows": sheet, "formulas": [*formulas, status]}, ensure_ascii=False), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    env |= {"XLADDIN_ENGINE_URL": url, "XLADDIN_CACHE_DIR": str(workdir / "calc-cache")}
+    t0 = time.perf_counter()
+    out = build.headless(["--profile", str(workdir / "profile"), "--install", str(oxt), "--fill", str(job),
+                          "--bound", "600", "--warm"], env)
+    wall = time.perf_counter() - t0
+    values = out["values"][: len(formulas)]
+    state = {row[0]: row[1] for row in out["recalculated"][-1]}
+    return {"rows": len(values), "seconds": out["seconds"], "filled": out["filled"],
+            "errors": sum(str(v[0][0]).startswith("#QWEN") for v in values), "entered_s": out["entered_s"],
+            "loading_the_add_in_s": out["warm_up_s"], "with_libreoffice_start_s": round(wall, 3),
+            "engine_requests": int(state["asked of the engine"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench calc", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=500)
+    p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
+    p.add_argument("--out", default=str(RESULTS / "calc.json"))
+    args = p.parse_args(argv)
+    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
+    data = rows(args.rows, seed=900)
+    server, url = _server(low, high)
+    runs = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            oxt = build.build(Path(tmp) / "xladdin.oxt")
+            for order in (("cli", "calc"), ("calc", "cli")):  # each arm once first, once second
+                for arm in order:
+                    with tempfile.TemporaryDirectory() as work:
+                        run = cli(url, Path(work), data) if arm == "cli" else calc(url, Path(work), data, oxt)
+                    runs.append({"arm": arm, **run})
+                    print(json.dumps(runs[-1]), flush=True)
+    finally:
+        server.kill()
+        server.join()
+    best = {arm: min(r["seconds"] for r in runs if r["arm"] == arm) for arm in ("cli", "calc")}
+    out = {"task_version": ScreenTask.version, "rows": args.rows,
+           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
+           "calc_over_cli_time": round(best["calc"] / best["cli"], 3)}
+    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(f"Calc fills the sheet in {out['calc_over_cli_time']}x the CLI's time ({args.rows} rows, best of two each)")
+    return 0
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    """Section 11 of docs/BENCHMARKS.md."""
+    lines = ["## 11. LibreOffice Calc against the CLI (`python -m bench calc`)", "",
+             f"{d['rows']} rows, the same rows and the same stand-in server ({d['server']}), a fresh cache per run; "
+             "the Calc arm is a headless LibreOffice with the extension, one `QWEN_SCREEN` array formula per row, "
+             "timed from the formulas' entry until no cell shows its placeholder; LibreOffice's start and the add-in's "
+             "first load (a `QWEN_STATUS` cell entered first: xladdin imported inside LibreOffice) are timed apart. "
+             f"One run on {d['machine'].get('cpus')} CPUs, each arm first once and second once.", "",
+             "| arm | seconds | errors | engine requests | loading the add-in | with LibreOffice's start |",
+             "|---|---|---|---|---|---|"]
+    for r in d["runs"]:
+        lines.append(f"| {r['arm']} | {r['seconds']} | {r['errors']} | {r.get('engine_requests', '')} "
+                     f"| {r.get('loading_the_add_in_s', '')} | {r.get('with_libreoffice_start_s', '')} |")
+    lines += ["", f"Calc fills the sheet in **{d['calc_over_cli_time']}×** the CLI's time (best run of each).", ""]
+    return lines
