@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,33 +73,50 @@ def resolve_model(spec: str | None, models_dir: Path, *, progress: bool = True) 
             f"model file not found: {spec} — pass --model PATH.gguf or a hub id owner/repo/file.gguf"
         )
     owner, repo, *rest = spec.split("/")
-    local = Path(models_dir) / f"{owner}__{repo}" / "/".join(rest)
+    folder = Path(models_dir) / f"{owner}__{repo}"
+    local = folder / "/".join(rest)
     if not local.is_file():
-        _download(f"{owner}/{repo}/resolve/main/{'/'.join(rest)}", local, spec, progress)
+        _download(f"{owner}/{repo}", "/".join(rest), folder, spec, progress)
     return _model_file(local)
 
 
-def _download(url_path: str, dest: Path, spec: str, progress: bool) -> None:
+def _download(repo_id: str, filename: str, folder: Path, spec: str, progress: bool) -> None:
+    """``filename`` of hub repository ``repo_id`` into ``folder`` through huggingface_hub, which resumes
+    a download cut off where it stopped (within this call, and from its partial file in a later one)
+    instead of beginning again."""
+    dest = folder / filename
     hub = os.environ.get("XLADDIN_HUB_URL", DEFAULT_HUB).rstrip("/")
-    url = f"{hub}/{url_path}"
     hint = (f"cannot download {spec} from {hub}: {{}}. Offline? Copy the GGUF file here and pass "
             f"--model PATH.gguf, or place it at {dest}")
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise ModelUnavailable(hint.format("HF_HUB_OFFLINE=1"))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_suffix(dest.suffix + ".part")
-    try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
-            total = int(resp.headers.get("Content-Length") or 0) or None
-            from tqdm import tqdm
+    if problem := _unreachable(hub):  # at once, not after the hub library's retries (about 20 s)
+        raise ModelUnavailable(hint.format(problem))
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
-            with part.open("wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=dest.name,
-                                              disable=not progress) as bar:
-                while block := resp.read(1 << 20):
-                    out.write(block)
-                    bar.update(len(block))
-    except (urllib.error.URLError, OSError, TimeoutError) as e:
-        part.unlink(missing_ok=True)
-        reason = getattr(e, "reason", None) or e
+    shown = not are_progress_bars_disabled()
+    if not progress:
+        disable_progress_bars()
+    try:
+        hf_hub_download(repo_id, filename, local_dir=folder, endpoint=hub, etag_timeout=30)
+    except Exception as e:  # the hub library's, the HTTP library's and the OS's errors alike
+        reason = str(getattr(e, "reason", None) or e).splitlines()[0] or type(e).__name__
         raise ModelUnavailable(hint.format(reason)) from None
-    part.replace(dest)
+    finally:
+        if shown and not progress:
+            enable_progress_bars()
+
+
+def _unreachable(hub: str) -> str | None:
+    """Why nothing answers at ``hub``'s address, or ``None`` when a connection can be made."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(hub)
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)),
+                                      timeout=10):
+            return None
+    except OSError as e:
+        return e.strerror or str(e) or type(e).__name__
