@@ -118,6 +118,40 @@ class Server:
         self.httpd.server_close()
 
 
+class MockServer:
+    """``Server``'s routes answered inside the client, through the SDK's HTTP library's
+    ``MockTransport``: responses of any shape without a socket (real sockets stay for the servers
+    that hang or refuse). ``engine(settings)`` is an HTTP engine that reaches it."""
+
+    def __init__(self, routes):
+        import sys
+
+        import openai
+
+        http = sys.modules[type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]]
+        self.routes, self.hits, self.bodies = routes, [], []
+        self.url = "http://mock.test/v1"
+
+        def answer(request):
+            self.hits.append(request.url.path)
+            posted = json.loads(request.content) if request.content else None
+            if posted is not None:
+                self.bodies.append(posted)
+            route = self.routes.get(request.url.path, (404, "text/plain", b"not found"))
+            status, ctype, body = route(posted) if callable(route) else route
+            return http.Response(status, headers={"content-type": ctype}, content=body)
+
+        self.transport = http.MockTransport(answer)
+
+    def engine(self, settings):
+        from xladdin.engine.openai_http import OpenAIHTTPEngine
+
+        return OpenAIHTTPEngine(settings, transport=self.transport)
+
+    def close(self):
+        pass
+
+
 def vllm_models(root: str, served: str = "qwen") -> tuple[int, str, bytes]:
     """/v1/models as vLLM answers it (served name, the real model in ``root``)."""
     data = {"object": "list", "data": [{"id": served, "object": "model", "owned_by": "vllm", "root": root,

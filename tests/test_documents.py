@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_MAX_TOKENS, Server, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
 
 from xladdin.batcher import Batcher
 from xladdin.documents import read_document
@@ -242,11 +242,11 @@ def test_the_text_is_sized_to_the_engine_context(tmp_path):
                                                 "max_model_len": n}]}
             return 200, "application/json", json.dumps(data).encode()
 
-        server = Server({"/v1/models": models, "/tokenize": lambda body: (
+        server = MockServer({"/v1/models": models, "/tokenize": lambda body: (
             200, "application/json", json.dumps({"count": len(body["prompt"]) // 2}).encode())})
         try:
-            with Batcher.from_settings(tiny_settings(tmp_path / str(context), engine_url=server.url,
-                                                     max_tokens=512)) as b:
+            settings = tiny_settings(tmp_path / str(context), engine_url=server.url, max_tokens=512)
+            with Batcher.from_settings(settings, server.engine(settings), own_engine=True) as b:
                 b.start()
                 sized[context] = b.fit(ScreenTask()).text_limit
                 assert b.tokens_per_char == pytest.approx(0.5, abs=0.01)

@@ -45,18 +45,18 @@ def test_engine_options_reject_typos_and_come_from_settings(tmp_path):
 @pytest.mark.parametrize("body", [b"<html>proxy login</html>", b'{"object": "error"}', b"[1, 2]"])
 def test_a_200_that_is_not_a_chat_completion_is_an_error_naming_the_server(tmp_path, body):
     """A proxy page or a stray JSON with status 200: an EngineError naming the server, never cached."""
-    from conftest import Server, vllm_models
+    from conftest import MockServer, vllm_models
 
     from xladdin.batcher import Batcher
     from xladdin.cache import Cache
     from xladdin.resolver import Resolver
     from xladdin.tasks import ScreenTask
 
-    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"),
-                     "/v1/chat/completions": (200, "text/html" if body.startswith(b"<") else "application/json", body)})
+    server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": (
+        200, "text/html" if body.startswith(b"<") else "application/json", body)})
     try:
         settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "cache", "retries": 0})
-        with Batcher.from_settings(settings) as b:
+        with Batcher.from_settings(settings, server.engine(settings), own_engine=True) as b:
             [result] = Resolver(b).map(ScreenTask(), [{"code": 600519, "name": "贵州茅台", "roe": 30, "pe_ttm": 25,
                                                         "report_text": "营收100亿元"}])
     finally:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TINY_MAX_TOKENS, Server, free_port, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, MockServer, Server, free_port, tiny_settings, vllm_models
 
 from xladdin import scheduler as scheduler_module
 from xladdin.batcher import Batcher
@@ -94,19 +94,19 @@ def metrics(running: int, waiting: int) -> tuple[int, str, bytes]:
 
 
 def test_a_vllm_server_makes_the_default_window_adaptive(tmp_path):
-    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(300, 40)})
-    plain = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B")})  # no /metrics (llama.cpp, SGLang…)
+    server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(300, 40)})
+    plain = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B")})  # no /metrics (llama.cpp, SGLang…)
     try:
-        engine = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url))
+        engine = server.engine(tiny_settings(tmp_path, engine_url=server.url))
         with Batcher(engine, Cache(tmp_path / "c")) as b:
             b.start()
             assert asyncio.run(engine.server_load()) == (300, 40)  # summed over both engines
             assert b.window.adaptive and b.window.cap == ADAPTIVE_CAP
-        fixed = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url, max_parallel=8))
+        fixed = server.engine(tiny_settings(tmp_path, engine_url=server.url, max_parallel=8))
         with Batcher(fixed, Cache(tmp_path / "c2")) as b:
             b.start()
             assert not b.window.adaptive and b.window.limit == 8
-        other = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=plain.url))
+        other = plain.engine(tiny_settings(tmp_path, engine_url=plain.url))
         with Batcher(other, Cache(tmp_path / "c3")) as b:
             b.start()
             assert not b.window.adaptive and b.window.limit == 32

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from conftest import TINY_MAX_TOKENS, Server, run_python, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, MockServer, Server, run_python, tiny_settings, vllm_models
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
@@ -167,9 +167,9 @@ def test_a_ten_megabyte_cell_is_read_trimmed_and_written(tmp_path):
 def test_cache_key_and_provenance_name_the_model_behind_the_served_name(tmp_path):
     keys, ids = [], []
     for root in ("Qwen/Qwen3.5-9B", "Qwen/Qwen3-8B-AWQ"):
-        server = Server({"/v1/models": vllm_models(root)})
+        server = MockServer({"/v1/models": vllm_models(root)})
         try:
-            with Batcher(OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url)), Cache(tmp_path / "c")) as b:
+            with Batcher(server.engine(tiny_settings(tmp_path, engine_url=server.url)), Cache(tmp_path / "c")) as b:
                 b.start()
                 keys.append(b.key(ScreenTask(), ScreenTask().parse({"code": "600519", "name": "贵州茅台"})))
                 ids.append(b.engine.model_id)
@@ -210,9 +210,9 @@ def test_timeout_bounds_the_whole_request_and_reports_the_real_wait(tmp_path):
 
 
 def test_an_engine_that_cannot_start_is_not_asked_again_by_every_cell(tmp_path):
-    server = Server({})  # every path 404: /v1/models fails
+    server = MockServer({})  # every path 404: /v1/models fails
     try:
-        with Batcher(OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=server.url, retries=0)),
+        with Batcher(server.engine(tiny_settings(tmp_path, engine_url=server.url, retries=0)),
                      Cache(tmp_path / "c")) as b:
             results = Resolver(b).map(ScreenTask(), [{"code": 600000 + i, "name": f"公司{i}"} for i in range(50)])
     finally:

@@ -61,13 +61,15 @@ class _Pools:
     (and probes each idle one's socket) whenever a request starts or ends: with 1,024 in flight, one
     pool cost the client 4.0 ms CPU per row, pools of 32 2.2 ms (``python -m bench client``)."""
 
-    def __init__(self, openai: Any, urls: list[str], options: HTTPOptions):
+    def __init__(self, openai: Any, urls: list[str], options: HTTPOptions, transport: Any = None):
         self._openai, self.urls, self.options = openai, urls, options
         self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
         self.http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
         # one TLS context for every pool (building one costs ~17 ms, and a window of 1,024 makes 32 pools)
         tls = getattr(self.http, "create_ssl_context", None)
         self._tls = {"verify": tls()} if tls else {}
+        if transport is not None:  # the HTTP library's own transport in place of sockets (tests: MockTransport)
+            self._tls = {"transport": transport}
         self.shards: list[list[_Shard]] = [[self._shard(url)] for url in urls]  # more made as needed
         self.meta = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8), **self._tls)
         self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
@@ -186,7 +188,9 @@ class OpenAIHTTPEngine(Engine):
     kind: ClassVar[str] = "openai_http"
     options_model = HTTPOptions
 
-    def __init__(self, settings: Settings | HTTPOptions):
+    def __init__(self, settings: Settings | HTTPOptions, *, transport: Any = None):
+        """``transport``: an HTTP transport of the SDK's HTTP library to send every request through
+        instead of sockets (its ``MockTransport`` answers canned responses in-process)."""
         import openai
 
         self.options = settings if isinstance(settings, HTTPOptions) else settings.openai_http
@@ -196,7 +200,7 @@ class OpenAIHTTPEngine(Engine):
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self._openai = openai
-        self._pools = _Pools(openai, self.urls, self.options)
+        self._pools = _Pools(openai, self.urls, self.options, transport)
         self.replicas = _Replicas(self.urls)
         self.down, self.wrong, self.answered = self.replicas.down, self.replicas.wrong, self.replicas.answered
         self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)
