@@ -108,7 +108,7 @@ _LABELS = {
 _EXCLUDED_BEFORE = re.compile(r"(扣除非经常性损益后的?|扣非后?|少数股东|归属于少数股东的)$")
 # a forecast or a commitment is not a reported figure: never read one from its clause
 _FORECAST = re.compile(r"预计|预测|预期|有望|承诺|我们(?:下|上)调")
-_CLAUSE_START = re.compile(r"[。；;!！?？\n]")
+_CLAUSE_START = re.compile(r"[。；;!！?？]")  # (the text is read without whitespace: a line break ends nothing)
 _RANGE_AFTER = re.compile(r"^(?:至|到|~|～|-)[-+]?\d")
 _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
 _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
@@ -334,7 +334,7 @@ def read_shares(text: str) -> Reading | None:
     if m is None:
         return None
     scale = {"亿": 1.0, "万": 1e-4, None: 1e-8}[m.group("scale")]
-    return Reading("shares", round(_number(m.group("n")) * scale, 10), m.group(0))
+    return _reading(text, "shares", round(_number(m.group("n")) * scale, 10), m.start(), m.end())
 
 
 # A loss that is not the company's own result: a minority's share, losses carried forward, an
