@@ -58,14 +58,15 @@ class _Pools:
     """Each server's HTTP connection pools and a small one for what is not a chat (load, token counts).
 
     Connections are split into small pools: the HTTP library's pool walks every connection it holds
-    (and probes each idle one's socket) whenever a request starts or ends: with 1,024 in flight, one
-    pool cost the client 4.0 ms CPU per row, pools of 32 2.2 ms (``python -m bench client``)."""
+    (and probes each idle one's socket) whenever a request starts or ends, so one pool of ~1,000
+    costs the client several times the CPU per row of pools of 32 (``python -m bench client``,
+    ``bench/results/client.json``)."""
 
     def __init__(self, openai: Any, urls: list[str], options: HTTPOptions, transport: Any = None):
         self._openai, self.urls, self.options = openai, urls, options
         self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
         self.http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
-        # one TLS context for every pool (building one costs ~17 ms, and a window of 1,024 makes 32 pools)
+        # one TLS context for every pool (building one takes milliseconds, and a window of 1,024 makes 32 pools)
         tls = getattr(self.http, "create_ssl_context", None)
         self._tls = {"verify": tls()} if tls else {}
         if transport is not None:  # the HTTP library's own transport in place of sockets (tests: MockTransport)
@@ -313,7 +314,8 @@ class OpenAIHTTPEngine(Engine):
     async def _send(self, i: int, body: dict[str, Any]) -> Any:
         """The chat completion as the server's response, posted through the SDK's client (its retries,
         errors, timeout and key) as a plain body: the SDK's typed request transform and response models
-        cost ~30 % of the client's CPU per row at 1,024 in flight (2.25 → 1.58 ms, ``python -m bench client``)."""
+        add to the client's CPU per row at 1,024 in flight (``python -m bench client``,
+        ``bench/results/client.json``)."""
         shard = self._pools.pick(i)
         self.replicas.busy[i] += 1
         shard.busy += 1

@@ -58,7 +58,8 @@ class ResultRow(BaseModel):
 
 # One character JSON writes as itself: no quote mark, backslash or control character (no escapes).
 PLAIN_CHAR = r'[^"\\\x00-\x1f]'
-# xgrammar 0.2.7 compiles a counted class in ~7 ms per count, and fails past ~200.
+# xgrammar compiles a counted class in time that grows with the count, and fails past ~200
+# (``python -m bench grammar``, ``bench/results/grammar.json``).
 MAX_PLAIN_CHARS = 128
 
 
@@ -67,9 +68,10 @@ def plain_text(min_chars: int, max_chars: int) -> Any:
     pattern (a character class with a count), not ``minLength``/``maxLength``.
 
     Constrained decoding computes a token mask for every sequence at every step. A length bound on a
-    JSON string (where escapes may appear) throws xgrammar off its fast path: 311-637 µs per mask
-    instead of 8-14 on the screen schemas (``python -m bench grammar``), and on the H200 with ~1,000
-    sequences running vLLM's engine loop waited on those masks 70 % of the time. The counted class
+    JSON string (where escapes may appear) throws xgrammar off its fast path: tens of times the time
+    per mask on the screen schemas (``python -m bench grammar``, ``bench/results/grammar.json``), and
+    on an H200 with ~1,000 sequences running vLLM's engine loop waited on those masks most of the
+    time (docs/BENCHMARKS.md §6). The counted class
     keeps the bound (which a model with random weights needs to end its strings at all) on the fast
     path."""
     if not 0 <= min_chars <= max_chars <= MAX_PLAIN_CHARS:
