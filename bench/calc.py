@@ -18,26 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from xladdin.calc import build
+from xladdin.calc.headless import column
 from xladdin.excel import cells, functions
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, machine, rows
-from .excel_path import FIELDS, HEADER, _server, cli
-
-
-def _column(n: int) -> str:
-    name = ""
-    while n >= 0:
-        name = chr(ord("A") + n % 26) + name
-        n = n // 26 - 1
-    return name
+from .excel_path import FIELDS, HEADER, _server, cli, side_by_side
 
 
 def calc(url: str, workdir: Path, data: list[dict[str, Any]], oxt: Path) -> dict[str, Any]:
     width = len(cells.SPILL_FIELDS)
     sheet = [HEADER] + [[r[k] for k in FIELDS] for r in data]
     last = len(sheet)
-    formulas = [[f"I{r}:{_column(8 + width - 1)}{r}", f"=QWEN_SCREEN(A{r}:G{r})"] for r in range(2, last + 1)]
+    formulas = [[f"I{r}:{column(8 + width - 1)}{r}", f"=QWEN_SCREEN(A{r}:G{r})"] for r in range(2, last + 1)]
     status = [f"A{last + 2}:B{last + 1 + functions.STATUS_ROWS}", "=QWEN_STATUS()"]
     job = workdir / "job.json"
     job.write_text(json.dumps({"rows": sheet, "formulas": [*formulas, status]}, ensure_ascii=False), encoding="utf-8")
@@ -64,20 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
     data = rows(args.rows, seed=900)
     server, url = _server(low, high)
-    runs = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             oxt = build.build(Path(tmp) / "xladdin.oxt")
-            for order in (("cli", "calc"), ("calc", "cli")):  # each arm once first, once second
-                for arm in order:
-                    with tempfile.TemporaryDirectory() as work:
-                        run = cli(url, Path(work), data) if arm == "cli" else calc(url, Path(work), data, oxt)
-                    runs.append({"arm": arm, **run})
-                    print(json.dumps(runs[-1]), flush=True)
+            runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
+                                       "calc": lambda work: calc(url, work, data, oxt)})
     finally:
         server.kill()
         server.join()
-    best = {arm: min(r["seconds"] for r in runs if r["arm"] == arm) for arm in ("cli", "calc")}
     out = {"task_version": ScreenTask.version, "rows": args.rows,
            "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
            "calc_over_cli_time": round(best["calc"] / best["cli"], 3)}

@@ -103,6 +103,19 @@ def excel(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]
             "engine_requests": engine_requests}
 
 
+def side_by_side(arms: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Two arms (name → function of a fresh work folder), each run once first and once second; every
+    run printed as it ends. Returns the runs and each arm's best seconds."""
+    first, second = arms
+    runs = []
+    for order in ((first, second), (second, first)):
+        for arm in order:
+            with tempfile.TemporaryDirectory() as work:
+                runs.append({"arm": arm, **arms[arm](Path(work))})
+            print(json.dumps(runs[-1]), flush=True)
+    return runs, {arm: min(r["seconds"] for r in runs if r["arm"] == arm) for arm in arms}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench excel_path", description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=2000)
@@ -112,18 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
     data = rows(args.rows, seed=900)
     server, url = _server(low, high)
-    runs = []
     try:
-        for order in (("cli", "excel"), ("excel", "cli")):  # each arm once first, once second
-            for arm in order:
-                with tempfile.TemporaryDirectory() as tmp:
-                    run = (cli if arm == "cli" else excel)(url, Path(tmp), data)
-                runs.append({"arm": arm, **run})
-                print(json.dumps(runs[-1]), flush=True)
+        runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
+                                   "excel": lambda work: excel(url, work, data)})
     finally:
         server.kill()
         server.join()
-    best = {arm: min(r["seconds"] for r in runs if r["arm"] == arm) for arm in ("cli", "excel")}
     out = {"task_version": ScreenTask.version, "rows": args.rows,
            "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
            "cli_over_excel": round(best["cli"] / best["excel"], 3)}

@@ -15,6 +15,7 @@ import pytest
 
 from xladdin.calc import build
 from xladdin.calc.build import FUNCTIONS
+from xladdin.calc.headless import column
 from xladdin.excel import cells, functions
 
 pytestmark = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
@@ -23,14 +24,6 @@ HEADLESS = build.HERE / "headless.py"
 WIDTH = len(cells.SPILL_FIELDS)
 ROWS = 50
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
-
-
-def column(n: int) -> str:
-    name = ""
-    while n >= 0:
-        name = chr(ord("A") + n % 26) + name
-        n = n // 26 - 1
-    return name
 
 
 def sheet_job() -> tuple[dict, dict[str, int]]:

@@ -74,7 +74,8 @@ def _props(**values):
     return tuple(PropertyValue(Name=k, Value=v) for k, v in values.items())
 
 
-def _column(n: int) -> str:
+def column(n: int) -> str:
+    """The letters of column ``n`` (from 0): A … Z, AA …"""
     name = ""
     while n >= 0:
         name = chr(ord("A") + n % 26) + name
@@ -135,7 +136,7 @@ def _convert(doc, shapes: dict[str, list[int]]) -> list[list[str]]:
                         target.setArrayFormula(formula)
                     else:
                         cell.setFormula(formula)
-                    ranges.append([sheet.Name, f"{_column(col)}{row + 1}:{_column(col + width - 1)}{row + height}"])
+                    ranges.append([sheet.Name, f"{column(col)}{row + 1}:{column(col + width - 1)}{row + height}"])
     return ranges
 
 
@@ -166,7 +167,7 @@ def main() -> None:
             sheet = doc.Sheets.getByIndex(0)
             width = max(len(r) for r in job["rows"])
             block = [[("" if v is None else v) for v in r] + [""] * (width - len(r)) for r in job["rows"]]
-            sheet.getCellRangeByName(f"A1:{_column(width - 1)}{len(block)}").setDataArray(block)
+            sheet.getCellRangeByName(f"A1:{column(width - 1)}{len(block)}").setDataArray(block)
             if args.warm:  # the add-in loaded and its runtime made before the clock starts
                 t0 = time.monotonic()
                 sheet.getCellRangeByName("ZZ1:AAA13").setArrayFormula("=QWEN_STATUS()")
