@@ -104,11 +104,11 @@ def excel(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def side_by_side(arms: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Two arms (name → function of a fresh work folder), each run once first and once second; every
-    run printed as it ends. Returns the runs and each arm's best seconds."""
-    first, second = arms
+    """Arms (name → function of a fresh work folder) run in their order, then in the reverse order
+    (each first once and last once); every run printed as it ends. Returns the runs and each arm's
+    best seconds."""
     runs = []
-    for order in ((first, second), (second, first)):
+    for order in (list(arms), list(arms)[::-1]):
         for arm in order:
             with tempfile.TemporaryDirectory() as work:
                 runs.append({"arm": arm, **arms[arm](Path(work))})
