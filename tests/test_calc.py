@@ -18,7 +18,7 @@ from xladdin.calc.build import FUNCTIONS
 from xladdin.calc.headless import column
 from xladdin.excel import cells, functions
 
-pytestmark = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
+needs_calc = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
                                 reason="LibreOffice with Python (uno) is not installed")
 HEADLESS = build.HERE / "headless.py"
 WIDTH = len(cells.SPILL_FIELDS)
@@ -69,6 +69,7 @@ def status_of(block: list[list]) -> dict:
     return {row[0]: row[1] for row in block}
 
 
+@needs_calc
 def test_the_extension_s_types_and_names_come_from_one_table(tmp_path):
     """The component has a method for every function of the table; the type library shipped is the
     table's interface compiled (checked where LibreOffice's SDK is installed)."""
@@ -83,6 +84,7 @@ def test_the_extension_s_types_and_names_come_from_one_table(tmp_path):
     assert built.read_bytes() == build.TYPES.read_bytes(), "XQwenCalc.rdb is stale: run build.compile_types"
 
 
+@needs_calc
 def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_model_path, tmp_path):
     oxt = tmp_path / "xladdin.oxt"
     cli("calc", "build", "-o", str(oxt))
@@ -124,6 +126,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     assert status["asked of the engine"] == 0 and status["cache hit rate"] == 1.0, status
 
 
+@needs_calc
 def test_the_template_opens_in_calc_with_working_formulas(tiny_model_path, tmp_path):
     """``xladdin calc template``: the Excel template as a Calc workbook whose every QWEN_SCREEN is an
     array formula of the add-in; opened in Calc, each row gets its verdict."""
@@ -144,3 +147,62 @@ def test_the_template_opens_in_calc_with_working_formulas(tiny_model_path, tmp_p
     for code, block, formula in zip(codes, opened["values"], opened["formulas"], strict=True):
         assert str(block[0][0]).startswith(str(code)) and block[0][2] in ("高", "中", "低"), block
         assert formula.startswith("{=QWEN_SCREEN(") and "Rules" in formula
+
+
+class Listener:
+    """What Calc registers on a volatile result: it keeps the values it is told."""
+
+    def __init__(self):
+        self.values = []
+
+    def modified(self, event):
+        self.values.append(event)
+
+
+def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(tmp_path):
+    """Without LibreOffice: the runtime's side of a volatile result. A pending call gives the same
+    result however often Calc asks; its settle tells the listening cell the verdict, after which a
+    recalculation computes nothing; an error is not final, so a later recalculation asks again."""
+    import threading
+
+    from xladdin.batcher import Batcher
+    from xladdin.cache import Cache
+    from xladdin.calc.runtime import CalcFunctions, Waiting
+    from xladdin.errors import EngineError
+    from xladdin.testing import ScriptedEngine, screen_answer
+
+    fail = threading.Event()
+    fail.set()
+
+    def answer(_):
+        if fail.is_set():
+            raise EngineError("engine error 503 (http://gpu): overloaded")
+        return screen_answer("经营稳健")
+
+    settled = threading.Event()
+    posted = []
+    engine = ScriptedEngine(answer, delay=0.05)
+    f = CalcFunctions(lambda: Waiting(lambda source, value: value),
+                      lambda fn: (posted.append(fn), settled.set()),
+                      batcher=Batcher(engine, Cache(tmp_path / "c", enabled=False), window_ms=0))
+    try:
+        row = ((600519.0, "贵州茅台", "白酒", 25.0, 30.0, 50.0, "营业收入1505亿元"),)
+        first = f.call("QWEN_SCREEN", (row, None, None))
+        assert first.value[0][0] == cells.PENDING and f.call("QWEN_SCREEN", (row, None, None)) is first
+        cell = Listener()
+        first.addResultListener(cell)  # Calc listens: told the placeholder at once
+        assert settled.wait(10) and len(posted) == 1
+        posted.pop()()  # LibreOffice's main thread runs the settle
+        assert cell.values[-1][0][0].startswith("#QWEN! engine error 503") and not first.final
+        f.runtime().resolver.error_ttl = 0  # the failure's 30 s are over: the next call asks again
+        fail.clear()
+        settled.clear()
+        again = f.call("QWEN_SCREEN", (row, None, None))  # Calc recalculates the cell: asked again
+        assert again is not first and again.value[0][0] == cells.PENDING
+        assert settled.wait(10)
+        posted.pop()()
+        assert again.final and again.value[0][:3] == ["600519.SH", "贵州茅台", "低"]
+        asked = len(engine.calls)
+        assert f.call("QWEN_SCREEN", (row, None, None)) is again and len(engine.calls) == asked  # nothing computed
+    finally:
+        f.close()

@@ -64,7 +64,7 @@ def _load(ctx):
 
     smgr = ctx.getServiceManager()
     main_thread = smgr.createInstanceWithContext("com.sun.star.awt.AsyncCallback", ctx)
-    functions = CalcFunctions(lambda compute: Volatile(compute, event),
+    functions = CalcFunctions(lambda: Volatile(event),
                               lambda fn: main_thread.addCallback(Callback(fn), None), python=EXECUTABLE)
     smgr.createInstanceWithContext("com.sun.star.frame.Desktop", ctx).addTerminateListener(Closing())
     _functions = functions

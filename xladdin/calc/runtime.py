@@ -26,6 +26,7 @@ from ..excel.pending import CellRuntime
 from ..settings import HTTPOptions, Settings
 
 Body = Callable[[CellRuntime, tuple[Any, ...], Any], Any]
+MAX_CALLS = 100_000  # distinct calls remembered (a call's value and the cells listening to it)
 
 
 class PrivateServer(OpenAIHTTPEngine):
@@ -109,19 +110,20 @@ def to_calc(value: Any) -> Any:
     return value
 
 
-def _placeholder(value: Any) -> bool:
-    if isinstance(value, list):
-        return any(cells.PENDING in row for row in value if isinstance(row, list))
-    return value == cells.PENDING
+def _final(value: Any) -> bool:
+    """A value that no later call can change: neither a placeholder nor an error (an error is shown
+    for a while, then its request is made again, as in Excel)."""
+    values = [v for row in value for v in row] if isinstance(value, list) else [value]
+    return not any(isinstance(v, str) and (v == cells.PENDING or v.startswith("#QWEN")) for v in values)
 
 
 class Waiting:
-    """A call whose answers are awaited; the cells listening to it are told its value."""
+    """A call's result as Calc holds it; the cells listening to it are told its value."""
 
-    def __init__(self, compute: Callable[[Waiting], Any], event: Callable[[Any, Any], Any]):
-        self.compute, self._event = compute, event
+    def __init__(self, event: Callable[[Any, Any], Any]):
+        self._event = event
         self.value: Any = None
-        self.final = False  # settled: Calc's recalculation of its cells is answered without computing
+        self.final = False  # settled for good: Calc's recalculation of its cells is answered without computing
         self.listeners: list[Any] = []
 
     def addResultListener(self, listener: Any) -> None:  # noqa: N802  (the UNO method's name)
@@ -132,38 +134,47 @@ class Waiting:
         if listener in self.listeners:
             self.listeners.remove(listener)
 
-    def settle(self) -> None:
-        """On the main thread: the final value to every listening cell."""
-        self.value = self.compute(self)
-        self.final = not _placeholder(self.value)
+    def settle(self, value: Any) -> None:
+        """On the main thread: the value to every listening cell."""
+        self.value, self.final = value, _final(value)
         for listener in list(self.listeners):
-            listener.modified(self._event(self, self.value))
+            listener.modified(self._event(self, value))
+
+
+class _Call:
+    """One distinct call (function and arguments): what computes its value, and its result now. The
+    call is the caller its requests are watched under, so a result replaced meanwhile is still the
+    one settled."""
+
+    __slots__ = ("compute", "result")
+
+    def __init__(self, compute: Callable[[_Call], Any], result: Waiting):
+        self.compute, self.result = compute, result
 
 
 class CalcFunctions:
     """The functions as Calc calls them: one process-wide ``CellRuntime``, one ``Waiting`` per call."""
 
-    def __init__(self, make_waiting: Callable[[Callable[[Waiting], Any]], Waiting],
-                 post: Callable[[Callable[[], None]], None], *, python: str | None = None,
-                 runtime: CellRuntime | None = None):
-        self._make_waiting, self._post, self._python = make_waiting, post, python
-        self._runtime = runtime
+    def __init__(self, make_waiting: Callable[[], Waiting], post: Callable[[Callable[[], None]], None], *,
+                 python: str | None = None, batcher: Batcher | None = None):
+        self._make_waiting, self._post, self._python, self._batcher = make_waiting, post, python, batcher
+        self._runtime: CellRuntime | None = None
         self._lock = threading.Lock()
-        self.calls: dict[tuple[str, Any], Waiting] = {}
-        self._settled: list[Waiting] = []  # settled on the engine's thread, to settle on the main thread
+        self.calls: dict[tuple[str, str], _Call] = {}
+        self._settled: list[_Call] = []  # settled on the engine's thread, to settle on the main thread
         self._posted = False
 
     def runtime(self) -> CellRuntime:
         with self._lock:
             if self._runtime is None:
-                self._runtime = CellRuntime(batcher=core(self._python), rewrite=self._recalculate)
+                self._runtime = CellRuntime(batcher=self._batcher or core(self._python), rewrite=self._recalculate)
             return self._runtime
 
-    def _recalculate(self, token: Waiting) -> None:
-        """A waiting call's tickets have settled (on the engine's thread): settle it on the main thread,
-        with every other call that settles before the main thread gets to it (one event for them all)."""
+    def _recalculate(self, call: _Call) -> None:
+        """A call's tickets have settled (on the engine's thread): settle it on the main thread, with
+        every other call that settles before the main thread gets to it (one event for them all)."""
         with self._lock:
-            self._settled.append(token)
+            self._settled.append(call)
             if self._posted:
                 return
             self._posted = True
@@ -171,28 +182,31 @@ class CalcFunctions:
 
     def _settle_all(self) -> None:
         with self._lock:
-            tokens, self._settled, self._posted = self._settled, [], False
-        for token in tokens:
-            token.settle()
+            calls, self._settled, self._posted = self._settled, [], False
+        for call in calls:
+            call.result.settle(call.compute(call))
 
     def call(self, name: str, args: tuple[Any, ...]) -> Waiting:
         """The result of ``name(args)``: always a ``Waiting`` (a volatile result in Calc), the same one
         for the same call, holding its value now — final, or the placeholder until its answers arrive."""
         key = (name, repr(args))
-        token = self.calls.get(key)
-        if token is None:
+        call = self.calls.get(key)
+        if call is None:
             body, width = BODIES[name]
             shaped = functions.cell_errors(self.runtime, width)(body)
             given = tuple(from_calc(a) for a in args)
-            token = self.calls[key] = self._make_waiting(lambda tok: to_calc(shaped(self.runtime(), given, tok)))
-        if token.final:  # settled with no placeholder left: the same call gives the same value
-            return token
-        value = token.compute(token)
-        if value != token.value:
-            if token.listeners:  # cells listen to the old value: a new result for the new one
-                token = self.calls[key] = self._make_waiting(token.compute)
-            token.value = value
-        return token
+            call = self.calls[key] = _Call(lambda c: to_calc(shaped(self.runtime(), given, c)), self._make_waiting())
+            if len(self.calls) > MAX_CALLS:  # forget the oldest settled calls (their cells keep their values)
+                for old in [k for k, c in self.calls.items() if c.result.final][: len(self.calls) // 4]:
+                    del self.calls[old]
+        if call.result.final:  # settled with neither placeholder nor error: the same call gives the same value
+            return call.result
+        value = call.compute(call)
+        if value != call.result.value:
+            if call.result.listeners:  # cells listen to the old value: a new result for the new one
+                call.result = self._make_waiting()
+            call.result.value = value
+        return call.result
 
     def close(self) -> None:
         with self._lock:
