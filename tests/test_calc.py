@@ -116,6 +116,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     status = status_of(first["recalculated"][at["status"]])  # QWEN_STATUS in the sheet
     distinct = ROWS + 3  # 50 rows (the 5 repeats and the table's rows are the same), QWEN, EXTRACT, CLASSIFY
     assert status["asked of the engine"] == distinct, status
+    assert status["engine"].endswith("(private CPU server)"), status  # the embedded engine, in its own process
     assert status["cache entries"] == distinct, status
     assert all(f.startswith("{=") and "QWEN" in f.upper() for f in first["formulas"])
 
@@ -124,6 +125,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     assert again["values"][: at["status"]] == values[: at["status"]]  # every cell as before
     status = status_of(again["recalculated"][at["status"]])
     assert status["asked of the engine"] == 0 and status["cache hit rate"] == 1.0, status
+    assert status["engine"].endswith("(private CPU server, not started)"), status  # no model loaded to reopen
 
 
 @needs_calc

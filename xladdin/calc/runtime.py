@@ -11,6 +11,8 @@ result is also the one way a Python add-in hands Calc an array: a typed value in
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import socket
 import sys
@@ -23,16 +25,21 @@ from ..engine import engine_kind
 from ..engine.openai_http import OpenAIHTTPEngine
 from ..excel import cells, functions
 from ..excel.pending import CellRuntime
-from ..settings import HTTPOptions, Settings
+from ..gguf_files import resolve_model
+from ..settings import HTTPOptions, SamplingParams, Settings
 
+log = logging.getLogger(__name__)
 Body = Callable[[CellRuntime, tuple[Any, ...], Any], Any]
 MAX_CALLS = 100_000  # distinct calls remembered (a call's value and the cells listening to it)
 
 
 class PrivateServer(OpenAIHTTPEngine):
-    """The embedded engine in a process of its own (``xladdin.server.cpu_server`` on 127.0.0.1, started
-    with the first request, stopped with the runtime): llama.cpp cannot be loaded into LibreOffice's
-    process, whose C++ runtime clashes with it."""
+    """The embedded engine in a process of its own (``xladdin.server.cpu_server`` on 127.0.0.1, stopped
+    with the runtime): llama.cpp cannot be loaded into LibreOffice's process, whose C++ runtime
+    clashes with it. The server starts with the first request the cache cannot answer: what it
+    serves (its model's identity, name and context) is remembered by the model file's fingerprint
+    (``private-servers.json`` in the cache directory), so a sheet reopened from the cache never
+    loads the model."""
 
     def __init__(self, settings: Settings, python: str):
         with socket.socket() as s:
@@ -43,6 +50,9 @@ class PrivateServer(OpenAIHTTPEngine):
                                      max_parallel=e.max_parallel, structured_output=e.structured_output, retries=0))
         self._settings, self._python = settings, python
         self._server: Any = None
+        self._file = settings.cache_dir / "private-servers.json"
+        self._fingerprint: str | None = None
+        self._spawning: asyncio.Lock | None = None
 
     def _spawn(self) -> None:
         from ..server.launcher import ServerProcess
@@ -52,13 +62,67 @@ class PrivateServer(OpenAIHTTPEngine):
                "--parallel", str(e.max_parallel or 4), "--n-ctx", str(e.n_ctx), "--exit-with", str(os.getpid())]
         cmd += ["--model", e.model] if e.model else []
         env = {**os.environ, "XLADDIN_N_THREADS": str(e.n_threads)}
-        self._server = ServerProcess(cmd, f"http://127.0.0.1:{self.port}", env=env)
-        self._server.wait_ready(600)
+        server = ServerProcess(cmd, f"http://127.0.0.1:{self.port}", env=env)
+        server.wait_ready(600)
+        self._server = server
+
+    def _known(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self._file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     async def start(self) -> None:
-        if self._server is None:
+        """Who would serve: remembered for this model file, else asked of the server, started now."""
+        if self.model_id and self.served:
+            return
+        e = self._settings.embedded
+        self._fingerprint = (await asyncio.to_thread(resolve_model, e.model, e.models_dir, progress=False)).model_id
+        known = self._known().get(self._fingerprint)
+        if isinstance(known, dict) and {"model", "served"} <= known.keys():
+            self.model_id, self.served = known["model"], known["served"]
+            self.max_model_len = self.context_tokens = known.get("context")
+            return
+        await self._running()
+
+    async def _running(self) -> None:
+        """The server started and asked what it serves (once), and that remembered."""
+        if self._server is not None:
+            return
+        self._spawning = self._spawning or asyncio.Lock()
+        async with self._spawning:
+            if self._server is not None:
+                return
             await asyncio.to_thread(self._spawn)
-        await super().start()
+            remembered = self.model_id
+            self.model_id, self.served = "", self.options.served_model or ""
+            await super().start()
+            if remembered and remembered != self.model_id:
+                log.warning("the private server serves %s, not %s as remembered", self.model_id, remembered)
+            known = self._known()
+            known[self._fingerprint or self.model_id] = {"model": self.model_id, "served": self.served,
+                                                         "context": self.max_model_len}
+            try:
+                self._file.parent.mkdir(parents=True, exist_ok=True)
+                self._file.write_text(json.dumps(known, ensure_ascii=False), encoding="utf-8")
+            except OSError:
+                pass  # not remembered: the next process starts its server to ask
+
+    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
+        await self._running()
+        return await super().complete(messages, schema, params)
+
+    async def count_tokens(self, text: str) -> int | None:
+        await self._running()
+        return await super().count_tokens(text)
+
+    async def server_load(self) -> tuple[int, int] | None:
+        return await super().server_load() if self._server is not None else None
+
+    def describe(self) -> str:
+        state = "private CPU server" if self._server is not None else "private CPU server, not started"
+        return f"{super().describe()} ({state})"
 
     async def aclose(self) -> None:
         await super().aclose()
