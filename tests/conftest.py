@@ -92,25 +92,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """A real HTTP server on 127.0.0.1; ``routes`` maps a path to (status, content type, body), or to a
-    function of the request's JSON body returning them. ``bodies`` records what was posted."""
+class _Routes:
+    """``routes`` maps a path to (status, content type, body), or to a function of the request's JSON
+    body returning them; ``hits`` records the paths asked, ``bodies`` what was posted."""
 
     def __init__(self, routes):
-        outer = self
         self.routes = routes
         self.hits: list[str] = []
         self.bodies: list[dict] = []
 
+    def answer(self, path: str, content: bytes) -> tuple[int, str, bytes]:
+        self.hits.append(path)
+        posted = json.loads(content) if content else None
+        if posted is not None:
+            self.bodies.append(posted)
+        route = self.routes.get(path, (404, "text/plain", b"not found"))
+        return route(posted) if callable(route) else route
+
+
+class Server(_Routes):
+    """A real HTTP server on 127.0.0.1 answering ``routes``."""
+
+    def __init__(self, routes):
+        super().__init__(routes)
+        outer = self
+
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
-                outer.hits.append(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
-                posted = json.loads(self.rfile.read(length)) if length else None
-                if posted is not None:
-                    outer.bodies.append(posted)
-                route = outer.routes.get(self.path, (404, "text/plain", b"not found"))
-                status, ctype, body = route(posted) if callable(route) else route
+                status, ctype, body = outer.answer(self.path, self.rfile.read(length) if length else b"")
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -131,7 +141,7 @@ class Server:
         self.httpd.server_close()
 
 
-class MockServer:
+class MockServer(_Routes):
     """``Server``'s routes answered inside the client, through the SDK's HTTP library's
     ``MockTransport``: responses of any shape without a socket (real sockets stay for the servers
     that hang or refuse). ``engine(settings)`` is an HTTP engine that reaches it."""
@@ -141,17 +151,12 @@ class MockServer:
 
         import openai
 
+        super().__init__(routes)
         http = sys.modules[type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]]
-        self.routes, self.hits, self.bodies = routes, [], []
         self.url = "http://mock.test/v1"
 
         def answer(request):
-            self.hits.append(request.url.path)
-            posted = json.loads(request.content) if request.content else None
-            if posted is not None:
-                self.bodies.append(posted)
-            route = self.routes.get(request.url.path, (404, "text/plain", b"not found"))
-            status, ctype, body = route(posted) if callable(route) else route
+            status, ctype, body = self.answer(request.url.path, request.content)
             return http.Response(status, headers={"content-type": ctype}, content=body)
 
         self.transport = http.MockTransport(answer)

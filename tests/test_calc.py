@@ -20,7 +20,6 @@ from xladdin.excel import cells, functions
 
 needs_calc = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
                                 reason="LibreOffice with Python (uno) is not installed")
-HEADLESS = build.HERE / "headless.py"
 WIDTH = len(cells.SPILL_FIELDS)
 ROWS = 50
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
@@ -44,13 +43,6 @@ def sheet_job() -> tuple[dict, dict[str, int]]:
     job = {"rows": rows, "formulas": [*formulas, table, *others, status]}
     return job, {"rows": len(formulas), "table": len(formulas), "others": len(formulas) + 1,
                  "status": len(formulas) + 4}
-
-
-def headless(args: list[str], env: dict[str, str], timeout: float = 300) -> dict:
-    r = subprocess.run([build.calc_python(), str(HEADLESS), *args], capture_output=True, text=True, env=env,
-                       timeout=timeout)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -92,7 +84,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     (tmp_path / "job.json").write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
     env = model_env(tiny_model_path, tmp_path)
     profile, book = tmp_path / "profile", tmp_path / "book.ods"
-    first = headless(["--profile", str(profile), "--install", str(oxt), "--fill", str(tmp_path / "job.json"),
+    first = build.headless(["--profile", str(profile), "--install", str(oxt), "--fill", str(tmp_path / "job.json"),
                       "--save", str(book), "--bound", "240"], env)
     assert first["filled"], first["values"]
     values = first["values"]
@@ -120,7 +112,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     assert status["cache entries"] == distinct, status
     assert all(f.startswith("{=") and "QWEN" in f.upper() for f in first["formulas"])
 
-    again = headless(["--profile", str(profile), "--open", str(book), "--bound", "120"], env)
+    again = build.headless(["--profile", str(profile), "--open", str(book), "--bound", "120"], env)
     assert again["filled"]
     assert again["values"][: at["status"]] == values[: at["status"]]  # every cell as before
     status = status_of(again["recalculated"][at["status"]])
@@ -138,7 +130,7 @@ def test_the_template_opens_in_calc_with_working_formulas(tiny_model_path, tmp_p
     out = cli("calc", "template", "-o", str(book)).stdout
     assert "21 formulas call the add-in" in out, out
     cli("calc", "build", "-o", str(oxt))
-    opened = headless(["--profile", str(tmp_path / "profile"), "--install", str(oxt), "--open", str(book),
+    opened = build.headless(["--profile", str(tmp_path / "profile"), "--install", str(oxt), "--open", str(book),
                        "--bound", "240"], model_env(tiny_model_path, tmp_path))
     assert opened["filled"]
     import openpyxl

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import difflib
+import functools
 import logging
 import os
 import sys
@@ -201,12 +202,13 @@ def _explain(e: ValidationError) -> str:
     return f"setting {short or '.'.join(loc)}: {err['msg']} ({' or '.join(names)})"
 
 
-def known_variables() -> set[str]:
-    """Every ``XLADDIN_*`` name that sets something."""
+@functools.cache
+def known_variables() -> frozenset[str]:
+    """Every ``XLADDIN_*`` name that sets something (the settings' shape: worked out once)."""
     names = {n for n in Settings.model_fields} | set(SHORT)
     for section in ("sampling", *ENGINE_SECTIONS):
         names |= {f"{section}__{f}" for f in Settings.model_fields[section].annotation.model_fields}  # type: ignore[union-attr]
-    return {"XLADDIN_" + n.upper() for n in names} | OTHER_VARIABLES
+    return frozenset({"XLADDIN_" + n.upper() for n in names} | OTHER_VARIABLES)
 
 
 def _warn_unknown(env: Mapping[str, str]) -> None:

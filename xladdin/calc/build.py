@@ -4,7 +4,8 @@ function names and help Calc shows (``CalcAddIns.xcu``) and the component's meth
 
 from __future__ import annotations
 
-import os
+import functools
+import json
 import shutil
 import subprocess
 import sys
@@ -172,9 +173,10 @@ def build(out: Path) -> Path:
     return out
 
 
-def calc_python() -> str | None:
-    """The Python with LibreOffice's ``uno`` module (its own on Windows and macOS, the system's on
-    Linux), or ``None`` without LibreOffice."""
+@functools.cache
+def _calc_python() -> tuple[str, str] | None:
+    """(the Python with LibreOffice's ``uno`` module, its version): LibreOffice's own on Windows and
+    macOS, the system's on Linux; ``None`` without LibreOffice. Asked once per process."""
     soffice = shutil.which("soffice") or shutil.which("soffice.exe")
     candidates = []
     if soffice:
@@ -186,18 +188,23 @@ def calc_python() -> str | None:
             r = subprocess.run([str(c), "-c", "import uno, sys; print('%d.%d' % sys.version_info[:2])"],
                                capture_output=True, text=True)
             if r.returncode == 0:
-                return str(c)
+                return str(c), r.stdout.strip()
     return None
+
+
+def calc_python() -> str | None:
+    """The Python with LibreOffice's ``uno`` module, or ``None`` without LibreOffice."""
+    found = _calc_python()
+    return found[0] if found else None
 
 
 def python_problem() -> str | None:
     """Why the extension built here cannot load in this machine's LibreOffice, or ``None``."""
-    python = calc_python()
-    if python is None:
+    found = _calc_python()
+    if found is None:
         return "no LibreOffice with Python (uno) found: install LibreOffice (Debian: libreoffice-calc python3-uno)"
-    r = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
-                       text=True)
-    theirs, ours = r.stdout.strip(), f"{sys.version_info.major}.{sys.version_info.minor}"
+    python, theirs = found
+    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
     if theirs != ours:
         return (f"LibreOffice's Python is {theirs} ({python}) and this environment's is {ours}: the extension "
                 f"loads xladdin from this environment, so build it from a Python {theirs} environment")
@@ -207,15 +214,15 @@ def python_problem() -> str | None:
 def install(oxt: Path) -> str:
     """``unopkg add`` the extension for this user (for all users when run as root, which unopkg
     requires); returns what was run."""
+    from .headless import install as unopkg_add
+
     unopkg = shutil.which("unopkg")
     if unopkg is None:
         raise ConfigError("unopkg not found: install LibreOffice (its program folder has unopkg)")
-    shared = ["--shared"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    cmd = [unopkg, "add", "--force", *shared, str(oxt)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise ConfigError(f"unopkg could not add {oxt}: {(r.stderr or r.stdout).strip()}")
-    return " ".join(cmd)
+    try:
+        return " ".join(unopkg_add(oxt, unopkg=unopkg))
+    except RuntimeError as e:
+        raise ConfigError(str(e)) from None
 
 
 def shapes() -> dict[str, list[int]]:
@@ -237,8 +244,6 @@ def headless(args: list[str], env: dict[str, str] | None = None, timeout: float 
                        timeout=timeout)
     if r.returncode:
         raise ConfigError(f"LibreOffice headless failed: {(r.stderr or r.stdout).strip()[-2000:]}")
-    import json
-
     return json.loads(r.stdout)
 
 
@@ -248,8 +253,6 @@ def template(source: Path, out: Path) -> list[list[str]]:
     extension in a profile of its own; no model is asked. Returns the formulas' ranges."""
     with tempfile.TemporaryDirectory(prefix="xladdin-calc-") as tmp:
         oxt = build(Path(tmp) / "xladdin.oxt")
-        import json
-
         result = headless(["--profile", str(Path(tmp) / "profile"), "--install", str(oxt), "--convert",
                            str(source), "--shapes", json.dumps(shapes()), "--save", str(out)])
     return result["ranges"]

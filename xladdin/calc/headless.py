@@ -35,13 +35,16 @@ def _places(profile: Path) -> list[str]:
             f"-env:UNO_SHARED_PACKAGES_CACHE={(profile / 'shared').as_uri()}"]
 
 
-def install(oxt: Path, profile: Path) -> None:
-    """``unopkg add`` the extension into ``profile`` (replacing an earlier build)."""
+def install(oxt: Path, profile: Path | None = None, unopkg: str = "unopkg") -> list[str]:
+    """``unopkg add`` the extension (replacing an earlier build): for this user, or for all users when
+    run as root (which unopkg requires); into ``profile`` only, when one is given. Returns what was
+    run; a failure is a ``RuntimeError`` with unopkg's words."""
     shared = ["--shared"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    r = subprocess.run(["unopkg", "add", "--force", *shared, *_places(profile), str(oxt)], capture_output=True,
-                       text=True)
+    cmd = [unopkg, "add", "--force", *shared, *(_places(profile) if profile else []), str(oxt)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
-        raise SystemExit(json.dumps({"error": f"unopkg add failed: {(r.stderr or r.stdout).strip()}"}))
+        raise RuntimeError(f"unopkg could not add {oxt}: {(r.stderr or r.stdout).strip()}")
+    return cmd
 
 
 def _start(profile: Path, port: int) -> subprocess.Popen:
@@ -154,7 +157,10 @@ def main() -> None:
     p.add_argument("--warm", action="store_true", help="load the add-in (a QWEN_STATUS cell) before timing")
     args = p.parse_args()
     if args.install:
-        install(args.install, args.profile)
+        try:
+            install(args.install, args.profile)
+        except RuntimeError as e:
+            raise SystemExit(json.dumps({"error": str(e)})) from None
     port = _free_port()
     proc = _start(args.profile, port)
     out: dict = {}
@@ -170,9 +176,9 @@ def main() -> None:
             sheet.getCellRangeByName(f"A1:{column(width - 1)}{len(block)}").setDataArray(block)
             if args.warm:  # the add-in loaded and its runtime made before the clock starts
                 t0 = time.monotonic()
-                sheet.getCellRangeByName("ZZ1:AAA13").setArrayFormula("=QWEN_STATUS()")
-                _wait(doc, [[sheet.Name, "ZZ1:AAA13"]], args.bound)
-                sheet.getCellRangeByName("ZZ1:AAA13").clearContents(1023)
+                sheet.getCellRangeByName("ZZ1:ZZ1").setArrayFormula("=QWEN_STATUS()")
+                _wait(doc, [[sheet.Name, "ZZ1:ZZ1"]], args.bound)
+                sheet.getCellRangeByName("ZZ1:ZZ1").clearContents(1023)
                 out["warm_up_s"] = round(time.monotonic() - t0, 3)
             started = time.monotonic()
             for address, formula in job["formulas"]:

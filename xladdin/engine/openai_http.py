@@ -68,17 +68,17 @@ class _Pools:
         self.http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
         # one TLS context for every pool (building one takes milliseconds, and a window of 1,024 makes 32 pools)
         tls = getattr(self.http, "create_ssl_context", None)
-        self._tls = {"verify": tls()} if tls else {}
+        self._client_args = {"verify": tls()} if tls else {}
         if transport is not None:  # the HTTP library's own transport in place of sockets (tests: MockTransport)
-            self._tls = {"transport": transport}
+            self._client_args = {"transport": transport}
         self.shards: list[list[_Shard]] = [[self._shard(url)] for url in urls]  # more made as needed
-        self.meta = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8), **self._tls)
+        self.meta = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8), **self._client_args)
         self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
 
     def _shard(self, url: str) -> _Shard:
         http = self._openai.DefaultAsyncHttpxClient(
             limits=self._limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS,
-                                keepalive_expiry=30), **self._tls)
+                                keepalive_expiry=30), **self._client_args)
         return _Shard(self._openai.AsyncOpenAI(base_url=url, api_key=self.options.api_key or "EMPTY",
                                                timeout=self.options.timeout, max_retries=self.options.retries,
                                                http_client=http))
