@@ -196,17 +196,36 @@ def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
     assert "pydantic.dev" not in out[0][0]
 
 
-def test_cache_clear_on_a_damaged_cache_makes_a_new_one(tmp_path):
+def test_cache_clear_on_a_damaged_cache_removes_only_the_caches_files(tmp_path):
     import subprocess
     import sys
 
+    from xladdin.cache import Cache
+
     cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "cache.db").write_bytes(b"not a database")
+    made = Cache(cache)  # a real cache with large entries (value files in its two-hex-digit folders)
+    for i in range(3):
+        made.set(f"k{i}", {"answer": "x" * 100_000})
+    made.set_meta("model", "m")
+    made.close()
+    values = sorted(p for p in cache.rglob("*.val"))
+    assert values and (cache / "meta" / "cache.db").is_file()
+    (cache / "cache.db").write_bytes(b"not a database")  # damaged
+    mine = {"mywork.txt": "my notes", "sub/notes.md": "# notes", "thesis.docx": "PK draft",
+            f"{values[0].parent.relative_to(cache).as_posix()}/keep.txt": "inside a value folder",
+            "meta/readme.txt": "beside the side store", "cache.db.bak": "a copy of mine"}
+    for name, text in mine.items():
+        (cache / name).parent.mkdir(parents=True, exist_ok=True)
+        (cache / name).write_text(text, encoding="utf-8")
     run = [sys.executable, "-m", "xladdin.cli.main", "cache"]
-    r = subprocess.run([*run, "clear", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "removed it and made a new one: a working, empty cache" in r.stdout, r
-    stats = subprocess.run([*run, "stats", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([*run, "clear", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "made a new one: a working, empty cache" in r.stdout, r
+    for name, text in mine.items():  # every file of the user's is there, unchanged
+        assert (cache / name).read_text(encoding="utf-8") == text, name
+        assert name in r.stdout  # and named as left
+    assert not any(p.exists() for p in values)  # the cache's own value files are gone
+    assert "cache.db" in r.stdout.split("left as they were")[0]  # said as removed
+    stats = subprocess.run([*run, "stats", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=300)
     assert json.loads(stats.stdout)["enabled"] is True and json.loads(stats.stdout)["entries"] == 0
 
 

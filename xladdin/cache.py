@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,12 @@ from typing import Any
 from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
+META = "meta"  # the side store's folder inside the cache directory
+# What diskcache itself writes in a directory: its database (with SQLite's journal files) and the value
+# files of large entries, two levels of two-hex-digit folders deep (diskcache ``Disk.filename``).
+_DATABASE = re.compile(r"^cache\.db(-wal|-shm|-journal)?$")
+_HEX_DIR = re.compile(r"^[0-9a-f]{2}$")
+_VALUE_FILE = re.compile(r"^[0-9a-f]{28}\.val$")
 
 
 def canonical_json(obj: Any) -> str:
@@ -44,6 +52,7 @@ class Cache:
         self.hits = 0
         self.misses = 0
         self.warning: str | None = None
+        self.write_failures = 0  # answers that could not be stored (a full disk, say)
         self._lock = threading.Lock()
         self._dc = None
         self._meta = None  # small side store (model id per server URL), so entries are len(_dc)
@@ -53,7 +62,7 @@ class Cache:
 
                 Path(directory).mkdir(parents=True, exist_ok=True)
                 self._dc = diskcache.Cache(str(directory), size_limit=2**34, eviction_policy="least-recently-stored")
-                self._meta = diskcache.Cache(str(Path(directory) / "meta"))
+                self._meta = diskcache.Cache(str(Path(directory) / META))
                 self._meta.set("probe", 1)  # fails here, not later, when the directory is read-only
             except Exception as e:  # unwritable, read-only, corrupt: run without a cache
                 self.warning = f"cache disabled: cannot use {directory} ({e.__class__.__name__}: {e})"
@@ -84,6 +93,8 @@ class Cache:
         try:
             self._dc.set(key, value)
         except Exception as e:
+            with self._lock:
+                self.write_failures += 1
             log.warning("cache write failed: %s", e)
 
     def get_meta(self, name: str) -> Any:
@@ -119,3 +130,52 @@ class Cache:
         for store in (self._dc, self._meta):
             if store is not None:
                 store.close()
+
+
+def _own_files(store: Path) -> tuple[list[Path], list[Path]]:
+    """The files diskcache wrote in ``store`` (not below its own value folders' files), and the
+    folders it made there, deepest first."""
+    files: list[Path] = []
+    folders: list[Path] = []
+    if not store.is_dir():
+        return files, folders
+    for entry in store.iterdir():
+        if entry.is_file() and not entry.is_symlink() and _DATABASE.match(entry.name):
+            files.append(entry)
+        elif entry.is_dir() and not entry.is_symlink() and _HEX_DIR.match(entry.name):
+            for sub in entry.iterdir():
+                if sub.is_dir() and not sub.is_symlink() and _HEX_DIR.match(sub.name):
+                    files += [f for f in sub.iterdir() if f.is_file() and not f.is_symlink()
+                              and _VALUE_FILE.match(f.name)]
+                    folders.append(sub)
+            folders.append(entry)
+    return files, folders
+
+
+def remove_cache_files(directory: Path) -> tuple[list[str], list[str]]:
+    """Remove the files of the cache at ``directory`` — diskcache's database and value folders, and
+    those of the side store (``meta``) — and nothing else: whatever else is there stays. Returns
+    (what was removed, what was left), as paths relative to ``directory``. A folder is removed only
+    when nothing but the cache's files was in it."""
+    directory = Path(directory)
+    removed: list[str] = []
+    stores = [directory / META, directory]
+    for store in stores:
+        files, folders = _own_files(store)
+        for f in files:
+            f.unlink()
+            removed.append(f.relative_to(directory).as_posix())
+        for folder in folders:  # deepest first; a folder holding anything else is kept
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+    meta = directory / META
+    if meta.is_dir() and not meta.is_symlink():
+        try:
+            meta.rmdir()
+        except OSError:
+            pass
+    left = sorted(Path(root, name).relative_to(directory).as_posix()
+                  for root, _, names in os.walk(directory) for name in names)
+    return removed, left

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 
-from ..cache import Cache
+from ..cache import Cache, remove_cache_files
 from ..settings import Settings
 
 
@@ -22,22 +21,30 @@ def run(args: argparse.Namespace) -> int:
     cache = Cache(settings.cache_dir)
     try:
         if args.action == "clear" and not cache.enabled and settings.cache_dir.is_dir():
-            # unreadable (a damaged database): removed and made anew, not left broken
+            # unreadable (a damaged database): its own files removed and the cache made anew; whatever
+            # else the folder holds stays as it is
             why = cache.warning or "damaged"
             cache.close()
             try:
-                shutil.rmtree(settings.cache_dir)
+                removed, left = remove_cache_files(settings.cache_dir)
             except OSError as e:
-                print(f"xladdin: error: cannot remove the unreadable cache {settings.cache_dir}: {e}")
+                print(f"xladdin: error: cannot remove the unreadable cache's files in {settings.cache_dir}: {e}")
                 return 2
             cache = Cache(settings.cache_dir)
             state = "a working, empty cache" if cache.enabled else f"still unusable: {cache.warning}"
-            print(f"the cache could not be read ({why}); removed it and made a new one: {state}")
+            print(f"the cache could not be read ({why}); removed its {len(removed)} files ({_listed(removed)}) "
+                  f"and made a new one: {state}")
+            print(f"left as they were: {_listed(left)}" if left else "nothing else was in the folder")
         elif args.action == "clear":
-            print(f"removed {cache.clear()} entries from {settings.cache_dir}")
+            print(f"removed {cache.clear()} entries from {settings.cache_dir} (the cache's own files only)")
         else:
             stats = cache.stats()
             print(json.dumps({k: stats[k] for k in ("directory", "enabled", "entries", "bytes")}, indent=2))
     finally:
         cache.close()
     return 0
+
+
+def _listed(names: list[str], most: int = 8) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
