@@ -139,6 +139,32 @@ class _Toml(TomlConfigSettingsSource):
     def __call__(self) -> dict[str, Any]:
         return _nest(super().__call__())
 
+    def _read_file(self, file_path: Path) -> dict[str, Any]:  # type: ignore[override]
+        return tomllib.loads(toml_text(Path(file_path), "config file"))
+
+
+def toml_text(path: Path, kind: str) -> str:
+    """The text of a TOML file: UTF-8 (with or without a BOM), or UTF-16 with its BOM (Windows
+    Notepad's "Unicode"); anything else is a ``ConfigError`` naming the file and the fix."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{kind} {path}: cannot read it ({e.strerror or e})") from None
+    fix = "save it as UTF-8 text (Notepad: File > Save as, Encoding UTF-8)"
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{kind} {path} is not valid UTF-16 text: {fix}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{kind} {path} is not UTF-8 text (byte 0x{data[e.start]:02x} at {e.start}): {fix}") \
+            from None
+    if "\x00" in text:
+        raise ConfigError(f"{kind} {path} is not a text file (it holds NUL bytes): {fix}")
+    return text
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="XLADDIN_", env_nested_delimiter="__", extra="forbid", frozen=True)

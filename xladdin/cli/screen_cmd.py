@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError, first_error
 from ..pool_screen import screen_file
 from ..rules import DEFAULT_RULES, Rules
+from ..settings import toml_text
 from .settings_options import add_settings_options, settings_from
 
 
@@ -31,8 +32,8 @@ def load_rules(path: str | None) -> Rules:
     if not path:
         return DEFAULT_RULES
     try:
-        return Rules.model_validate(tomllib.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, tomllib.TOMLDecodeError) as e:
+        return Rules.model_validate(tomllib.loads(toml_text(Path(path), "rules file")))
+    except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"rules file {path}: {e}") from None
     except ValidationError as e:
         raise ConfigError(f"rules file {path}: {first_error(e)}") from None

@@ -1,0 +1,79 @@
+"""What a user can trust, through the CLI: a config file as Windows writes it, a pool's PE columns that
+are not PE-TTM, a loss stated for two years, messages that say what happened (the cache on a full disk,
+how many rows the model answered, the command's time), a benchmark's quick run that leaves the
+repository as it was."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import Server, vllm_models
+
+from xladdin.cli.main import main
+
+REFUSING = (400, "application/json", b'{"error": {"message": "maximum context length is 8192 tokens"}}')
+
+
+def refusing_server() -> Server:
+    """A server that refuses every request: each row gets the rules' and code's verdict (模型未作答)."""
+    return Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": REFUSING})
+
+
+def write_csv(path, header, rows):
+    path.write_text("\n".join(",".join(map(str, r)) for r in [header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def cli(*args, env=None, drop=()):
+    import os
+
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in drop}
+    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+# ------------------------------------------------------------------ a config file that is not UTF-8
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_a_config_file_as_notepad_saves_it_is_read(encoding, tmp_path):
+    config = tmp_path / "config.toml"
+    wanted = tmp_path / "我的缓存"
+    config.write_text(f'cache_dir = "{wanted.as_posix()}"\n', encoding=encoding)  # utf-16: with its BOM
+    r = cli("cache", "stats", env={"XLADDIN_CONFIG": str(config)}, drop=("XLADDIN_CACHE_DIR",))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["directory"] == str(wanted)
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xd8",
+                                     "cache_dir = 'x'".encode("gb18030") + "# 缓存".encode("gb18030"),
+                                     "cache_dir = 'x'\n".encode("utf-16-le")])  # UTF-16 without its BOM
+def test_a_config_file_that_is_not_text_is_one_line_naming_it_and_the_fix(content, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_bytes(content)
+    r = cli("cache", "stats", env={"XLADDIN_CONFIG": str(config)})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert str(config) in lines[0] and "save it as UTF-8" in lines[0]
+
+
+def test_a_rules_file_not_in_utf8_is_named_or_read(tmp_path, monkeypatch, capsys):
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM"), [("600519", "贵州茅台", "30", "25")])
+    rules = tmp_path / "rules.toml"
+    rules.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF")  # a picture saved as rules.toml
+    assert main(["screen", str(pool), "--rules", str(rules), "-o", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"rules file {rules}" in err and "UTF-8" in err and "Traceback" not in err
+    rules.write_text("pe_limit = 20\n", encoding="utf-16")  # Notepad's "Unicode"
+    server = refusing_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        code = main(["screen", str(pool), "--rules", str(rules), "-o", str(tmp_path / "o.json"), "--no-progress"])
+    finally:
+        server.close()
+    assert code == 0, capsys.readouterr().err
+    (row,) = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"]
+    assert row["风险等级 risk"] == "中" and "PE-TTM 25 > 20" in row["规则依据 rule basis"]
