@@ -56,7 +56,7 @@ def test_screen_reads_a_report_file_column(tmp_path):
     df = pd.DataFrame({"代码": ["688001", "600000"], "名称": ["华兴源创", "浦发银行"],
                        "报告文件": [str(pdf), str(tmp_path / "gone.pdf")]})
     with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
-        out = xladdin.screen(df, batcher=b, progress=False)
+        out = xladdin.screen(df, batcher=b, progress=False, reports=tmp_path)  # the reports' folder: allowed
     assert out.loc[0, "净利润(亿元) net profit"] == pytest.approx(-0.31204) and out.loc[0, "风险等级 risk"] == "高"
     assert "(第1页)" in out.loc[0, "出处 evidence"] and "688001.pdf" in out.loc[0, "阅读范围 read"]
     assert "gone.pdf" in out.loc[1, "错误 error"]

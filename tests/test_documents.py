@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models, workbook_caller
 
 from xladdin.batcher import Batcher
 from xladdin.documents import read_document
@@ -162,22 +162,25 @@ def test_qwen_screen_with_a_report_path_in_the_row(tiny_engine, tmp_path):
     udfs.set_runtime(runtime)
     try:
         row = [688001.0, "华兴源创", "设备", -40.0, None, None, str(pdf)]  # the path where the text would go
+        caller = workbook_caller(tmp_path / "pool.xlsx")  # a workbook saved beside the report
         spilled = None
         for _ in range(600):
-            spilled = udfs.QWEN_SCREEN([row])[0]
+            spilled = udfs.QWEN_SCREEN([row], False, None, caller)[0]
             if spilled[0] != cells.PENDING:
                 break
             time.sleep(0.1)
         out = dict(zip(cells.SPILL_FIELDS, spilled, strict=True))
         assert out["risk_level"] == "高" and out["net_profit"] == pytest.approx(-0.31204)
         assert "(第2页)" in out["evidence"] and "688001.pdf" in out["read"]
-        missing = udfs.QWEN_SCREEN([[688001.0, "华兴源创", "设备", -40.0, None, None, str(tmp_path / "gone.pdf")]])
+        missing = udfs.QWEN_SCREEN([[688001.0, "华兴源创", "设备", -40.0, None, None, str(tmp_path / "gone.pdf")]],
+                                   False, None, caller)
         assert str(missing[0][0]).startswith("#QWEN! report_file") and "gone.pdf" in missing[0][0]
         # a relative path: from the calling workbook's folder, as Excel's caller names it
-        book = type("B", (), {"name": "pool.xlsx", "fullname": str(tmp_path / "pool.xlsx")})()
-        caller = type("C", (), {"address": "$H$2", "sheet": type("S", (), {"name": "Pool", "book": book})()})()
         relative = udfs.QWEN_SCREEN([[*row[:6], "688001.pdf"]], False, None, caller)[0]
         assert dict(zip(cells.SPILL_FIELDS, relative, strict=True))["net_profit"] == pytest.approx(-0.31204)
+        # a workbook elsewhere may not make the cell read this folder's file
+        elsewhere = udfs.QWEN_SCREEN([row], False, None, workbook_caller(tmp_path / "other" / "pool.xlsx"))[0][0]
+        assert elsewhere.startswith("#QWEN! report_file") and "outside the folders" in elsewhere
     finally:
         udfs.set_runtime(None)
 
@@ -272,7 +275,8 @@ def test_the_real_annual_report_gives_the_gold_figures(tiny_model_path, tmp_path
     assert tables["eps"].current == 0.62 and tables["roe"].current == 7.64
     assert tables["net_profit"].page == 5 and tables["eps"].page == 6
     pool = write_pool(tmp_path / "pool.csv", [["603339", "四方科技", "专用设备", "25", "", str(REAL_PDF)]])
-    r = cli(["screen", str(pool), "-o", str(tmp_path / "real.json")], tiny_model_path, tmp_path)
+    r = cli(["screen", str(pool), "-o", str(tmp_path / "real.json"), "--reports", str(REAL_PDF.parent)],
+            tiny_model_path, tmp_path)  # its folder named: a report file there may be read
     assert r.returncode == 0, r.stderr[-2000:]
     (got,) = json.loads((tmp_path / "real.json").read_text(encoding="utf-8"))["rows"]
     assert got["净利润(亿元) net profit"] == pytest.approx(1.2946502068) and got["净利增长(%) profit growth"] == -28.95
@@ -288,11 +292,13 @@ def test_the_real_annual_report_gives_the_gold_figures(tiny_model_path, tmp_path
 
 @pytest.mark.skipif(not REAL_PDF.is_file(), reason="../shared/data annual report not present")
 def test_the_real_annual_report_through_qwen_screen_with_its_path(tiny_engine, tmp_path):
-    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine))
+    settings = tiny_settings(tmp_path, report_dirs=[REAL_PDF.parent])  # the reports' folder, allowed by the user
+    runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings, engine=tiny_engine))
     udfs.set_runtime(runtime)
     try:
         out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([[603339.0, "四方科技", "专用设备", 25.0, None, None,
-                                                              str(REAL_PDF)]])[0], strict=True))
+                                                              str(REAL_PDF)]], False, None,
+                                                            workbook_caller(tmp_path / "pool.xlsx"))[0], strict=True))
     finally:
         udfs.set_runtime(None)
     assert out["net_profit"] == pytest.approx(1.2946502068) and out["eps_text"] == 0.62 and out["roe_text"] == 7.64

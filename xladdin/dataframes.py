@@ -9,12 +9,14 @@ first, a progress bar that renders in a notebook, and a bad row is that row's er
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from . import compare as comparing
 from .batcher import Batcher, started
+from .documents import Reports
 from .errors import InputError
 from .pool import pool_from_frame
 from .pool_screen import screen_records
@@ -27,21 +29,34 @@ from .tasks.screen import ScreenResult, ScreenTask
 
 
 def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None = None, progress: bool = True,
-           batcher: Batcher | None = None) -> Any:
+           batcher: Batcher | None = None, reports: str | Path | None = None) -> Any:
     """A copy of the DataFrame ``df`` with the screen's verdict columns (risk level, score, reason,
-    flags, figures, evidence, notes, provenance, error) added on the right, index kept."""
+    flags, figures, evidence, notes, provenance, error) added on the right, index kept. ``reports``: a
+    folder of report files matched to rows by the stock code in their names (``--reports``)."""
     settings = settings or Settings.load()
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
-    return _beside(df, task, ScreenResult, pool_from_frame(df).records(), settings, progress, batcher)
+    return _beside(df, task, ScreenResult, _records(df, settings, reports), settings, progress, batcher)
 
 
 def highlights(df: Any, *, points: int | None = None, max_chars: int | None = None,
-               settings: Settings | None = None, progress: bool = True, batcher: Batcher | None = None) -> Any:
+               settings: Settings | None = None, progress: bool = True, batcher: Batcher | None = None,
+               reports: str | Path | None = None) -> Any:
     """``df`` with numbered results highlights of each row's report (财报摘要 / 报告文件) beside it, every number
     checked (``xladdin highlights``'s columns: highlights, kept, dropped, notes, evidence, …)."""
-    records = [{**r, "max_chars": max_chars} for r in pool_from_frame(df).records()]
-    return _beside(df, HighlightsTask(points), HighlightsResult, records, settings or Settings.load(), progress,
-                   batcher)
+    settings = settings or Settings.load()
+    records = [{**r, "max_chars": max_chars} for r in _records(df, settings, reports)]
+    return _beside(df, HighlightsTask(points), HighlightsResult, records, settings, progress, batcher)
+
+
+def _records(df: Any, settings: Settings, reports: str | Path | None) -> list[Any]:
+    """The frame's rows as task input; report files (a relative path from the current folder) are read
+    from the current folder, ``reports`` and ``report_dirs``."""
+    pool = pool_from_frame(df)
+    if reports is not None:
+        pool.match_reports(reports)
+    here = Path.cwd()
+    allowed = Reports.of(settings, here, reports)
+    return [allowed.place(r, here) for r in pool.records()]
 
 
 def _beside(df: Any, task: Task, result_model: type[BaseModel], records: list[Any], settings: Settings,

@@ -10,6 +10,12 @@ file; the other rows of a pool go on.
 This is the only module that opens report files: every front door calls ``attach`` before a row
 is parsed, so the task sees text (tasks never do I/O), and the cache key holds the text itself
 (the document's content), never its path.
+
+A file is read only from where the user pointed: a front door ``place``s each row's path with its
+``Reports`` (the pool's or workbook's folder, ``--reports DIR``, the ``report_dirs`` setting), and
+``attach`` opens nothing but such a ``ReportPath`` inside those folders (symlinks resolved, ``..``
+refused), of at most ``max_report_mib``. A pool or workbook from someone else cannot make the product
+read, and send to the engine, a file outside them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import functools
 import html.parser
 import os
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,70 +35,153 @@ from .tasks.tables import PAGE_BREAK
 SUFFIXES = (".pdf", ".txt", ".md", ".html", ".htm")
 MIN_CHARS_PER_PAGE = 20  # a PDF with less text than this per page is a scan without a text layer
 FIELD = "report_file"
+MIB = 1 << 20
+ALLOW_HINT = "add its folder to report_dirs (XLADDIN_REPORT_DIRS, folders separated by os.pathsep)"
+# a report text that ends in ".pdf" is a path only without sentence punctuation: "营业收入1505.60亿元，详见年报.pdf"
+# is text that names a file, "603339_年报.pdf" a file
+_SENTENCE = re.compile(r"[，。；！？、：,;!?]")
+
+
+@dataclass(frozen=True)
+class Reports:
+    """Where report files may be read from, and how large one may be: a front door's, per run or
+    workbook. ``folders`` are the pool's or workbook's folder, ``--reports DIR`` and ``report_dirs``."""
+
+    folders: tuple[Path, ...]
+    max_bytes: int = 64 * MIB
+
+    @classmethod
+    def of(cls, settings: Any, *folders: str | Path | None) -> Reports:
+        """The folders given (``None`` left out) and the setting's ``report_dirs``, each resolved
+        (a symlinked folder is the folder it points to)."""
+        given: Iterable[str | Path] = [f for f in folders if f is not None]
+        chosen = [*given, *getattr(settings, "report_dirs", ())]
+        resolved = tuple(dict.fromkeys(Path(f).expanduser().resolve() for f in chosen))
+        mib = getattr(settings, "max_report_mib", None)
+        return cls(resolved, int(mib * MIB) if mib else cls.max_bytes)
+
+    def place(self, record: Any, base: Path | None = None) -> Any:
+        """``record`` with its report path (``report_file``, or a path where the text goes) as a
+        ``ReportPath`` of these folders; a relative path is taken from ``base`` (the workbook's or pool
+        file's folder). Nothing is opened here: ``attach`` checks and reads."""
+        if not isinstance(record, dict):
+            return record
+        given = record.get(FIELD)
+        text = record.get("report_text")
+        if _blank(given) and isinstance(text, str) and looks_like_path(text):
+            record = {**record, "report_text": None}  # a path where the text goes (a cell)
+            given = text
+        if _blank(given):
+            return record
+        path = Path(str(given).strip()).expanduser()
+        if base is not None and not path.is_absolute():
+            path = base / path
+        return {**record, FIELD: ReportPath(str(path), self)}
+
+
+class ReportPath(str):
+    """A report file's path as a front door placed it, with the ``Reports`` it may be read under:
+    the only kind of path ``attach`` opens."""
+
+    reports: Reports
+
+    def __new__(cls, path: str, reports: Reports) -> ReportPath:
+        self = super().__new__(cls, path)
+        self.reports = reports
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReportPath, (str(self), self.reports)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float)
+                                                                              and value != value)
 
 
 def attach(record: Any) -> Any:
-    """``record`` with the text of its ``report_file`` as ``report_text`` (a relative path from the
-    current folder: the front doors make it absolute first, ``from_folder``); a record without a file
-    is returned as it is. Raises ``InputError``."""
+    """``record`` with the text of its ``report_file`` as ``report_text``; a record without a file is
+    returned as it is. Raises ``InputError`` (a path no front door placed is refused, not read)."""
     if not isinstance(record, dict):
         return record
     given = record.get(FIELD)
     text = record.get("report_text")
-    if given is None and isinstance(text, str) and _looks_like_path(text):
-        record = {**record, FIELD: text.strip(), "report_text": None}  # a path where the text goes (a cell)
-        given = record[FIELD]
-    if given is None or (isinstance(given, str) and not given.strip()) or (isinstance(given, float) and given != given):
+    if _blank(given) and isinstance(text, str) and looks_like_path(text):
+        given = text
+        record = {**record, "report_text": None}
+    if _blank(given):
         return record
-    path = Path(str(given).strip()).expanduser()
-    text = read_document(path)
+    if not isinstance(given, ReportPath):  # a front door that placed nothing allowed nothing
+        raise InputError(FIELD, f"{given}: not read (no folder was given to read report files from; "
+                         f"{ALLOW_HINT})")
+    path = Path(given)
+    text = read_document(given)
     own = record.get("report_text")
     if isinstance(own, str) and own.strip():  # a summary typed beside the file comes first (page 1 keeps its number)
         text = own.strip() + "\n" + text
     return {**record, "report_text": text, FIELD: path.name}
 
 
-def from_folder(record: Any, folder: Path | None) -> Any:
-    """``record`` with a relative report path (in ``report_file``, or where the text goes) taken from
-    ``folder`` (a workbook's, a pool file's)."""
-    if folder is None or not isinstance(record, dict):
-        return record
-    for name in (FIELD, "report_text"):
-        value = record.get(name)
-        if isinstance(value, str) and (name == FIELD or _looks_like_path(value)) and value.strip():
-            path = Path(value.strip()).expanduser()
-            if not path.is_absolute():
-                return {**record, name: str(folder / path)}
-    return record
-
-
-def _looks_like_path(text: str) -> bool:
+def looks_like_path(text: str) -> bool:
+    """Whether a cell's text is a report file's path rather than report text."""
     t = text.strip()
-    return 0 < len(t) < 400 and "\n" not in t and t.lower().endswith(SUFFIXES)
+    return (0 < len(t) < 400 and "\n" not in t and t.lower().endswith(SUFFIXES)
+            and not _SENTENCE.search(t))
+
+
+def locate(path: ReportPath) -> Path:
+    """The file ``path`` names, resolved, once it is found inside its folders and within the size
+    bound (a stat, no read). Raises ``InputError`` naming the file and the setting."""
+    reports = path.reports
+    given = Path(path)
+    if ".." in given.parts:
+        raise InputError(FIELD, f"{path}: '..' is not allowed in a report path (give the file inside the pool's "
+                         "or workbook's folder, or its full path)")
+    if not given.is_absolute():
+        raise InputError(FIELD, f"{path}: a relative path needs the workbook's folder: give the full path, in a "
+                         f"folder of report_dirs")
+    try:
+        real = given.resolve(strict=True)
+        st = real.stat()
+    except OSError:
+        raise InputError(FIELD, f"{path}: file not found") from None
+    if not any(real.is_relative_to(folder) for folder in reports.folders):
+        where = ", ".join(map(str, reports.folders)) or "none"
+        raise InputError(FIELD, f"{path}: outside the folders report files are read from ({where}); to read it, "
+                         f"{ALLOW_HINT}")
+    if not real.is_file():
+        raise InputError(FIELD, f"{path}: not a file")
+    if st.st_size > reports.max_bytes:
+        raise InputError(FIELD, f"{given.name}: {st.st_size / MIB:.1f} MiB, over the {reports.max_bytes / MIB:g} MiB "
+                         "limit for report files (max_report_mib, XLADDIN_MAX_REPORT_MIB)")
+    return real
 
 
 def read_document(path: str | Path) -> str:
-    """The text of a report file (pages joined by ``\\f``); remembered while the file is unchanged."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except OSError:
-        raise InputError(FIELD, f"{path}: file not found") from None
-    if not path.is_file():
-        raise InputError(FIELD, f"{path}: not a file")
-    return _read(str(path.resolve()), st.st_mtime_ns, st.st_size)
+    """The text of a report file (pages joined by ``\\f``); remembered while the file is unchanged. A
+    path that is not a ``ReportPath`` is a file the caller names itself (a benchmark, a test): read
+    within the size bound."""
+    if not isinstance(path, ReportPath):
+        path = ReportPath(str(Path(path).absolute()), Reports((Path(path).absolute().parent.resolve(),)))
+    real = locate(path)
+    st = real.stat()
+    return _read(str(real), st.st_mtime_ns, st.st_size, path.reports.max_bytes)
 
 
 @functools.lru_cache(maxsize=32)
-def _read(path: str, mtime_ns: int, size: int) -> str:
+def _read(path: str, mtime_ns: int, size: int, max_bytes: int) -> str:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in SUFFIXES:
         raise InputError(FIELD, f"{p.name}: expected one of {', '.join(SUFFIXES)}")
     try:
-        raw = p.read_bytes()
+        with p.open("rb") as f:
+            raw = f.read(max_bytes + 1)  # never more than the bound, even of a file that grew since its stat
     except OSError as e:
         raise InputError(FIELD, f"{p.name}: cannot be read ({e.strerror or e})") from None
+    if len(raw) > max_bytes:
+        raise InputError(FIELD, f"{p.name}: over the {max_bytes / MIB:g} MiB limit for report files "
+                         "(max_report_mib, XLADDIN_MAX_REPORT_MIB)")
     if suffix == ".pdf":
         return _pdf(p, raw)
     text = decode_text(raw, p.name, FIELD)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .batcher import Batcher, started
+from .documents import Reports
 from .errors import InputError, XladdinError
 from .pool import Pool, read_pool
 from .pool_screen import screen_records
@@ -76,7 +77,8 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
     gold = gold_columns(pool)
     task = ScreenTask(max_text_chars=settings.max_text_chars)
     with started(settings, batcher) as core:
-        results, _, _ = screen_records(core, task, pool.records(), progress)
+        allowed = Reports.of(settings, pool.path.parent)  # report files: from the gold file's folder
+        results, _, _ = screen_records(core, task, [allowed.place(r) for r in pool.records()], progress)
         model, engine = core.engine.model_id, core.engine.describe()
     scores = {name: FieldScore(misses=[], quoted=None if name == "gold_risk" else 0) for name in gold}
     errors, alone = [], 0

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from . import __version__
 from .batcher import Batcher, started
+from .documents import Reports
 from .errors import XladdinError
 from .gguf_files import STARTER_NOTE
 from .pool import read_pool
@@ -109,7 +110,8 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
     pool = read_pool(input_path)
     if reports is not None:
         pool.match_reports(reports)
-    records = [{**r, **fields} for r in pool.records()] if fields else pool.records()
+    allowed = Reports.of(settings, pool.path.parent, reports)  # report files: from the pool's folder and --reports
+    records = [allowed.place({**r, **(fields or {})}) for r in pool.records()]
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     # an engine that cannot start at all is one error line, not a report of errors
@@ -142,5 +144,10 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
             "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
         }
         out = write_report(output_path, pool, results, result_model, run)
+    if snap["timed_out"]:  # what to do about it, said where the run is summed up
+        timeout = settings.options_for(engine.kind).timeout
+        hint = (f"{snap['timed_out']} of {len(records)} rows timed out: the engine made no progress for "
+                f"{timeout:g}s — a slow or busy CPU: raise --timeout (XLADDIN_TIMEOUT), or lower --parallel")
+        note = f"{note}; {hint}" if note else hint
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"],
                       pool.unrecognised())

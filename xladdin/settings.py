@@ -24,10 +24,10 @@ import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict, TomlConfigSettingsSource
 
 from .errors import ConfigError
 
@@ -177,9 +177,20 @@ class Settings(BaseSettings):
                                        "for the model (default: what text_tokens and the engine's context hold)")
     text_tokens: int = Field(1500, ge=100, description="at most this many tokens of report text per request "
                              "(lowered to what the engine's context holds)")
+    report_dirs: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (), description="folders report files may also be read from, besides the pool's or workbook's folder and "
+        "--reports (XLADDIN_REPORT_DIRS: folders separated by os.pathsep)")
+    max_report_mib: float = Field(64, gt=0, description="largest report file read, in MiB")
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     openai_http: HTTPOptions = Field(default_factory=HTTPOptions)
     embedded: EmbeddedOptions = Field(default_factory=EmbeddedOptions)
+
+    @field_validator("report_dirs", mode="before")
+    @classmethod
+    def _folders(cls, value: Any) -> Any:
+        if isinstance(value, str | Path):
+            return tuple(p for p in str(value).split(os.pathsep) if p.strip())
+        return value
 
     def options_for(self, kind: str) -> EngineOptions:
         """The options of engine ``kind``: its own section, or (an engine registered from outside) the

@@ -9,7 +9,6 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from .. import documents
 from ..errors import XladdinError
 from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
 from . import cells
@@ -45,8 +44,8 @@ def screen(rt: CellRuntime, values: Any, header: bool, rules: Any, caller: Any =
            folder: Path | None = None) -> list[list[Any]]:
     """One row, or a table with its header row: the spill rows (with the spill's header for a table)."""
     records, _ = cells.screen_records(values, bool(header))
-    if folder is not None:  # a report file's relative path: from the workbook's folder
-        records = [documents.from_folder(r, folder) for r in records]
+    reports = rt.reports(folder)  # a report file's relative path: from the workbook's folder
+    records = [reports.place(r, folder) for r in records]
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     rows = rt.rows(task, records, cells.result_row, len(cells.SPILL_FIELDS), caller)
     return [cells.spill_header(), *rows] if header else rows
@@ -73,9 +72,7 @@ def classify(rt: CellRuntime, text: Any, labels: Any, caller: Any = None) -> Any
 
 def highlights(rt: CellRuntime, report: Any, points: Any, max_chars: Any, caller: Any = None,
                folder: Path | None = None) -> Any:
-    record = {"report_text": report, "max_chars": max_chars}
-    if folder is not None:
-        record = documents.from_folder(record, folder)
+    record = rt.reports(folder).place({"report_text": report, "max_chars": max_chars}, folder)
     return _single(rt.rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"#QWEN! {r.notes}"], 1,
                            caller))
 

@@ -42,13 +42,16 @@ def verdict_formula(row: int) -> str:
 
 
 def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable[[str], None] | None = None,
-                   runtime: Any = None) -> dict[str, int]:
-    """Screen a table (header row first) through the shared batcher; returns counts."""
+                   runtime: Any = None, folder: Path | None = None) -> dict[str, int]:
+    """Screen a table (header row first) through the shared batcher; returns counts. ``folder``: the
+    workbook's, where its report files are read from."""
     from .udfs import runtime as shared_runtime
 
     rt = runtime or shared_runtime()
     pool = pool_from_table(table[0], table[1:], Path(POOL_SHEET))
-    records = [rec for row, rec in zip(pool.rows, pool.records(), strict=True) if not is_empty_row(row)]
+    reports = rt.reports(folder)
+    records = [reports.place(rec, folder) for row, rec in zip(pool.rows, pool.records(), strict=True)
+               if not is_empty_row(row)]
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     counts = {"rows": len(records), "done": 0, "cached": 0, "errors": 0}
 
@@ -91,7 +94,9 @@ def refresh(book: Any = None) -> dict[str, int]:
     app = book.app
     calculation = app.calculation
     try:
-        counts = refresh_values(table, rules, progress=lambda text: com.status_bar(app, text))
+        full = Path(str(book.fullname))
+        counts = refresh_values(table, rules, progress=lambda text: com.status_bar(app, text),
+                                folder=full.parent if full.is_absolute() else None)
         rows = len(table) - 1
         if rows > 0:
             # one write of the whole column, Excel not recalculating in between; then one recalculation,

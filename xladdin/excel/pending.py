@@ -33,9 +33,11 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..batcher import Batcher
+from ..documents import Reports
 from ..errors import XladdinError
 from ..resolver import Done, Failed, Pending, Resolver
 from ..settings import Settings
@@ -95,6 +97,11 @@ class CellRuntime:
     def max_text_chars(self) -> int | None:
         self.batcher  # noqa: B018  (settings are loaded with the batcher)
         return self._settings.max_text_chars if self._settings else Settings.model_fields["max_text_chars"].default
+
+    def reports(self, folder: Path | None) -> Reports:
+        """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting."""
+        self.batcher  # noqa: B018  (settings are loaded with the batcher)
+        return Reports.of(self._settings, folder)
 
     @property
     def pending_cells(self) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xladdin.batcher import started
+from xladdin.documents import Reports
 from xladdin.errors import ConfigError, XladdinError
 from xladdin.pool import SAMPLE_POOL, read_pool
 from xladdin.resolver import Resolver
@@ -139,7 +140,8 @@ def verify(settings: Settings, *, against: Settings | None = None, model_path: P
         if model_path is None:
             raise ConfigError("--manifest needs --model PATH (the file or folder to hash)")
         report.checks += check_hashes(model_path, manifest)
-    records = read_pool(pool).records()[:rows]
+    allowed = Reports.of(settings, pool.parent)
+    records = [allowed.place(r) for r in read_pool(pool).records()[:rows]]
     try:
         label, first = screen_rows(settings, records)
     except XladdinError as e:
