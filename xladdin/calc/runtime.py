@@ -11,9 +11,11 @@ result is also the one way a Python add-in hands Calc an array: a typed value in
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
+import queue
 import socket
 import sys
 import threading
@@ -62,7 +64,7 @@ class PrivateServer(OpenAIHTTPEngine):
                "--parallel", str(e.max_parallel or 4), "--n-ctx", str(e.n_ctx), "--exit-with", str(os.getpid())]
         cmd += ["--model", e.model] if e.model else []
         env = {**os.environ, "XLADDIN_N_THREADS": str(e.n_threads)}
-        server = ServerProcess(cmd, f"http://127.0.0.1:{self.port}", env=env)
+        server = _from_lasting_thread(lambda: ServerProcess(cmd, f"http://127.0.0.1:{self.port}", env=env))
         server.wait_ready(600)
         self._server = server
 
@@ -128,6 +130,36 @@ class PrivateServer(OpenAIHTTPEngine):
         await super().aclose()
         if self._server is not None:
             await asyncio.to_thread(self._server.stop, 10)
+
+
+_starter: queue.SimpleQueue | None = None
+_starter_lock = threading.Lock()
+
+
+def _from_lasting_thread(start: Callable[[], Any]) -> Any:
+    """``start()`` run on a thread that lives as long as this process. The private server asks the
+    kernel to end it when its parent dies (``cpu_server --exit-with``), and on Linux the kernel takes the
+    end of the thread that started a child for its parent's: a worker thread of the engine's loop
+    may end long before LibreOffice does."""
+    global _starter
+    with _starter_lock:
+        if _starter is None:
+            _starter = queue.SimpleQueue()
+            jobs = _starter
+
+            def serve() -> None:
+                while True:
+                    job, done = jobs.get()
+                    try:
+                        done.set_result(job())
+                    except BaseException as e:  # noqa: BLE001  (handed to the caller)
+                        done.set_exception(e)
+
+            threading.Thread(target=serve, name="xladdin-server-starter", daemon=True).start()
+        jobs = _starter
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    jobs.put((start, done))
+    return done.result()
 
 
 def core(python: str | None = None) -> Batcher:
