@@ -77,3 +77,44 @@ def test_a_rules_file_not_in_utf8_is_named_or_read(tmp_path, monkeypatch, capsys
     assert code == 0, capsys.readouterr().err
     (row,) = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"]
     assert row["风险等级 risk"] == "中" and "PE-TTM 25 > 20" in row["规则依据 rule basis"]
+
+
+def screen_cli(tmp_path, monkeypatch, capsys, pool, *args):
+    """``xladdin screen POOL -o out.json`` against a server that refuses every request; (exit, report, stdout,
+    stderr)."""
+    server = refusing_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        code = main(["screen", str(pool), "-o", str(tmp_path / "out.json"), "--no-progress", *args])
+    finally:
+        server.close()
+    out, err = capsys.readouterr()
+    report = json.loads((tmp_path / "out.json").read_text(encoding="utf-8")) if code in (0, 1) else None
+    return code, report, out, err
+
+
+# ------------------------------------------------------------------ PE columns that are not PE-TTM
+@pytest.mark.parametrize("header, kind", [("市盈率(动)", "dynamic"), ("市盈率(静)", "static"), ("PE(LYR)", "static"),
+                                          ("市盈率(LYR)", "static"), ("动态市盈率", "dynamic"),
+                                          ("静态市盈率", "static")])
+def test_a_pe_that_is_not_pe_ttm_is_not_read_as_it_and_said(header, kind, tmp_path, monkeypatch, capsys):
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", header), [("600519", "贵州茅台", "30", "10")])
+    code, report, _, err = screen_cli(tmp_path, monkeypatch, capsys, pool)
+    assert code == 0, err
+    (row,) = report["rows"]
+    assert row["风险等级 risk"] == "中" and "缺PE-TTM" in row["说明 notes"]  # not 低 on a PE that is no PE-TTM
+    said = f"{header} (a {kind}"
+    assert said in err and "not PE-TTM: not read" in err  # the CLI's unrecognised-columns line
+    assert any(c.startswith(said) and "not PE-TTM" in c for c in report["run"]["columns_not_recognised"])
+    assert row[header] == 10  # copied to the report as it is
+
+
+def test_a_pe_ttm_beside_a_dynamic_pe_is_the_one_read(tmp_path, monkeypatch, capsys):
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率(动)", "市盈率TTM", "市盈率(静)"),
+                     [("600519", "贵州茅台", "30", "80", "25", "90")])
+    code, report, _, err = screen_cli(tmp_path, monkeypatch, capsys, pool)
+    assert code == 0, err
+    (row,) = report["rows"]
+    assert row["风险等级 risk"] == "低" and "PE-TTM 25" in row["规则依据 rule basis"]
+    assert report["run"]["columns_read"]["pe_ttm"] == "市盈率TTM"

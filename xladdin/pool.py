@@ -37,7 +37,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "industry": ("行业", "所属行业", "申万行业", "所属申万行业名称", "所属申万行业", "所属证监会行业名称",
                  "所属同花顺行业", "所属通达信行业", "细分行业", "industry", "sector"),
     "pe_ttm": ("市盈率ttm", "市盈率-ttm", "pe-ttm", "pe_ttm", "pettm", "pe(ttm)", "市盈率(ttm)", "市盈率", "pe",
-               "市盈率pe(ttm)", "市盈(ttm)", "市盈率(pe,ttm)", "市盈率(ttm)(倍)"),  # not 市盈(动): a forward PE
+               "市盈率pe(ttm)", "市盈(ttm)", "市盈率(pe,ttm)", "市盈率(ttm)(倍)"),  # never 市盈率(动) / (静): OTHER_PE
     "roe": ("roe", "净资产收益率", "roe(%)", "净资产收益率(%)", "净资产收益率roe(平均)", "净资产收益率roe(加权)",
             "净资产收益率-加权", "加权净资产收益率", "加权平均净资产收益率", "roe(平均)", "roe(加权)"),
     "eps": ("每股收益", "基本每股收益", "eps", "每股收益(元)", "每股收益eps-基本", "基本每股收益(元)", "eps(基本)"),
@@ -57,6 +57,26 @@ _UNIT = re.compile(r"^(.*?)[(（\[]([^)）\]]*)[)）\]]$")
 _PLAIN_NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$")
 SAMPLE_POOL = Path(__file__).parent / "data" / "sample_pool.csv"  # 21 companies, shipped with the package
 CSV_FIELD_LIMIT = 64 << 20  # one CSV cell may hold a long report (the task trims it); the default is 128 KiB
+
+
+# A PE that is not PE-TTM (its header names another profit than the last twelve months'): never read
+# as PE-TTM, and said so. 东方财富 / 同花顺 / 通达信 show 市盈率(动) and 市盈率(静); Wind writes PE(LYR).
+OTHER_PE = (
+    (re.compile(r"动|预测|预期|一致|forward|fwd|\bf?y\d|20\d\de"),
+     "a dynamic or forward PE (on a projected profit), not PE-TTM"),
+    (re.compile(r"静|lyr|上年|年报"), "a static PE (on the last annual report's profit), not PE-TTM"),
+)
+_PE_HEADER = re.compile(r"市盈|^pe(?![a-z])|^p/e|priceearnings|pe_?ratio|peratio")
+
+
+def other_pe(header: Any) -> str | None:
+    """Why a header that names a PE is not PE-TTM (``市盈率(动)``, ``PE(LYR)``, ``静态市盈率``), else ``None``."""
+    if header is None:
+        return None
+    h = _norm(_WIND_PART.sub("", str(header)).strip().split("\n")[0])
+    if "ttm" in h or not _PE_HEADER.search(h):
+        return None
+    return next((why for words, why in OTHER_PE if words.search(h)), None)
 
 
 def _norm(header: str) -> str:
@@ -92,6 +112,8 @@ def match_header(header: Any) -> tuple[str, float] | None:
         unit_part = parts.get("单位")
         text = _WIND_PART.sub("", text).strip().split("\n")[0]
     h = _norm(text)
+    if other_pe(text):
+        return None
     if unit_part:
         found = _LOOKUP.get(h) or (_LOOKUP.get(m.group(1)) if (m := _UNIT.match(h)) else None)
         if found is None:
@@ -119,9 +141,11 @@ class Pool:
     skipped: list[str] = field(default_factory=list)  # lines above the header and notes below the table
 
     def unrecognised(self) -> list[str]:
-        """The columns no field was read from (kept in the report as they are)."""
+        """The columns no field was read from (kept in the report as they are); one that looks like a
+        field but is another measure (``市盈率(动)``) with the reason it was not read."""
         used = set(self.mapping.values())
-        return [c for i, c in enumerate(self.columns) if i not in used and c]
+        return [c + (f" ({why}: not read)" if (why := other_pe(c)) else "")
+                for i, c in enumerate(self.columns) if i not in used and c]
 
     reports: dict[int, Path] = field(default_factory=dict)  # row index → report file found by ``match_reports``
 
