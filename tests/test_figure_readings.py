@@ -6,7 +6,7 @@ import pytest
 from test_documents import PAGE_1, PAGE_2
 
 from xladdin.rules import Flag
-from xladdin.tasks.audit import audit_figures
+from xladdin.tasks.audit import audit_figures, loss_against_fields
 from xladdin.tasks.figures import (
     convert,
     in_text,
@@ -427,3 +427,75 @@ def test_a_profit_of_zero_is_no_loss():
 ])
 def test_consistency_at_its_boundaries(text, doubtful):
     assert (Flag.DOUBTFUL in audit(text).flags) is doubtful
+
+
+# ------------------------------------------------------------------ last year's profit in prose
+@pytest.mark.parametrize("text, this_year, last_year, quote", [
+    ("公司归母净利润-1.2亿元，上年同期为-0.8亿元。", -1.2, -0.8, "归母净利润-1.2亿元，上年同期为-0.8亿元"),
+    ("净利润-1.2亿元，上年同期净利润-0.8亿元", -1.2, -0.8, "净利润-1.2亿元，上年同期净利润-0.8亿元"),
+    ("全年净亏损1.2亿元（上年同期：亏损0.8亿元）", -1.2, -0.8, "净亏损1.2亿元（上年同期：亏损0.8亿元"),
+    ("净利润5亿元，同比增长25%，上年同期4亿元", 5.0, 4.0, "净利润5亿元，同比增长25%，上年同期4亿元"),
+    ("净利润5000万元(去年同期:4000万元)", 0.5, 0.4, "净利润5000万元(去年同期:4000万元"),
+    # named anywhere: last year's first, this year's after it
+    ("上年同期归属于上市公司股东的净利润为-0.8亿元，本年净利润-1.2亿元", -1.2, -0.8,
+     "上年同期归属于上市公司股东的净利润为-0.8亿元"),
+    ("营业收入10亿元。去年净利润3亿元", None, 3.0, "去年净利润3亿元"),
+    ("上年度净亏损0.8亿元", None, -0.8, "上年度净亏损0.8亿元"),
+    ("去年同期亏损0.8亿元，今年由盈转亏", None, -0.8, "去年同期亏损0.8亿元"),
+])
+def test_last_year_s_profit_stated_in_prose_is_read_with_its_quote(text, this_year, last_year, quote):
+    got = read(text)
+    assert got.get("net_profit", (None,))[0] == this_year
+    assert got["net_profit_prev"] == (last_year, quote, "CNY", None)
+
+
+@pytest.mark.parametrize("text", [
+    "营业收入100亿元，上年同期90亿元，净利润5亿元",  # last year's revenue, not its profit
+    "营业收入100亿元，净利润5亿元，去年营业收入90亿元",
+    "净利润5亿元，较上年增长20%",  # a growth, no figure of last year
+    "扣除非经常性损益后的上年同期净利润1亿元",
+    "预计上年同期净利润调整为1亿元",  # (a forecast's clause)
+])
+def test_no_prior_profit_where_prose_states_none(text):
+    assert "net_profit_prev" not in read(text)
+
+
+def test_last_year_s_figure_is_not_this_year_s_and_its_loss_is_not_this_year_s():
+    got = read("上年同期营业收入90亿元，本期营业收入100亿元")
+    assert got["revenue"][0] == 100.0
+    assert loss_statement("上年同期亏损0.8亿元，本年扭亏为盈") is None
+    assert "net_profit" not in read("上年同期亏损0.8亿元，本年扭亏为盈")
+    assert loss_statement("公司较上年同期由盈转亏") == "公司较上年同期由盈转亏"  # a change this year: this year's
+
+
+def test_a_table_s_prior_column_comes_before_prose():
+    assert read(TABLES + "\n净利润-1.2亿元，上年同期为-0.5亿元")["net_profit_prev"][0] == -0.10502
+
+
+def test_the_prose_prior_year_profit_checks_the_growth():
+    a = audit("归母净利润12亿元，同比增长50%，上年同期10亿元")
+    assert a.values["net_profit_prev"] == 10.0
+    assert a.notes == ["净利增长: 文本50% vs 按净利润12/上年10算得20.0%"]
+
+
+@pytest.mark.parametrize("pe, roe, profit, notes", [
+    (10, 20, None, ["PE-TTM 10为正, 但文本报告亏损「全年净亏损2.3亿元」: 亏损时PE-TTM应≤0",
+                    "ROE 20%为正, 但文本报告亏损「全年净亏损2.3亿元」: 亏损时ROE应≤0"]),
+    (-5, -3, None, []),  # a loss's PE and ROE: agreeing
+    (0, None, None, []),
+    (None, 0.5, None, ["ROE 0.5%为正, 但文本报告亏损「全年净亏损2.3亿元」: 亏损时ROE应≤0"]),
+])
+def test_a_positive_pe_or_roe_beside_a_loss_in_the_text_is_doubtful(pe, roe, profit, notes):
+    a = audit("全年净亏损2.3亿元")
+    loss_against_fields(a, pe, roe, profit)
+    assert a.notes == ["文本报告亏损「全年净亏损2.3亿元」", *notes]
+    assert (Flag.DOUBTFUL in a.flags) is bool(notes)
+
+
+def test_a_positive_pe_beside_a_negative_net_profit_field_is_doubtful():
+    a = audit("营业收入10亿元")
+    loss_against_fields(a, 10, None, -0.5)
+    assert a.notes == ["PE-TTM 10为正, 但净利润字段为-0.5亿元(亏损): 亏损时PE-TTM应≤0"]
+    b = audit("营业收入10亿元")
+    loss_against_fields(b, 10, 20, 0.5)  # a profit: nothing to doubt
+    assert b.notes == [] and b.flags == set()

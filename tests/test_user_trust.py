@@ -118,3 +118,19 @@ def test_a_pe_ttm_beside_a_dynamic_pe_is_the_one_read(tmp_path, monkeypatch, cap
     (row,) = report["rows"]
     assert row["风险等级 risk"] == "低" and "PE-TTM 25" in row["规则依据 rule basis"]
     assert report["run"]["columns_read"]["pe_ttm"] == "市盈率TTM"
+
+
+# ------------------------------------------------------------------ two years of losses in prose
+def test_losses_stated_for_this_year_and_last_are_high_risk_and_a_positive_pe_doubtful(tmp_path, monkeypatch,
+                                                                                       capsys):
+    text = "2023年公司实现营业收入15.2亿元，归属于上市公司股东的净利润-1.2亿元，上年同期净利润-0.8亿元。"
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"),
+                     [("600001", "某公司", "20", "10", text)])
+    code, report, _, err = screen_cli(tmp_path, monkeypatch, capsys, pool)
+    assert code == 0, err
+    (row,) = report["rows"]
+    assert row["风险等级 risk"] == "高" and "连续两年亏损" in row["规则依据 rule basis"]  # was 低 100
+    assert row["上年净利润(亿元) prior-year profit"] == -0.8 and row["净利润(亿元) net profit"] == -1.2
+    assert "上年净利润「归属于上市公司股东的净利润-1.2亿元，上年同期净利润-0.8亿元」" in row["出处 evidence"]
+    assert {"亏损", "数据存疑"} <= set(row["标记 flags"].split(",")), row["标记 flags"]
+    assert "PE-TTM 10为正, 但文本报告亏损" in row["说明 notes"] and "ROE 20%为正" in row["说明 notes"]

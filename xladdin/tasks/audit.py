@@ -6,7 +6,8 @@
 3. Code and model disagreeing on a figure, figures that contradict one another (growth vs the
    current and prior profit, net margin vs profit ÷ revenue, EPS vs profit ÷ the share count the
    text states) → 数据存疑 with the numbers.
-4. A text that reports a loss sets 亏损, whatever the model said.
+4. A text that reports a loss sets 亏损, whatever the model said; a positive PE-TTM or ROE given beside
+   it is 数据存疑 (``loss_against_fields``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Audit:
     pages: dict[str, int] = field(default_factory=dict)
     flags: set[Flag] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    loss: str | None = None  # the words (or the figure's quote) by which the text reports a loss
 
     def doubt(self, note: str) -> None:
         self.flags.add(Flag.DOUBTFUL)
@@ -98,8 +100,9 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     # a report's own table states its result: loss words elsewhere (a subsidiary's, a minority's) do not
     loss = None if "net_profit" in read_tables(text) else loss_statement(text)
     if loss or (profit is not None and profit < 0):
+        a.loss = loss or a.quotes["net_profit"]
         a.flags.add(Flag.LOSS)
-        a.notes.append(f"文本报告亏损「{loss or a.quotes['net_profit']}」")
+        a.notes.append(f"文本报告亏损「{a.loss}」")
     if net_profit_prev is None:
         net_profit_prev = a.values.get("net_profit_prev")
     _consistency(a, net_profit_prev, read_shares(text))
@@ -123,3 +126,18 @@ def _consistency(a: Audit, net_profit_prev: float | None, shares: Reading | None
         implied = profit / shares.value  # 亿元 ÷ 亿股 = 元/股
         if relative_gap(implied, eps) > MARGIN_TOLERANCE and abs(implied - eps) > 0.01:
             a.doubt(f"EPS: 文本{eps:g}元 vs 净利润÷总股本{implied:.2f}元「{shares.quote}」")
+
+
+def loss_against_fields(a: Audit, pe_ttm: float | None, roe: float | None, net_profit: float | None) -> None:
+    """A loss the text reports (or the given net profit, negative) beside a positive PE-TTM or ROE given
+    for the row: they cannot both be right, so the row is 数据存疑 with the numbers."""
+    if a.loss is not None:
+        where = f"文本报告亏损「{a.loss}」"
+    elif net_profit is not None and net_profit < 0:
+        where = f"净利润字段为{net_profit:g}亿元(亏损)"
+    else:
+        return
+    if pe_ttm is not None and pe_ttm > 0:
+        a.doubt(f"PE-TTM {pe_ttm:g}为正, 但{where}: 亏损时PE-TTM应≤0")
+    if roe is not None and roe > 0:
+        a.doubt(f"ROE {roe:g}%为正, 但{where}: 亏损时ROE应≤0")

@@ -114,6 +114,15 @@ _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
 _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
 _LOSS = re.compile(r"(?P<q>(?:净)?亏损" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY + r")")
 _LOSS_WORDS = re.compile(r"由盈转亏|转为亏损|出现亏损|净利润为负|(?<!弥补)(?<!减少)(?<![无未不扭])亏损")
+# last year's figure, as prose states it: "上年同期净利润-0.8亿元", "去年同期亏损0.8亿元", and right after this
+# year's profit "净利润-1.2亿元，上年同期为-0.8亿元" / "(上年同期：亏损0.8亿元)"
+_PRIOR = r"(?:上年同期|去年同期|上一年度|上年度|上年|去年)"
+_PRIOR_BEFORE = re.compile(_PRIOR + r"(?:的)?$")  # "上年同期营业收入90亿元" is not this year's revenue
+_PRIOR_LOSS_BEFORE = re.compile(_PRIOR + r"(?:的)?(?:" + _LABELS["net_profit"] + r")?" + _GAP + r"$")
+_PRIOR_PROFIT = re.compile(_PRIOR + r"(?:的)?(?:(?:" + _LABELS["net_profit"] + r")" + _GAP + r"(?P<loss>(?:净)?亏损)?|"
+                           + _GAP + r"(?P<loss2>(?:净)?亏损))" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY)
+_AFTER_PROFIT = re.compile(r"^[,，;；(（]?(?:而|较|对比|相比)?" + _PRIOR + r"(?:的)?(?:" + _LABELS["net_profit"] + r")?"
+                           + _GAP + r"(?P<loss>(?:净)?亏损)?" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY)
 
 
 # The words without which a text cannot state a figure (casefolded, whitespace removed): a figure
@@ -150,7 +159,8 @@ def _money(match: re.Match, sign: float = 1.0, number: str | None = None) -> tup
     return round(sign * value * _SCALE[match.group("scale")], 10), currency
 
 
-# Figures only code reads, from a report's key-figure tables (not asked of the model): name → (label, unit)
+# Figures only code reads (not asked of the model), from a report's key-figure tables — and last year's
+# profit from prose too ("上年同期净利润-0.8亿元"): name → (label, unit)
 TABLE_FIGURES: dict[str, tuple[str, str]] = {
     "net_profit_prev": ("上年净利润", "亿元"),
     "revenue_prev": ("上年营收", "亿元"),
@@ -258,12 +268,15 @@ def _reading(text: str, name: str, value: float | None, start: int, end: int, cu
 def _read_prose(text: str) -> dict[str, Reading]:
     t = normalize(text)
     out: dict[str, Reading] = {}
+    profit_at: tuple[int, int] | None = None  # where this year's profit is stated (a list of figures aside)
     for name in ("revenue", "net_profit"):
         found = _first_money(t, name)
         if found is None:
             continue
         m, value, currency = found
         out[name] = _reading(text, name, value, m.start(), m.end(), currency)
+        if name == "net_profit" and "list" not in m.groupdict():
+            profit_at = (m.start(), m.end())
         g = m.groupdict().get("g")
         if g and not (g.startswith("-") and m.group("dir") in _DOWN):  # "下降-5%" says neither: not read
             sign = -1 if m.group("dir") in _DOWN else 1
@@ -274,6 +287,10 @@ def _read_prose(text: str) -> dict[str, Reading]:
         if loss:
             value, currency = _money(loss, sign=-1.0)
             out["net_profit"] = _reading(text, "net_profit", value, loss.start("q"), loss.end("q"), currency)
+            profit_at = (loss.start("q"), loss.end("q"))
+    prior = _prior_profit(text, t, profit_at)
+    if prior is not None:
+        out["net_profit_prev"] = prior
     for name in ("gross_margin", "net_margin", "roe"):
         m = re.search(f"(?:{_LABELS[name]}){_GAP}(?P<n>{_NUM})%", t)
         if m:
@@ -285,10 +302,30 @@ def _read_prose(text: str) -> dict[str, Reading]:
 
 
 def _reported(t: str, m: re.Match) -> bool:
-    """A statement of a reported figure: not 扣非, not a forecast's clause, not one end of a range."""
+    """A statement of a reported figure: not 扣非, not last year's, not a forecast's clause, not one end of
+    a range."""
     before = t[: m.start()]
     clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
-    return not (_EXCLUDED_BEFORE.search(before) or _FORECAST.search(clause) or _RANGE_AFTER.match(t[m.end() :]))
+    return not (_EXCLUDED_BEFORE.search(before) or _PRIOR_BEFORE.search(before) or _FORECAST.search(clause)
+                or _RANGE_AFTER.match(t[m.end() :]))
+
+
+def _prior_profit(text: str, t: str, profit_at: tuple[int, int] | None) -> Reading | None:
+    """Last year's net profit as the prose states it: right after this year's (``净利润-1.2亿元，上年同期为
+    -0.8亿元``: quoted from this year's figure on), else the first statement that names it
+    (``上年同期归母净利润为-0.8亿元``, ``去年同期亏损0.8亿元``). A loss is a negative profit."""
+    m = _AFTER_PROFIT.match(t[profit_at[1] :]) if profit_at else None
+    if m is not None:
+        start, end, loss = profit_at[0], profit_at[1] + m.end(), m.group("loss")
+    else:
+        m = next((p for p in _PRIOR_PROFIT.finditer(t) if _reported(t, p)), None)
+        if m is None:
+            return None
+        start, end, loss = m.start(), m.end(), m.group("loss") or m.group("loss2")
+    value, currency = _money(m)
+    if loss and value is not None:
+        value = -abs(value)
+    return _reading(text, "net_profit_prev", value, start, end, currency)
 
 
 @functools.lru_cache(maxsize=16)
@@ -346,7 +383,10 @@ _OTHERS_LOSS_AFTER = re.compile(r"^(合同|准备|风险|的风险|(?:总)?额|(
 
 
 def _own(t: str, m: re.Match) -> bool:
-    return not (_OTHERS_LOSS_BEFORE.search(t[max(0, m.start() - 16) : m.start()])
+    """A loss of the company's own, this year: not of others, nor last year's (``上年同期亏损0.8亿元``)."""
+    last_year = m.group(0).startswith(("亏损", "净亏损")) and _PRIOR_LOSS_BEFORE.search(t[max(0, m.start() - 40) :
+                                                                                         m.start()])
+    return not (last_year or _OTHERS_LOSS_BEFORE.search(t[max(0, m.start() - 16) : m.start()])
                 or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]))
 
 

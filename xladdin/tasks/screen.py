@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import XladdinError
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
-from .audit import audit_figures
+from .audit import audit_figures, loss_against_fields
 from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .excerpt import Excerpt, excerpt
@@ -252,6 +252,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     def finish(self, inp: StockSample, out: ScreenExtraction, provenance: Provenance) -> ScreenResult:
         reads = {name: (r.value, r.quote) if (r := getattr(out, name)) is not None else None for name in FIGURES}
         audit = audit_figures(inp.report_text, reads, self.rules.mismatch_tolerance, inp.net_profit_prev)
+        loss_against_fields(audit, inp.pe_ttm, inp.roe, inp.net_profit)
         # a given field first; else the verified figure of the report (so 连续两年亏损 fires from a report)
         verdict = assess(
             roe=inp.roe,
