@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,8 +16,12 @@ import textwrap
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
+
+from xladdin.calc import build
+from xladdin.excel import functions
 
 BOUND_S = 60.0  # generous: what is waited on is a condition, never a duration
 DEATH_BOUND_S = 30.0  # the kernel ends it at once; it outlived its parent by 30-80 s before
@@ -43,6 +48,87 @@ def _until(condition, bound: float = BOUND_S) -> bool:
             return True
         time.sleep(0.1)
     return condition()
+
+
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def _shell(activated: bool) -> dict[str, str]:
+    """This process's environment as a shell gives it: with this environment activated (its ``bin``
+    first on PATH), or without it on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and os.path.realpath(p) != os.path.realpath(VENV_BIN)]
+    env["PATH"] = os.pathsep.join([VENV_BIN, *rest] if activated else rest)
+    return env
+
+
+def _foreign_python_on_path() -> bool:
+    """Whether this environment is from another installation than LibreOffice's Python, so that its
+    ``python3`` first on PATH keeps LibreOffice's Python from starting (as LibreOffice starts it)."""
+    lo = build.calc_python()
+    if lo is None or shutil.which("soffice") is None:
+        return False
+    r = subprocess.run(["python3", "-c", "import uno"], executable=lo, env=_shell(True), capture_output=True)
+    return r.returncode != 0
+
+
+needs_foreign = pytest.mark.skipif(not _foreign_python_on_path(), reason="this environment is made from "
+                                   "LibreOffice's Python (or there is no LibreOffice): nothing to diagnose")
+
+
+def xladdin(*args: str, env: dict[str, str], cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)
+
+
+@needs_foreign
+def test_build_and_doctor_name_a_python_of_another_installation_on_path(tmp_path):
+    """From a shell with this environment (pyenv's Python, LibreOffice's is Debian's) activated, a
+    LibreOffice loads no add-in and unopkg fails: ``calc build`` warns and ``calc doctor`` fails, each
+    naming the python3 on PATH and how to make an environment that works; without it on PATH the
+    doctor finds the add-in will load, and notes the other installation."""
+    r = xladdin("calc", "build", "-o", str(tmp_path / "x.oxt"), env=_shell(True))
+    assert r.returncode == 0 and (tmp_path / "x.oxt").is_file(), r.stderr
+    named = os.path.join(VENV_BIN, "python3")
+    assert "warning" in r.stderr and named in r.stderr and "--system-site-packages" in r.stderr, r.stderr
+    doctor = xladdin("calc", "doctor", env=_shell(True))
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert "problem:" in doctor.stdout and named in doctor.stdout and "#NULL!" in doctor.stdout
+    assert f"{build.calc_python()} -m venv --system-site-packages" in doctor.stdout
+    clean = xladdin("calc", "doctor", env=_shell(False))
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "problem:" not in clean.stdout and "note:" in clean.stdout and "another Python installation" in clean.stdout
+
+
+@needs_foreign
+def test_install_into_a_chosen_profile_from_a_shell_with_the_environment_on_path(tmp_path):
+    """``xladdin calc install --profile DIR`` (as root too) adds the extension to that profile only —
+    nothing for all users — though the shell's PATH would make unopkg fail; a LibreOffice started on
+    that profile computes the add-in's cells."""
+    oxt = tmp_path / f"xladdin-{tmp_path.name}.oxt"
+    profile = tmp_path / "lo"
+    r = xladdin("calc", "install", "--profile", str(profile / "user"), "-o", str(oxt), env=_shell(True))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "python3 on PATH" in r.stderr  # said, though the install itself got round it
+    assert list((profile / "user").rglob(oxt.name)), "not in the profile"
+    shared = Path(shutil.which("soffice")).resolve().parents[1] / "share" / "uno_packages"
+    assert not list(shared.rglob(oxt.name)), "installed for all users"
+    rows = functions.STATUS_ROWS
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"rows": [["x"]], "formulas": [[f"A3:B{rows + 2}", "=QWEN_STATUS()"]]}))
+    env = _shell(False) | {"XLADDIN_CACHE_DIR": str(tmp_path / "cache")}
+    opened = build.headless(["--profile", str(profile), "--fill", str(job), "--bound", "120"], env)
+    assert opened["filled"] and opened["values"][0][0][0] == "engine", opened
+
+
+@needs_foreign
+def test_the_template_is_made_from_a_shell_with_the_environment_on_path(tmp_path):
+    """``xladdin calc template`` runs a LibreOffice of its own: from a shell with this environment
+    activated it starts it so that its Python loads (it failed in unopkg with std::bad_alloc)."""
+    book = tmp_path / "stock_screen.ods"
+    r = xladdin("calc", "template", "-o", str(book), env=_shell(True) | {"XLADDIN_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "21 formulas call the add-in" in r.stdout and book.is_file()
 
 
 PARENT = textwrap.dedent("""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -173,56 +174,167 @@ def build(out: Path) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class CalcPython:
+    """The Python with LibreOffice's ``uno`` module: its path, version (``3.11``, ``3.11.2``) and
+    installation (``sys.base_prefix``)."""
+
+    path: str
+    version: str
+    full_version: str
+    prefix: str
+    system: bool  # the system's Python (Debian's LibreOffice), not one LibreOffice ships
+
+
+@dataclass(frozen=True)
+class Finding:
+    text: str
+    fatal: bool  # the add-in will not load (or not install) this way
+
+
 @functools.cache
-def _calc_python() -> tuple[str, str] | None:
-    """(the Python with LibreOffice's ``uno`` module, its version): LibreOffice's own on Windows and
-    macOS, the system's on Linux; ``None`` without LibreOffice. Asked once per process."""
+def _calc_python() -> CalcPython | None:
+    """LibreOffice's own Python on Windows and macOS, the system's on Linux; ``None`` without
+    LibreOffice. Asked once per process."""
     soffice = shutil.which("soffice") or shutil.which("soffice.exe")
     candidates = []
     if soffice:
         program = Path(soffice).resolve().parent
-        candidates += [program / "python", program / "python.exe"]
-    candidates += [Path("/usr/bin/python3"), Path("/Applications/LibreOffice.app/Contents/Resources/python")]
-    for c in candidates:
+        candidates += [(program / "python", False), (program / "python.exe", False)]
+    candidates += [(Path("/usr/bin/python3"), True),
+                   (Path("/Applications/LibreOffice.app/Contents/Resources/python"), False)]
+    probe = "import uno, sys; v = sys.version_info; print('%d.%d' % v[:2], '%d.%d.%d' % v[:3], sys.base_prefix)"
+    for c, system in candidates:
         if c.is_file():
-            r = subprocess.run([str(c), "-c", "import uno, sys; print('%d.%d' % sys.version_info[:2])"],
-                               capture_output=True, text=True)
+            r = subprocess.run([str(c), "-c", probe], capture_output=True, text=True)
             if r.returncode == 0:
-                return str(c), r.stdout.strip()
+                version, full, prefix = r.stdout.strip().split(" ", 2)
+                return CalcPython(str(c), version, full, prefix, system)
     return None
 
 
 def calc_python() -> str | None:
     """The Python with LibreOffice's ``uno`` module, or ``None`` without LibreOffice."""
     found = _calc_python()
-    return found[0] if found else None
+    return found.path if found else None
+
+
+NO_LIBREOFFICE = "no LibreOffice with Python (uno) found: install LibreOffice (Debian: libreoffice-calc python3-uno)"
+
+
+def recipe(python: str) -> str:
+    """How to make an environment the add-in works from: one made from LibreOffice's Python, which
+    sees LibreOffice's ``uno`` (``--system-site-packages``)."""
+    root = Path(__file__).resolve().parents[2]
+    source = f"-e {root}" if (root / "pyproject.toml").is_file() else "xladdin"  # a checkout, or the package
+    return (f"{python} -m venv --system-site-packages ENV && ENV/bin/pip install {source} && "
+            "ENV/bin/xladdin calc install")
+
+
+def _starts(lo: CalcPython, env: dict[str, str]) -> bool:
+    """Whether LibreOffice's Python, started as LibreOffice starts it with ``env``, finds its own
+    library and ``uno``: an interpreter embedded in LibreOffice takes its library from the first
+    ``python3`` on PATH (a venv's ``pyvenv.cfg`` names its home), as one started by the bare name does."""
+    try:
+        r = subprocess.run(["python3", "-c", "import uno"], executable=lo.path, env=env, capture_output=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+def path_problem(env: dict[str, str] | None = None) -> str | None:
+    """Why a LibreOffice started with ``env`` (this process's environment) loads no Python add-in, or
+    ``None``."""
+    lo = _calc_python()
+    env = dict(os.environ if env is None else env)
+    if lo is None or not lo.system or os.name != "posix" or _starts(lo, env):
+        return None
+    first = shutil.which("python3", path=env.get("PATH", ""))
+    where = f"{first} (a Python of another installation, without LibreOffice's uno)" if first else "not found"
+    folder = str(Path(first).parent) if first else "it"
+    return (f"a LibreOffice started with this PATH loads no Python add-in (every cell #NULL!, Err:521; unopkg "
+            f"fails with std::bad_alloc): LibreOffice's Python ({lo.path}, {lo.full_version}) takes its library "
+            f"from the first python3 on PATH, {where}. Start LibreOffice from a shell without {folder} on PATH "
+            f"(deactivate the environment), or work from an environment made from LibreOffice's Python, which "
+            f"works with it on PATH: {recipe(lo.path)}")
+
+
+def launch_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (this process's environment) for starting LibreOffice or unopkg: without the folders on
+    PATH whose ``python3`` would keep LibreOffice's Python from starting (``path_problem``)."""
+    env = dict(os.environ if env is None else env)
+    lo = _calc_python()
+    if lo is None or not lo.system or os.name != "posix":
+        return env
+    for _ in range(8):
+        if _starts(lo, env):
+            break
+        first = shutil.which("python3", path=env.get("PATH", ""))
+        if first is None:
+            break
+        folder = os.path.normcase(str(Path(first).parent))
+        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                      if os.path.normcase(p.rstrip("/") or "/") != folder)
+    return env
+
+
+def findings(env: dict[str, str] | None = None) -> list[Finding]:
+    """What stands between this environment and an add-in that loads in this machine's LibreOffice,
+    each naming its fix."""
+    lo = _calc_python()
+    if lo is None:
+        return [Finding(NO_LIBREOFFICE, True)]
+    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if lo.version != ours:
+        return [Finding(f"LibreOffice's Python is {lo.version} ({lo.path}) and this environment's is {ours}: the "
+                        f"extension loads xladdin from this environment, so build it from a Python {lo.version} "
+                        f"environment made from LibreOffice's own: {recipe(lo.path)}", True)]
+    out = []
+    if os.path.realpath(sys.base_prefix) != os.path.realpath(lo.prefix):
+        full = ".".join(map(str, sys.version_info[:3]))
+        out.append(Finding(
+            f"this environment ({sys.prefix}) is made from another Python installation ({sys.base_prefix}, "
+            f"{full}) than LibreOffice's ({lo.path}, {lo.full_version}): the add-in loads this environment's "
+            f"packages into LibreOffice's Python, which works only while LibreOffice is started without this "
+            f"environment on PATH (not from a shell where it is activated). An environment made from "
+            f"LibreOffice's Python works either way: {recipe(lo.path)}", False))
+    problem = path_problem(env)
+    if problem:
+        out.append(Finding(problem, True))
+    return out
 
 
 def python_problem() -> str | None:
     """Why the extension built here cannot load in this machine's LibreOffice, or ``None``."""
-    found = _calc_python()
-    if found is None:
-        return "no LibreOffice with Python (uno) found: install LibreOffice (Debian: libreoffice-calc python3-uno)"
-    python, theirs = found
-    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if theirs != ours:
-        return (f"LibreOffice's Python is {theirs} ({python}) and this environment's is {ours}: the extension "
-                f"loads xladdin from this environment, so build it from a Python {theirs} environment")
-    return None
+    fatal = [f.text for f in findings() if f.fatal]
+    return fatal[0] if fatal else None
 
 
-def install(oxt: Path) -> str:
-    """``unopkg add`` the extension for this user (for all users when run as root, which unopkg
-    requires); returns what was run."""
+def _root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def install(oxt: Path, profile: Path | None = None, shared: bool = False) -> str:
+    """Add the extension to LibreOffice: into the user profile ``profile`` (``-env:UserInstallation``;
+    LibreOffice's default profile when ``None``), or for all users with ``shared``. As root, which
+    unopkg allows only ``--shared``, a profile's install goes through LibreOffice's extension manager
+    in a headless LibreOffice on that profile. Returns what was done."""
     from .headless import install as unopkg_add
 
-    unopkg = shutil.which("unopkg")
-    if unopkg is None:
-        raise ConfigError("unopkg not found: install LibreOffice (its program folder has unopkg)")
-    try:
-        return " ".join(unopkg_add(oxt, unopkg=unopkg))
-    except RuntimeError as e:
-        raise ConfigError(str(e)) from None
+    env = launch_env()
+    if shared or not _root():
+        unopkg = shutil.which("unopkg")
+        if unopkg is None:
+            raise ConfigError("unopkg not found: install LibreOffice (its program folder has unopkg)")
+        try:
+            return " ".join(unopkg_add(oxt, profile, unopkg=unopkg, shared=shared, env=env))
+        except RuntimeError as e:
+            raise ConfigError(str(e)) from None
+    where = ["--user-installation", str(profile)] if profile else []
+    added = headless(["--add", str(oxt), *where], env)
+    return (f"LibreOffice's extension manager: {added['added']} added to the profile {added['profile']} (as root, "
+            "unopkg installs only for all users: --shared)")
 
 
 def shapes() -> dict[str, list[int]]:
@@ -235,13 +347,13 @@ def shapes() -> dict[str, list[int]]:
 
 
 def headless(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> dict:
-    """Run ``headless.py`` under LibreOffice's Python; its JSON result."""
+    """Run ``headless.py`` under LibreOffice's Python (its LibreOffice started with ``launch_env``); its
+    JSON result."""
     python = calc_python()
     if python is None:
-        raise ConfigError("no LibreOffice with Python (uno) found: install LibreOffice (Debian: libreoffice-calc "
-                          "python3-uno)")
-    r = subprocess.run([python, str(HERE / "headless.py"), *args], capture_output=True, text=True, env=env,
-                       timeout=timeout)
+        raise ConfigError(NO_LIBREOFFICE)
+    r = subprocess.run([python, str(HERE / "headless.py"), *args], capture_output=True, text=True,
+                       env=launch_env(env), timeout=timeout)
     if r.returncode:
         raise ConfigError(f"LibreOffice headless failed: {(r.stderr or r.stdout).strip()[-2000:]}")
     return json.loads(r.stdout)

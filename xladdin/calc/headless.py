@@ -5,6 +5,7 @@ Runs as a script under the Python that has LibreOffice's ``uno`` module (``calc_
 inside xladdin's environment, and prints one JSON object. Used by the tests and ``bench calc``:
 
     python3 headless.py --profile DIR [--install X.oxt] (--fill JOB.json | --open BOOK.ods) [--save BOOK.ods]
+    python3 headless.py --add X.oxt [--user-installation DIR]     (root's install into a user profile)
 """
 
 from __future__ import annotations
@@ -35,16 +36,98 @@ def _places(profile: Path) -> list[str]:
             f"-env:UNO_SHARED_PACKAGES_CACHE={(profile / 'shared').as_uri()}"]
 
 
-def install(oxt: Path, profile: Path | None = None, unopkg: str = "unopkg") -> list[str]:
-    """``unopkg add`` the extension (replacing an earlier build): for this user, or for all users when
-    run as root (which unopkg requires); into ``profile`` only, when one is given. Returns what was
-    run; a failure is a ``RuntimeError`` with unopkg's words."""
-    shared = ["--shared"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    cmd = [unopkg, "add", "--force", *shared, *(_places(profile) if profile else []), str(oxt)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def _root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def install(oxt: Path, profile: Path | None = None, unopkg: str = "unopkg", *, shared: bool = False,
+            places: list[str] | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """``unopkg add`` the extension (replacing an earlier build): into the user profile ``profile``
+    (``-env:UserInstallation``; LibreOffice's default one when ``None``), or for all users with
+    ``shared`` (unopkg allows root nothing else); ``places`` instead of the profile's option where
+    given. Returns what was run; a failure is a ``RuntimeError`` with unopkg's words."""
+    where = places if places is not None else [f"-env:UserInstallation={profile.resolve().as_uri()}"] if profile else []
+    cmd = [unopkg, "add", "--force", *(["--shared"] if shared else []), *where, str(oxt)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode:
         raise RuntimeError(f"unopkg could not add {oxt}: {(r.stderr or r.stdout).strip()}")
     return cmd
+
+
+def _sandboxed(oxt: Path, profile: Path) -> list[str]:
+    """The extension into this driver's profile of its own: for its user, or as root (whom unopkg
+    allows only ``--shared``) into the profile's own place for all users' extensions."""
+    return install(oxt, shared=_root(), places=_places(profile))
+
+
+def _approving():
+    """A command environment that approves what adding an extension asks (as unopkg does)."""
+    import uno
+    import unohelper
+    from com.sun.star.task import XInteractionHandler
+    from com.sun.star.ucb import XCommandEnvironment, XProgressHandler
+
+    approve = uno.getTypeByName("com.sun.star.task.XInteractionApprove")
+
+    class Approve(unohelper.Base, XInteractionHandler):
+        def handle(self, request):
+            for choice in request.Continuations:
+                if choice.queryInterface(approve):
+                    choice.select()
+                    return
+
+    class Quiet(unohelper.Base, XProgressHandler):
+        def push(self, status):
+            pass
+
+        def update(self, status):
+            pass
+
+        def pop(self):
+            pass
+
+    class Environment(unohelper.Base, XCommandEnvironment):
+        def getInteractionHandler(self):  # noqa: N802  (UNO's names)
+            return Approve()
+
+        def getProgressHandler(self):  # noqa: N802
+            return Quiet()
+
+    return Environment()
+
+
+def add_to_profile(oxt: Path, profile: Path | None) -> dict:
+    """The extension added to the user profile ``profile`` (LibreOffice's default one when ``None``)
+    by LibreOffice's extension manager in a headless LibreOffice on that profile: what root does
+    instead of ``unopkg add``, which allows root only ``--shared``."""
+    port = _free_port()
+    options = [f"-env:UserInstallation={profile.resolve().as_uri()}"] if profile else []
+    if profile:
+        profile.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(["soffice", "--headless", "--invisible", "--norestore", "--nologo", "--nodefault",
+                             *options, f"--accept=socket,host=127.0.0.1,port={port};urp;StarOffice.ComponentContext"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        ctx = _connect(port, proc)
+        import uno
+
+        manager = ctx.getValueByName("/singletons/com.sun.star.deployment.ExtensionManager")
+        try:
+            added = manager.addExtension(oxt.resolve().as_uri(), (), "user", None, _approving())
+        except Exception as e:
+            raise SystemExit(json.dumps({"error": f"LibreOffice could not add {oxt}: {e}"})) from None
+        identifier = added.getIdentifier().Value if added else None
+        path = ctx.ServiceManager.createInstanceWithContext("com.sun.star.util.PathSubstitution", ctx)
+        user = uno.fileUrlToSystemPath(path.substituteVariables("$(user)", True))
+        try:
+            ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx).terminate()
+        except Exception:
+            pass  # the bridge goes away with LibreOffice
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    return {"added": identifier, "profile": user}
 
 
 def _start(profile: Path, port: int) -> subprocess.Popen:
@@ -145,8 +228,11 @@ def _convert(doc, shapes: dict[str, list[int]]) -> list[list[str]]:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--profile", type=Path, required=True)
+    p.add_argument("--profile", type=Path, help="a profile of this driver's own (required but with --add)")
     p.add_argument("--install", type=Path, help="an .oxt to install into the profile first")
+    p.add_argument("--add", type=Path, help="only add this .oxt to the user profile --user-installation (a "
+                   "LibreOffice user installation folder; the default one if not given) and stop")
+    p.add_argument("--user-installation", type=Path)
     p.add_argument("--fill", type=Path, help="JSON: {rows: [[…]], formulas: [[range, formula]]}")
     p.add_argument("--open", type=Path, help="a saved sheet to reopen")
     p.add_argument("--convert", type=Path, help="a workbook of another format (.xlsx) whose formulas to enter "
@@ -156,9 +242,14 @@ def main() -> None:
     p.add_argument("--bound", type=float, default=120.0)
     p.add_argument("--warm", action="store_true", help="load the add-in (a QWEN_STATUS cell) before timing")
     args = p.parse_args()
+    if args.add:
+        print(json.dumps(add_to_profile(args.add, args.user_installation), ensure_ascii=False))
+        return
+    if args.profile is None:
+        p.error("--profile is required")
     if args.install:
         try:
-            install(args.install, args.profile)
+            _sandboxed(args.install, args.profile)
         except RuntimeError as e:
             raise SystemExit(json.dumps({"error": str(e)})) from None
     port = _free_port()
