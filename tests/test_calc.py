@@ -200,3 +200,25 @@ def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(t
         assert f.call("QWEN_SCREEN", (row, None, None)) is again and len(engine.calls) == asked  # nothing computed
     finally:
         f.close()
+
+
+@needs_calc
+def test_qwen_status_shows_current_numbers_without_a_hard_recalculation(tiny_model_path, tmp_path):
+    """A QWEN_STATUS cell entered before the calls it counts: once their answers are in, a normal
+    recalculation (F9, ``calculate``) shows them — a call without arguments is reached by no change
+    Calc knows of, so the add-in tells it its new value when calls settle."""
+    oxt = tmp_path / "xladdin.oxt"
+    cli("calc", "build", "-o", str(oxt))
+    texts = ["白酒行业龙头", "城商行", "区域银行", "高端白酒"]
+    status = f"A10:B{9 + functions.STATUS_ROWS}"
+    job = {"rows": [["text"], *[[t] for t in texts]],
+           "formulas": [[status, "=QWEN_STATUS()"],
+                        *[[f"C{r}", f'=QWEN_CLASSIFY(A{r};"白酒,银行")'] for r in range(2, 2 + len(texts))]]}
+    (tmp_path / "job.json").write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
+    out = build.headless(["--profile", str(tmp_path / "profile"), "--install", str(oxt), "--fill",
+                          str(tmp_path / "job.json"), "--bound", "240"], model_env(tiny_model_path, tmp_path))
+    assert out["filled"], out["values"]
+    assert all(block[0][0] in ("白酒", "银行") for block in out["values"][1:]), out["values"]
+    shown = status_of(out["calculated"][0])
+    assert shown["asked of the engine"] == len(texts) and shown["pending cells"] == 0, shown
+    assert shown["engine"].endswith("(private CPU server)"), shown

@@ -290,7 +290,9 @@ def main() -> None:
             values, seconds, filled = _wait(doc, ranges, args.bound)
             out.update(values=values, seconds=round(time.monotonic() - started, 3), filled=filled,
                        waited_s=round(seconds, 3), formulas=[_range(doc, a).getArrayFormula() for a in ranges])
-            doc.calculateAll()  # every cell once more, now answered from memory: QWEN_STATUS as it stands
+            doc.calculate()  # a normal recalculation (F9): only what Calc holds out of date
+            out["calculated"] = _read(doc, ranges)
+            doc.calculateAll()  # a hard one: every cell once more, now answered from memory
             out["recalculated"] = _read(doc, ranges)
         if args.save:
             doc.storeToURL(args.save.resolve().as_uri(), _props(FilterName="calc8"))

@@ -33,6 +33,7 @@ from ..settings import HTTPOptions, SamplingParams, Settings
 log = logging.getLogger(__name__)
 Body = Callable[[CellRuntime, tuple[Any, ...], Any], Any]
 MAX_CALLS = 100_000  # distinct calls remembered (a call's value and the cells listening to it)
+LIVE = frozenset({"QWEN_STATUS"})  # results told their new value whenever calls settle or are made
 
 
 class PrivateServer(OpenAIHTTPEngine):
@@ -220,6 +221,7 @@ class Waiting:
         self._event = event
         self.value: Any = None
         self.final = False  # settled for good: Calc's recalculation of its cells is answered without computing
+        self.live = False  # never final: told its new value whenever calls settle (QWEN_STATUS)
         self.listeners: list[Any] = []
 
     def addResultListener(self, listener: Any) -> None:  # noqa: N802  (the UNO method's name)
@@ -232,7 +234,7 @@ class Waiting:
 
     def settle(self, value: Any) -> None:
         """On the main thread: the value to every listening cell."""
-        self.value, self.final = value, _final(value)
+        self.value, self.final = value, _final(value) and not self.live
         for listener in list(self.listeners):
             listener.modified(self._event(self, value))
 
@@ -259,6 +261,7 @@ class CalcFunctions:
         self.calls: dict[tuple[str, str], _Call] = {}
         self._settled: list[_Call] = []  # settled on the engine's thread, to settle on the main thread
         self._posted = False
+        self._refresh_posted = False  # a refresh of the live calls waits for the main thread
 
     def runtime(self) -> CellRuntime:
         with self._lock:
@@ -281,6 +284,25 @@ class CalcFunctions:
             calls, self._settled, self._posted = self._settled, [], False
         for call in calls:
             call.result.settle(call.compute(call))
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """On the main thread: every live call (``QWEN_STATUS``) computed again and, where its value
+        changed, told to its cells — Calc recalculates only the cells a change reaches, and a call
+        without arguments is reached by none."""
+        with self._lock:
+            self._refresh_posted = False
+        for call in [c for c in self.calls.values() if c.result.live]:
+            value = call.compute(call)
+            if value != call.result.value:
+                call.result.settle(value)
+
+    def _post_refresh(self) -> None:
+        with self._lock:
+            if self._refresh_posted or not any(c.result.live for c in self.calls.values()):
+                return
+            self._refresh_posted = True
+        self._post(self._refresh)
 
     def call(self, name: str, args: tuple[Any, ...]) -> Waiting:
         """The result of ``name(args)``: always a ``Waiting`` (a volatile result in Calc), the same one
@@ -291,7 +313,7 @@ class CalcFunctions:
             body, width = BODIES[name]
             shaped = functions.cell_errors(self.runtime, width)(body)
             given = tuple(from_calc(a) for a in args)
-            call = self.calls[key] = _Call(lambda c: to_calc(shaped(self.runtime(), given, c)), self._make_waiting())
+            call = self.calls[key] = _Call(lambda c: to_calc(shaped(self.runtime(), given, c)), self._waiting(name))
             if len(self.calls) > MAX_CALLS:  # forget the oldest settled calls (their cells keep their values)
                 for old in [k for k, c in self.calls.items() if c.result.final][: len(self.calls) // 4]:
                     del self.calls[old]
@@ -300,9 +322,16 @@ class CalcFunctions:
         value = call.compute(call)
         if value != call.result.value:
             if call.result.listeners:  # cells listen to the old value: a new result for the new one
-                call.result = self._make_waiting()
+                call.result = self._waiting(name)
             call.result.value = value
+        if not call.result.live:  # a call computed (a request made, a cell waiting): the status moves
+            self._post_refresh()
         return call.result
+
+    def _waiting(self, name: str) -> Waiting:
+        result = self._make_waiting()
+        result.live = name in LIVE
+        return result
 
     def close(self) -> None:
         with self._lock:
