@@ -134,3 +134,119 @@ def test_losses_stated_for_this_year_and_last_are_high_risk_and_a_positive_pe_do
     assert "上年净利润「归属于上市公司股东的净利润-1.2亿元，上年同期净利润-0.8亿元」" in row["出处 evidence"]
     assert {"亏损", "数据存疑"} <= set(row["标记 flags"].split(",")), row["标记 flags"]
     assert "PE-TTM 10为正, 但文本报告亏损" in row["说明 notes"] and "ROE 20%为正" in row["说明 notes"]
+
+
+# ------------------------------------------------------------------ the summary line: answered rows, wall time
+def answering_server(refuse: str | None = None) -> Server:
+    """A server answering every screen request validly, except those whose row holds ``refuse``."""
+    from xladdin.testing import screen_answer
+
+    def chat(body):
+        if refuse and refuse in json.dumps(body, ensure_ascii=False):
+            return REFUSING
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer()}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    return Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+
+
+POOL_ROWS = [("600519", "贵州茅台", "30", "25", "营业收入1505.60亿元，归母净利润747.34亿元"),
+             ("000001", "平安银行", "11", "5", "营业收入1646.99亿元，净利润464.55亿元")]
+POOL_HEADER = ("代码", "名称", "ROE", "市盈率TTM", "财报摘要")
+
+
+def test_highlights_says_how_many_rows_the_model_answered(tmp_path, monkeypatch, capsys):
+    pool = write_csv(tmp_path / "pool.csv", POOL_HEADER, POOL_ROWS)
+    server = refusing_server()  # every row's highlights written by code (as after a timeout)
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        code = main(["highlights", str(pool), "-o", str(tmp_path / "h.json"), "--no-progress"])
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2 without a model answer" in out and "the model answered 0 of 2" in out, out
+    run = json.loads((tmp_path / "h.json").read_text(encoding="utf-8"))["run"]
+    assert run["without_answer"] == 2
+
+
+def test_screen_says_how_many_rows_the_model_answered_and_the_command_s_time(tmp_path, monkeypatch, capsys):
+    import re
+    import time
+
+    from xladdin import pool_screen
+
+    pool = write_csv(tmp_path / "pool.csv", POOL_HEADER, POOL_ROWS)
+    real, facts = pool_screen.write_report, {}
+
+    def slow_writer(*args, **kwargs):  # a step after the rows (as writing a large report) takes its time
+        facts["rows_seconds"] = args[4]["seconds"]
+        began = time.perf_counter()
+        time.sleep(0.5)
+        out = real(*args, **kwargs)
+        facts["writing"] = time.perf_counter() - began
+        return out
+
+    monkeypatch.setattr(pool_screen, "write_report", slow_writer)
+    server = answering_server(refuse="平安银行")
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        code = main(["screen", str(pool), "-o", str(tmp_path / "o.json"), "--no-progress"])
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert code == 0, (out, json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"])
+    assert "1 without a model answer (flag 模型未作答)" in out and "the model answered 1 of 2" in out, out
+    shown = float(re.search(r"([0-9.]+)s \(", out).group(1))
+    # the command's time holds the rows and the report's writing (not the rows' alone); shown to 0.1 s
+    assert shown + 0.05 >= facts["rows_seconds"] + facts["writing"], (out, facts)
+
+
+# ------------------------------------------------------------------ a full disk: what the cache holds, truly
+@pytest.mark.parametrize("cache", ["off", "unusable", "writes fail", "works"])
+def test_a_report_on_a_full_disk_says_truly_what_the_cache_holds(cache, tmp_path, monkeypatch, capsys):
+    import diskcache
+
+    from xladdin import report
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "_write", full_disk)  # neither the report nor its rescue can be written
+    args = []
+    if cache == "off":
+        args = ["--no-cache"]
+    elif cache == "unusable":
+        (tmp_path / "afile").write_text("x")
+        args = ["--cache-dir", str(tmp_path / "afile" / "cache")]
+    elif cache == "writes fail":
+        real = diskcache.Cache.set
+
+        def set_fails(self, key, *a, **kw):
+            if len(str(key)) == 64:  # an answer (its key a sha256); the side store still works
+                raise OSError(28, "No space left on device")
+            return real(self, key, *a, **kw)
+
+        monkeypatch.setattr(diskcache.Cache, "set", set_fails)
+    pool = write_csv(tmp_path / "pool.csv", POOL_HEADER, POOL_ROWS)
+    server = answering_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        code = main(["screen", str(pool), "-o", str(tmp_path / "o.xlsx"), "--no-progress", *args])
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert code == 2 and "No space left on device" in err, err
+    if cache == "works":
+        assert "the model's answers (2 rows) are in the cache" in err
+    else:
+        assert "every answer is in the cache" not in err and "are in the cache" not in err, err
+        said = {"off": "no answer is in the cache (the cache is off (--no-cache))",
+                "unusable": "no answer is in the cache (cache disabled: cannot use",
+                "writes fail": "2 of the model's answers could not be stored in the cache"}[cache]
+        assert said in err, err

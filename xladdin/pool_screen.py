@@ -13,17 +13,42 @@ from pydantic import BaseModel
 
 from . import __version__
 from .batcher import Batcher, started
+from .cache import Cache
 from .documents import Reports
 from .errors import XladdinError
 from .gguf_files import STARTER_NOTE
 from .pool import read_pool
 from .report import check_output, write_report
 from .resolver import Resolver
-from .rules import DEFAULT_RULES, Rules
+from .rules import DEFAULT_RULES, Flag, Rules
 from .settings import Settings
 from .tasks.base import Task
-from .tasks.highlights import HighlightsResult, HighlightsTask
+from .tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
 from .tasks.screen import ScreenResult, ScreenTask
+
+
+def cache_kept(cache: Cache, results: list[Any]) -> str:
+    """What the cache holds of a run, as true as it can be said (a report that could not be written
+    loses nothing the cache kept): the cache off or unusable, answers it could not store, or all of them."""
+    answered = sum(_answered(r) for r in results)
+    again = "free some space and run the same command again"
+    if not cache.enabled:
+        why = cache.warning or "the cache is off (--no-cache)"
+        return f"no answer is in the cache ({why}): {again}, and the {answered} rows answered are asked again"
+    if cache.write_failures:
+        return (f"{cache.write_failures} of the model's answers could not be stored in the cache either (its disk is "
+                f"full too?): {again}; those rows are asked again")
+    return f"the model's answers ({answered} rows) are in the cache: {again}, they are not asked again"
+
+
+def _answered(result: Any) -> bool:
+    """Whether the model answered a row (from the cache or now): not an error, nor what code gave alone
+    (the screen's 模型未作答, the highlights code writes from its figures)."""
+    if isinstance(result, ScreenResult):
+        return Flag.NO_ANSWER not in result.flags
+    if isinstance(result, HighlightsResult):
+        return not result.notes.startswith(NO_ANSWER_NOTE)
+    return not isinstance(result, XladdinError)
 
 
 @dataclass
@@ -37,6 +62,11 @@ class RunSummary:
     note: str | None
     without_answer: int = 0  # rows whose model answer failed: the rules' and code's verdict, flagged 模型未作答
     unrecognised: list[str] | None = None  # columns no field was read from (kept as they are)
+
+    @property
+    def answered(self) -> int:
+        """Rows the model answered (from the cache or now)."""
+        return self.done - self.without_answer
 
     @property
     def rows_per_second(self) -> float:
@@ -118,6 +148,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
     with started(settings, batcher) as core:
         results, hits, errors = screen_records(core, task, records, progress)
         seconds = time.perf_counter() - t0
+        alone = sum(not _answered(r) for r in results if not isinstance(r, XladdinError))
         engine = core.engine
         note = STARTER_NOTE if engine.starter else None
         snap = core.snapshot()
@@ -137,17 +168,17 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
             "errors": errors,
             "cache_hits": hits,
             "engine_requests": snap["engine_requests"],
-            "without_answer": snap["without_answer"],  # rows the rules and code answered alone
+            "without_answer": alone,  # rows the rules and code answered alone
             "seconds": round(seconds, 3),
             "started": began.isoformat(timespec="seconds"),
             "xladdin": __version__,
             "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
         }
-        out = write_report(output_path, pool, results, result_model, run)
+        out = write_report(output_path, pool, results, result_model, run, cache_kept(core.cache, results))
     if snap["timed_out"]:  # what to do about it, said where the run is summed up
         timeout = settings.options_for(engine.kind).timeout
         hint = (f"{snap['timed_out']} of {len(records)} rows timed out: the engine made no progress for "
                 f"{timeout:g}s — a slow or busy CPU: raise --timeout (XLADDIN_TIMEOUT), or lower --parallel")
         note = f"{note}; {hint}" if note else hint
-    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, snap["without_answer"],
+    return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone,
                       pool.unrecognised())

@@ -103,9 +103,10 @@ def check_output(path: str | Path, input_path: str | Path | None = None) -> Path
 
 
 def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
-                 run: dict[str, Any]) -> Path:
+                 run: dict[str, Any], kept: str | None = None) -> Path:
     """Write the report (its folder checked before the run: ``check_output``); if that fails,
-    save the rows as JSON beside it and say where."""
+    save the rows as JSON beside it and say where. ``kept``: what the cache holds of the run, said
+    when neither can be written (``pool_screen.cache_kept``)."""
     path = report_path(path)
     header, rows = table(pool, results, result_model)
     try:
@@ -117,8 +118,8 @@ def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_mo
         try:
             _write_whole(rescue, header, rows, results, pool, run)
         except Exception as e2:
-            raise XladdinError(f"{why}, nor the rows to {rescue.name} ({e2.__class__.__name__}: {e2}): every "
-                               "answer is in the cache; free some space and run the same command again") from None
+            raise XladdinError(f"{why}, nor the rows to {rescue.name} ({e2.__class__.__name__}: {e2}): "
+                               f"{kept or 'free some space and run the same command again'}") from None
         raise XladdinError(f"{why}; the report was saved as {rescue}") from None
     return path
 

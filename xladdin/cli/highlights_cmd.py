@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from ..pool_screen import highlights_file
+from .screen_cmd import summary_line
 from .settings_options import add_settings_options, settings_from
 
 
@@ -24,11 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_highlights.xlsx"))
     summary = highlights_file(args.input, output, settings_from(args), points=args.points, max_chars=args.max_chars,
                               progress=not args.no_progress, reports=args.reports)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
-    print(f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, "
-          f"{summary.seconds:.1f}s → {summary.output}")
+    print(summary_line(summary, time.perf_counter() - t0, "highlights written by code from the figures it read"))
     return 1 if summary.errors else 0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ..errors import ConfigError, first_error
-from ..pool_screen import screen_file
+from ..pool_screen import RunSummary, screen_file
 from ..rules import DEFAULT_RULES, Rules
 from ..settings import toml_text
 from .settings_options import add_settings_options, settings_from
@@ -40,6 +41,7 @@ def load_rules(path: str | None) -> Rules:
 
 
 def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
     summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
@@ -49,9 +51,14 @@ def run(args: argparse.Namespace) -> int:
     if summary.unrecognised:
         print("columns not recognised (copied to the report as they are): " + ", ".join(
             " ".join(c.split()) for c in summary.unrecognised), file=sys.stderr)
-    alone = f"{summary.without_answer} without a model answer (flag 模型未作答), " if summary.without_answer else ""
-    print(
-        f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, {alone}"
-        f"{summary.seconds:.1f}s ({summary.rows_per_second:.2f} rows/s) → {summary.output}"
-    )
+    print(summary_line(summary, time.perf_counter() - t0, "flag 模型未作答"))
     return 1 if summary.errors else 0
+
+
+def summary_line(summary: RunSummary, seconds: float, alone: str) -> str:
+    """The run summed up: rows, how many the model answered (from the cache too), those code answered
+    alone, errors, and the command's own wall time."""
+    without = f"{summary.without_answer} without a model answer ({alone}), " if summary.without_answer else ""
+    rate = f" ({summary.rows / seconds:.2f} rows/s)" if seconds > 0 else ""
+    return (f"{summary.rows} rows, {summary.cache_hits} from cache, {summary.errors} errors, {without}"
+            f"the model answered {summary.answered} of {summary.rows}, {seconds:.1f}s{rate} → {summary.output}")

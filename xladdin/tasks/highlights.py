@@ -185,6 +185,9 @@ class HighlightsOutput(BaseModel):
                                                  description="编号前的序号不要写；每条一句")
 
 
+NO_ANSWER_NOTE = "模型未给出有效回答"  # how the note of highlights code wrote alone begins
+
+
 class HighlightsResult(ResultRow):
     code: str | None = Field(title="代码 code")
     highlights: str = Field(title="业绩亮点 highlights")
@@ -292,7 +295,7 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
                        provenance: Provenance) -> HighlightsResult | None:
         """The highlights code can write alone: one per figure it read, in a fixed wording."""
         figures = read_figures(inp.report_text)
-        note = f"模型未给出有效回答({error})，亮点由程序按已读数字写出"
+        note = f"{NO_ANSWER_NOTE}({error})，亮点由程序按已读数字写出"
         return self._result(inp, _code_lines(figures)[: self.points], 0, note, figures, provenance)
 
     @staticmethod
