@@ -1,5 +1,6 @@
 """``python -m bench [--model PATH.gguf] [--quick]``: run every CPU benchmark, write
-bench/results/*.json and docs/BENCHMARKS.md. ``python -m bench gpu --engine-url URL``: the
+bench/results/*.json and docs/BENCHMARKS.md (a ``--quick`` run writes into a temporary folder it
+names, or ``--scratch DIR``: never the committed results). ``python -m bench gpu --engine-url URL``: the
 serving benchmark against a vLLM (or any OpenAI-compatible) server (``bench/gpu.py``)."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import argparse
 import importlib
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,12 +31,17 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench")
     p.add_argument("--model", help="GGUF to benchmark (default: a generated tiny Qwen3 model)")
     p.add_argument("--parallel", type=int, default=4, help="engine slots")
-    p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run; its results go to a "
+                   "temporary folder unless --scratch names one)")
     p.add_argument("--render-only", action="store_true", help="rewrite docs/BENCHMARKS.md from bench/results")
     p.add_argument("--scratch", metavar="DIR", help="write the results and the page there, not into the project "
                    "(CI: every benchmark must run; its numbers are not kept)")
     args = p.parse_args()
-    out_dir, doc = (Path(args.scratch), Path(args.scratch) / "BENCHMARKS.md") if args.scratch else (RESULTS, DOC)
+    scratch = args.scratch
+    if args.quick and not scratch:  # a smoke run's numbers are not results: the repository stays as it is
+        scratch = tempfile.mkdtemp(prefix="xladdin-bench-quick-")
+        print(f"quick run: results go to {scratch} (not bench/results nor docs/BENCHMARKS.md)")
+    out_dir, doc = (Path(scratch), Path(scratch) / "BENCHMARKS.md") if scratch else (RESULTS, DOC)
     if args.render_only:
         names = ("batched_vs_per_cell", "cached_recalc", "memory", "stack_overhead", "whole_pool")
         saved = {n: json.loads((RESULTS / f"{n}.json").read_text(encoding="utf-8")) for n in names}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import Server, vllm_models
@@ -250,3 +251,36 @@ def test_a_report_on_a_full_disk_says_truly_what_the_cache_holds(cache, tmp_path
                 "unusable": "no answer is in the cache (cache disabled: cannot use",
                 "writes fail": "2 of the model's answers could not be stored in the cache"}[cache]
         assert said in err, err
+
+
+# ------------------------------------------------------------------ the README's quick benchmark
+def test_a_quick_benchmark_run_never_writes_the_committed_results(tmp_path, monkeypatch, capsys):
+    """``python -m bench --quick`` as the README gives it (no --scratch): the committed results and page
+    (here stand-ins) are left as they are; where the run wrote is said."""
+    from types import SimpleNamespace
+
+    import bench.__main__ as bench_main
+    from bench import suite
+
+    committed, page = tmp_path / "results", tmp_path / "BENCHMARKS.md"
+    committed.mkdir()
+    (committed / "whole_pool.json").write_text('{"kept": true}', encoding="utf-8")
+    page.write_text("the committed page", encoding="utf-8")
+    monkeypatch.setattr(bench_main, "RESULTS", committed)
+    monkeypatch.setattr(bench_main, "DOC", page)
+    monkeypatch.setattr("bench.common.RESULTS", committed)
+    engine = SimpleNamespace(model_id="tiny@0", close=lambda: None)
+    monkeypatch.setattr(bench_main, "make_env", lambda model, parallel: SimpleNamespace(
+        engine=engine, model_label="tiny", settings=SimpleNamespace(embedded=SimpleNamespace(n_threads=2))))
+    for name in ("batched_vs_per_cell", "cached_recalc", "memory", "stack_overhead", "whole_pool"):
+        monkeypatch.setattr(suite, name, lambda *a, n=name: {"ran": n})
+    monkeypatch.setattr(bench_main, "render", lambda *a: "a quick page")
+    monkeypatch.setattr("sys.argv", ["python -m bench", "--quick"])
+    bench_main.main()
+    out = capsys.readouterr().out
+    assert (committed / "whole_pool.json").read_text(encoding="utf-8") == '{"kept": true}'
+    assert sorted(p.name for p in committed.iterdir()) == ["whole_pool.json"]
+    assert page.read_text(encoding="utf-8") == "the committed page"
+    scratch = out.split("results go to ")[1].split(" ")[0]
+    assert json.loads((Path(scratch) / "whole_pool.json").read_text(encoding="utf-8"))["ran"] == "whole_pool"
+    assert (Path(scratch) / "BENCHMARKS.md").read_text(encoding="utf-8") == "a quick page"
