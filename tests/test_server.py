@@ -281,3 +281,56 @@ def test_the_cpu_server_under_load_stops_on_sigterm_before_the_kill_fallback(tin
         assert any(t.is_alive() for t in load)  # still answering: the server is under load when stopped
         code = server.stop(timeout=20)
     assert code == -15, (code, list(server.lines)[-5:])  # ended by SIGTERM itself; the SIGKILL fallback gives -9
+
+
+@pytest.mark.slow
+def test_a_busy_cpu_server_stops_at_once_not_after_the_interrupt_wait(tiny_model_path, monkeypatch):
+    """``xladdin-server``'s stop of a CPU server busy answering: SIGTERM at once (its Python cannot
+    run a Ctrl-C handler until the answers are done), never the wait for an orderly stop."""
+    import threading
+    import urllib.request
+
+    monkeypatch.setattr(launcher, "INTERRUPT_S", 600.0)  # were it waited for, the stop below would not end
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
+    server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
+    try:
+        server.wait_ready(120)
+        body = json.dumps({"messages": [{"role": "user", "content": "写一篇很长的文章"}], "max_tokens": 4000}).encode()
+
+        def ask():
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=120).read()
+            except OSError:
+                pass
+
+        load = [threading.Thread(target=ask, daemon=True) for _ in range(2)]
+        for t in load:
+            t.start()
+        def computing():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/slots", timeout=30) as resp:
+                return any(s.get("is_processing") for s in json.loads(resp.read()))
+
+        while not computing():  # the server is computing the answers
+            threading.Event().wait(0.1)
+        codes = []
+        stopping = threading.Thread(target=lambda: codes.append(server.stop(timeout=600)), daemon=True)
+        stopping.start()
+        stopping.join(60)  # a generous bound: the orderly wait would be 600 s
+        assert codes == [-15], (codes, list(server.lines)[-5:])
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+
+
+@pytest.mark.slow
+def test_the_client_window_is_the_cpu_server_s_slots(tiny_model_path, tmp_path):
+    port = free_port()
+    cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=3)
+    with launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}") as server:
+        server.wait_ready(120)
+        with Batcher.from_settings(tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1")) as b:
+            b.start()
+            assert (b.engine.max_parallel, b.window.limit) == (3, 3)  # not 32 requests queued in a 3-slot server

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache
 from .engine import Engine, build_engine
-from .errors import EngineOffline, XladdinError
+from .errors import EngineOffline, EngineTimeout, XladdinError
 from .fitting import ContextFit
 from .prepared import Prepared, Requests
 from .scheduler import Scheduler
@@ -165,6 +165,11 @@ class Batcher(Scheduler):
         except concurrent.futures.TimeoutError:
             raise XladdinError(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
 
+    def count_timed_out(self, n: int) -> None:
+        """``n`` rows given up on by a table's bound (the engine stalled)."""
+        with self._lock:
+            self.stats.timed_out += n
+
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             data = asdict(self.stats)
@@ -194,6 +199,7 @@ class Batcher(Scheduler):
             alone = request.alone(e)
             with self._lock:
                 self.stats.last_error = str(e)
+                self.stats.timed_out += isinstance(e, EngineTimeout)
                 if alone is None:
                     self.stats.failed += 1
                 else:

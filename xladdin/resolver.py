@@ -97,8 +97,8 @@ class Resolver:
     def map(self, task: Task, rows: Iterable[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
         """Results in input order; a bad row or a failed request is its ``XladdinError`` in place
         (an engine that cannot start is every row's error). Bounded: when no answer at all arrives
-        for the batcher's ``request_timeout``, the engine has stalled and every row still waiting
-        is that error (its request is cancelled)."""
+        and the engine shows no sign of working for the batcher's ``request_timeout``, the engine has
+        stalled and every row still waiting is that error (its request is cancelled)."""
         rows = list(rows)
         results: list[Any] = [None] * len(rows)
         tickets: dict[concurrent.futures.Future, int] = {}
@@ -130,12 +130,17 @@ class Resolver:
         for ticket in tickets:
             ticket.add_done_callback(settled.put)
         waiting = set(tickets)
-        timeout = self.batcher.request_timeout
+        timeout = wait = self.batcher.request_timeout
         while waiting:
             try:
-                ticket = settled.get(timeout=timeout)
+                ticket = settled.get(timeout=wait)
             except queue.Empty:
+                quiet = time.monotonic() - self.batcher.last_sign_of_life()
+                if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
+                    wait = timeout - quiet
+                    continue
                 stalled = EngineTimeout(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
+                self.batcher.count_timed_out(len(waiting))
                 for ticket in waiting:
                     ticket.cancel()
                     settle(tickets[ticket], self._alone(task, rows[tickets[ticket]], stalled))

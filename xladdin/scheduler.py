@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ class BatcherStats:
     completed: int = 0
     failed: int = 0
     without_answer: int = 0  # results code gave alone, the model's answer having failed
+    timed_out: int = 0  # requests that failed because the engine made no progress within the timeout
     last_error: str | None = None
 
 
@@ -118,6 +120,7 @@ class Scheduler:
         self._in_engine = 0
         self._n_workers = 0
         self.peak_in_engine = 0
+        self.last_answer = 0.0  # when a request last settled (monotonic)
 
     # ---------------------------------------------------------------- lifecycle
     @property
@@ -246,6 +249,12 @@ class Scheduler:
             finally:
                 self._in_engine -= 1
                 self.queue.inflight.pop(request.key, None)
+                self.last_answer = time.monotonic()
+
+    def last_sign_of_life(self) -> float:
+        """When the engine last answered or showed it was working (monotonic): a table's bound on waiting
+        counts from here, so a slow engine that is computing is not taken for a stalled one."""
+        return max(self.last_answer, self.engine.last_progress)
 
     def _count_request(self) -> None:
         with self._lock:

@@ -25,6 +25,8 @@ class Engine(ABC):
     max_parallel: int = 1
     context_tokens: int | None = None  # tokens one request may hold (prompt and answer), when known
     starter: bool = False  # True when serving the offline starter model, not a configured Qwen
+    last_progress: float = 0.0  # when the engine last showed it is working (monotonic): a token made, a
+    # server's slots moving; 0 when it does not say (then only answers count)
 
     async def start(self) -> None:
         """Load or connect; after this ``model_id`` is set."""

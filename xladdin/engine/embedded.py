@@ -1,11 +1,17 @@
 """In-process CPU engine: xllamacpp (llama.cpp server core) with ``n_parallel``
 slots and continuous batching. Requests run in a thread pool sized to the slots;
-llama.cpp releases the GIL while it decodes."""
+llama.cpp releases the GIL while it decodes.
+
+Answers are streamed inside the process, so the engine sees every token as it is made: ``timeout``
+is how long the engine may go without making any (a stall), not how long an answer may take. A
+slow CPU computing a long answer never times out its row; an engine that stops making tokens
+does."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -30,6 +36,7 @@ class EmbeddedEngine(Engine):
         self._pool: ThreadPoolExecutor | None = None
         self.address: str | None = None
         self._loading = threading.Lock()
+        self.last_progress = 0.0  # when the engine last made a token (monotonic)
 
     async def start(self) -> None:
         """Identify the model (its id keys the cache); the weights load on the first request,
@@ -76,14 +83,31 @@ class EmbeddedEngine(Engine):
         self._pool = ThreadPoolExecutor(self.max_parallel, thread_name_prefix="xladdin-engine")
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One blocking chat completion through the in-process server."""
-        result = self._server.handle_chat_completions(body)
-        if not isinstance(result, dict) or "choices" not in result:
-            err = result.get("error", result) if isinstance(result, dict) else result
+        """One blocking chat completion through the in-process server, streamed: every chunk is a sign
+        of progress (``last_progress``); the chunks are put together as one completion."""
+        content: list[str] = []
+        finish: list[Any] = [None]
+        error: list[Any] = []
+
+        def chunk(part: Any) -> None:  # returns nothing: a true value would stop the answer
+            self.last_progress = time.monotonic()
+            if not isinstance(part, dict) or "error" in part:
+                error.append(part.get("error", part) if isinstance(part, dict) else part)
+                return
+            for choice in part.get("choices") or ():
+                content.append((choice.get("delta") or {}).get("content") or "")
+                finish[0] = choice.get("finish_reason") or finish[0]
+
+        result = self._server.handle_chat_completions({**body, "stream": True}, chunk)
+        if isinstance(result, dict) and "error" in result:
+            error.append(result["error"])
+        if error or finish[0] is None:
+            err = error[0] if error else "the answer ended without a finish reason"
             message = err.get("message", err) if isinstance(err, dict) else err
             kind = EngineRejected if "context" in str(message) or "exceed" in str(message) else EngineError
             raise kind(f"embedded engine: {message}")
-        return result
+        message = {"role": "assistant", "content": "".join(content)}
+        return {"choices": [{"finish_reason": finish[0], "message": message}]}
 
     async def count_tokens(self, text: str) -> int | None:
         if self._server is None:
@@ -103,12 +127,19 @@ class EmbeddedEngine(Engine):
             "chat_template_kwargs": {"enable_thinking": False},
         }
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(self.options.timeout):
-                result = await loop.run_in_executor(self._pool, self.chat, body)
-        except TimeoutError:
-            raise EngineTimeout(f"embedded engine: no answer after {self.options.timeout:g}s (a slow CPU: raise "
-                                "XLADDIN_TIMEOUT or lower XLADDIN_MAX_PARALLEL)") from None
+        asked = time.monotonic()
+        answer = loop.run_in_executor(self._pool, self.chat, body)
+        while True:
+            # a stall: no token made by the engine, for any request, since this one was asked
+            quiet = time.monotonic() - max(asked, self.last_progress)
+            if quiet >= self.options.timeout:
+                answer.cancel()
+                raise EngineTimeout(f"embedded engine: no progress for {self.options.timeout:g}s (a stalled "
+                                    "engine, or a CPU too busy to compute: raise XLADDIN_TIMEOUT / --timeout)")
+            done, _ = await asyncio.wait({answer}, timeout=self.options.timeout - quiet)
+            if done:
+                result = answer.result()
+                break
         choice = result["choices"][0]
         if choice.get("finish_reason") == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")

@@ -16,8 +16,18 @@ one engine: each request goes to the server with the fewest requests in flight f
 load readings add up, and they must all serve the same model. A server that goes away is left
 out (its requests go to the others) and asked again after ``DOWN_RETRY_S``; before a server that
 was down, or was last identified more than ``IDENTIFY_S`` ago, gets a request, its model is
-identified again: a server that now serves another model gets none (its answers would be stored
-under this model's key). A run starts when at least one server is up, naming those that are not.
+identified again: a server that now serves another model, or no longer lists this one, gets none
+(its answers would be stored under this model's key). A run starts when at least one server is up,
+naming those that are not: down (refused) or hanging (no answer within the timeout, or within
+``START_GRACE_S`` of the first server that answered).
+
+``timeout`` measures a server not answering, not a queue: a request without an answer for
+``CHECK_S`` has its server checked (one check per server at a time, shared by its requests):
+llama.cpp's ``/slots`` or vLLM's token counters moving are progress, and a request times out only
+after ``timeout`` seconds without an answer and without progress of its server. A server that does
+not answer the check (it hangs) is left out like a gone one when there are others, and its requests
+go to them within what is left of their timeout. The client's window fits the server: a llama.cpp
+server's slots (``/props`` ``total_slots``), so no request waits in a queue the client made.
 """
 
 from __future__ import annotations
@@ -41,6 +51,9 @@ POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools 
 _LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 DOWN_RETRY_S = 5.0  # a server found offline gets no request for this long
 IDENTIFY_S = 10.0  # a server's model is identified again when its last identification is older
+START_GRACE_S = 5.0  # at start, once one server has named its model, how long the others get
+CHECK_S = 5.0  # a request without an answer this long has its server checked (at most timeout / 3)
+_PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
 log = logging.getLogger(__name__)
 
 
@@ -79,8 +92,11 @@ class _Pools:
         http = self._openai.DefaultAsyncHttpxClient(
             limits=self._limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS,
                                 keepalive_expiry=30), **self._client_args)
+        # the engine bounds each request itself (no answer and no progress for ``timeout``): the SDK only
+        # bounds the connecting
+        timeout = self._openai.Timeout(None, connect=self.options.timeout)
         return _Shard(self._openai.AsyncOpenAI(base_url=url, api_key=self.options.api_key or "EMPTY",
-                                               timeout=self.options.timeout, max_retries=self.options.retries,
+                                               timeout=timeout, max_retries=self.options.retries,
                                                http_client=http))
 
     def pick(self, i: int) -> _Shard:
@@ -92,9 +108,9 @@ class _Pools:
             shards.append(shard)
         return shard
 
-    async def count_tokens(self, served: str, text: str) -> int | None:
-        """The first server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
-        url = self.urls[0].removesuffix("/").removesuffix("/v1") + "/tokenize"
+    async def count_tokens(self, served: str, text: str, i: int = 0) -> int | None:
+        """Server ``i``'s own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
+        url = self.urls[i].removesuffix("/").removesuffix("/v1") + "/tokenize"
         try:
             resp = await self.meta.post(url, json={"model": served, "prompt": text, "content": text},
                                         headers=self._headers, timeout=10.0)
@@ -116,6 +132,46 @@ class _Pools:
         found = metric_sums(resp.text, _LOAD_METRICS)
         return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
 
+    async def _get_json(self, url: str, timeout: float) -> Any:
+        """The JSON a GET of ``url`` answers with 200, else ``None``; the transport's errors raised."""
+        resp = await self.meta.get(url, headers=self._headers, timeout=timeout)
+        if resp.status_code != 200:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            return None
+
+    async def slots(self, base_url: str, timeout: float) -> int | None:
+        """A llama.cpp server's slots (``/props`` ``total_slots``, else ``/slots``), else ``None``."""
+        root = base_url.removesuffix("/v1")
+        try:
+            props = await self._get_json(root + "/props", timeout)
+            if isinstance(props, dict) and isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
+                return props["total_slots"]
+            listed = await self._get_json(root + "/slots", timeout)
+        except Exception:  # the transport's own errors: no reading
+            return None
+        return len(listed) if isinstance(listed, list) and listed else None
+
+    async def progress(self, base_url: str, timeout: float) -> Any:
+        """What a server has done so far, as a value that changes while it works: llama.cpp's ``/slots``
+        (tokens read and made per slot) or vLLM's token counters (``/metrics``); else its model listing
+        answering (``None``: alive, progress unknown). Raises the transport's error when it does not
+        answer."""
+        root = base_url.removesuffix("/v1")
+        listed = await self._get_json(root + "/slots", timeout)
+        if isinstance(listed, list):
+            return tuple((s.get("id_task"), s.get("n_prompt_tokens_processed"),
+                          sum(t.get("n_decoded", 0) for t in s.get("next_token") or () if isinstance(t, dict)))
+                         for s in listed if isinstance(s, dict))
+        resp = await self.meta.get(root + "/metrics", headers=self._headers, timeout=timeout)
+        found = metric_sums(resp.text, _PROGRESS) if resp.status_code == 200 else {}
+        if found:
+            return tuple(sorted(found.items()))
+        await self.meta.get(base_url + "/models", headers=self._headers, timeout=timeout)
+        return None
+
     async def aclose(self) -> None:
         for shards in self.shards:
             for shard in shards:
@@ -131,16 +187,27 @@ class _Replicas:
         self.urls = urls
         self.busy = [0] * len(urls)  # requests in flight per server
         self.answered = [0] * len(urls)  # answers per server
-        self.down: dict[int, float] = {}  # server → when it was found offline
+        self.down: dict[int, float] = {}  # server → when it was found offline (or hanging)
+        self.why: dict[int, str] = {}  # server → why it is down, when it hangs
         self.wrong: dict[int, str] = {}  # server → the other model it serves now
         self.identified = [0.0] * len(urls)  # when each server's model was last identified
         self.identifying: dict[int, tuple[float, asyncio.Future]] = {}  # server → (started, check)
         # the connections each server has answered on: an answer on a new one counts only once the server
         # has been identified after the request was sent (a server replaced at its URL answers on new ones)
         self.streams: list[dict[int, Any]] = [{} for _ in urls]
+        self.progressed = [0.0] * len(urls)  # when each server last answered or showed progress
+        self.marks: list[Any] = [None] * len(urls)  # what each server had done at its last check
+        self.checking: dict[int, asyncio.Future] = {}  # server → its check in progress
 
     def down_urls(self) -> str:
-        return ", ".join(self.urls[i] for i in sorted(self.down))
+        return ", ".join(self.urls[i] + (f" ({self.why[i]})" if i in self.why else "") for i in sorted(self.down))
+
+    def set_down(self, i: int, why: str | None = None) -> None:
+        self.down[i] = time.monotonic()
+        if why:
+            self.why[i] = why
+        else:
+            self.why.pop(i, None)
 
     def usable(self, tried: set[int]) -> list[int]:
         now = time.monotonic()
@@ -165,24 +232,49 @@ class _Replicas:
         started, future = running
         try:
             model = await asyncio.shield(future)
+        except (EngineOffline, EngineTimeout):
+            raise
+        except EngineError as e:  # no longer lists the model (or lists nothing readable): its answers are not
+            self.wrong[i] = getattr(e, "serves", None) or "an unknown model"  # this model's, for good
+            log.warning("%s: it gets no more requests", e)
+            raise
         finally:
             if self.identifying.get(i) is running:
                 del self.identifying[i]
         self.identified[i] = max(self.identified[i], started)
         self.down.pop(i, None)
+        self.why.pop(i, None)
         if model != model_id:
             self.wrong[i] = model
             log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model, model_id)
 
     def new_connection(self, i: int, stream: Any) -> bool:
-        """Whether ``stream`` is a connection server ``i`` has not answered on before (then remembered)."""
+        """Whether ``stream`` is a connection server ``i`` has not answered on since it was identified."""
+        return stream is not None and id(stream) not in self.streams[i]
+
+    def known_connection(self, i: int, stream: Any) -> None:
+        """``stream`` answered after server ``i`` was identified as serving the model: its answers count."""
         known = self.streams[i]
-        if stream is None or id(stream) in known:
-            return False
         if len(known) >= 4 * ADAPTIVE_CAP:
             known.clear()
         known[id(stream)] = stream
-        return True
+
+    async def check(self, i: int, probe: Callable[[], Awaitable[Any]]) -> None:
+        """Whether server ``i`` is working (one ``probe`` at a time, shared): progress moves
+        ``progressed[i]``; a server that does not answer raises the transport's error."""
+        running = self.checking.get(i)
+        if running is None:
+            running = self.checking[i] = asyncio.ensure_future(probe())
+        try:
+            mark = await asyncio.shield(running)
+        finally:
+            if self.checking.get(i) is running:
+                del self.checking[i]
+        if mark is None:
+            return
+        previous, self.marks[i] = self.marks[i], mark
+        if previous is not None and mark != previous:
+            self.progressed[i] = time.monotonic()
 
 
 class OpenAIHTTPEngine(Engine):
@@ -213,28 +305,23 @@ class OpenAIHTTPEngine(Engine):
         """HTTP connection pools per server (one per ``POOL_CONNECTIONS`` requests in flight at the peak)."""
         return [len(shards) for shards in self._pools.shards]
 
-    async def _bounded(self, call: Any) -> Any:
-        """Await ``call`` (retries included) within ``timeout``; errors become ``EngineError``."""
+    async def _bounded(self, call: Any, url: str | None = None, timeout: float | None = None) -> Any:
+        """Await ``call`` (retries included) within ``timeout`` (default: the engine's); errors become
+        ``EngineError`` naming ``url`` (default: every server)."""
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self.options.timeout):
+            async with asyncio.timeout(timeout or self.options.timeout):
                 return await call
         except (self._openai.OpenAIError, TimeoutError) as e:
-            raise translate(self._openai, e, self.server_url, started) from None
+            raise translate(self._openai, e, url or self.server_url, started) from None
+
+    def _check_s(self) -> float:
+        return min(CHECK_S, self.options.timeout / 3)
 
     async def start(self) -> None:
         if self.model_id and self.served:
             return  # (a model id remembered for an offline server has no served name yet)
-        listed: dict[int, tuple[str, str, int | None]] = {}
-        for i, shards in enumerate(self._pools.shards):
-            try:
-                listed[i] = await self._listed(shards[0].client)
-            except EngineOffline:
-                if len(self.urls) == 1:
-                    raise
-                self.down[i] = time.monotonic()
-        if not listed:
-            raise EngineOffline(f"engine offline ({self.server_url}): none of the servers answers")
+        listed = await self._list_all()
         if self.down:
             log.warning("servers down, their share goes to the others: %s", self.replicas.down_urls())
         found = set(listed.values())
@@ -246,29 +333,74 @@ class OpenAIHTTPEngine(Engine):
         for i in listed:
             self.replicas.identified[i] = now
         self.context_tokens = self.max_model_len
-        if self.options.max_parallel is None and await self.server_load() is not None:
-            # the batcher adapts within this
-            self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self.urls)
+        if self.options.max_parallel is None:
+            if await self.server_load() is not None:  # the batcher adapts within this
+                self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self.urls)
+            else:  # a llama.cpp server says its slots: that many in flight, none queued by the client
+                slots = [await self._pools.slots(self.urls[i], self._check_s()) for i in sorted(listed)]
+                if all(slots):
+                    self.max_parallel = max(1, sum(slots) * len(self.urls) // len(slots))  # type: ignore[arg-type]
 
-    async def _listed(self, client: Any) -> tuple[str, str, int | None]:
-        """(served name, model identity, context length) of the model one server serves."""
-        raw = await self._bounded(client.models.with_raw_response.list())
+    async def _list_all(self) -> dict[int, tuple[str, str, int | None]]:
+        """Every server's listing, asked at once. Once one has answered the others get ``START_GRACE_S``
+        more; a server that refuses, or hangs past that or the timeout, is down (named), unless it is
+        the only one."""
+        calls = {asyncio.ensure_future(self._listed(i)): i for i in range(len(self.urls))}
+        pending, listed, errors = set(calls), {}, {}
+        until: float | None = None
+        started = time.monotonic()
+        try:
+            while pending:
+                wait = None if until is None else max(0.0, until - time.monotonic())
+                done, pending = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    break
+                for call in done:
+                    error = call.exception()
+                    if error is None:
+                        listed[calls[call]] = call.result()
+                    elif isinstance(error, EngineOffline | EngineTimeout) and len(self.urls) > 1:
+                        errors[calls[call]] = error
+                    else:
+                        raise error
+                if listed and until is None:
+                    until = time.monotonic() + min(START_GRACE_S, self.options.timeout)
+        finally:
+            for call in pending:
+                call.cancel()
+        for call in pending:
+            errors[calls[call]] = EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s "
+                                                f"({self.urls[calls[call]]})")
+        for i, error in errors.items():
+            self.replicas.set_down(i, None if isinstance(error, EngineOffline) else "not answering")
+        if not listed:
+            kind = EngineTimeout if any(isinstance(e, EngineTimeout) for e in errors.values()) else EngineOffline
+            what = "engine timeout" if kind is EngineTimeout else "engine offline"
+            raise kind(f"{what} ({self.server_url}): none of the servers answers — "
+                       + "; ".join(str(errors[i]) for i in sorted(errors)))
+        return listed
+
+    async def _listed(self, i: int, timeout: float | None = None) -> tuple[str, str, int | None]:
+        """(served name, model identity, context length) of the model server ``i`` serves."""
+        client = self._pools.shards[i][0].client
+        raw = await self._bounded(client.models.with_raw_response.list(), self.urls[i], timeout)
         return listed_model(raw.http_response.text, str(client.base_url).rstrip("/"), self.served)
 
     async def _identify(self, i: int, after: float | None = None) -> None:
-        async def check() -> str:
-            return (await self._listed(self._pools.shards[i][0].client))[1]
+        async def check() -> str:  # with other servers to go to, one that hangs is not waited for long
+            return (await self._listed(i, self._check_s() if len(self.urls) > 1 else None))[1]
 
         await self.replicas.identify(i, check, self.model_id, after)
 
     async def count_tokens(self, text: str) -> int | None:
         """The server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
-        return await self._pools.count_tokens(self.served, text)
+        up = self.replicas.usable(set()) or [0]
+        return await self._pools.count_tokens(self.served, text, up[0])
 
     async def server_load(self) -> tuple[int, int] | None:
         """vLLM's requests running and waiting (``/metrics``, summed over engines and servers),
         else ``None``."""
-        readings = [await self._pools.load(url) for url in self.urls]
+        readings = [await self._pools.load(self.urls[i]) for i in self.replicas.usable(set()) or [0]]
         if any(r is None for r in readings):
             return None
         return sum(r[0] for r in readings), sum(r[1] for r in readings)  # type: ignore[index]
@@ -282,6 +414,7 @@ class OpenAIHTTPEngine(Engine):
             await self.start()
         body = chat_body(self.served, messages, schema, params, self.options.structured_output)
         tried: set[int] = set()
+        deadline: list[float] = [time.monotonic() + self.options.timeout]  # moved on by the server's progress
         while True:
             usable = self.replicas.usable(tried)
             if not usable:
@@ -295,14 +428,22 @@ class OpenAIHTTPEngine(Engine):
                     await self._identify(i)
                     if i in self.wrong:
                         continue
-                resp = await self._send(i, body)
-            except EngineOffline:
-                self.down[i] = time.monotonic()
+                resp = await self._send(i, body, deadline)
+            except (EngineOffline, _Hanging) as e:
+                self.replicas.set_down(i, "not answering" if isinstance(e, _Hanging) else None)
                 if len(self.urls) > 1:
-                    log.warning("%s is offline: its requests go to the other servers", self.urls[i])
+                    log.warning("%s is %s: its requests go to the other servers", self.urls[i],
+                                "not answering" if isinstance(e, _Hanging) else "offline")
+                if isinstance(e, _Hanging) and not self.replicas.usable(tried):
+                    raise e.timeout from None
+                continue
+            except EngineTimeout:
+                if len(self.urls) == 1 or not self.replicas.usable(tried):
+                    raise
+                self.replicas.set_down(i, "not answering")  # (its identification hung)
                 continue
             break
-        content, finish, tokens, answered_by = chat_answer(resp, self.server_url)
+        content, finish, tokens, answered_by = chat_answer(resp, self.urls[i])
         if answered_by not in (None, self.served):  # e.g. a proxy that sent the request to another model
             raise EngineError(f"{self.urls[i]} answered as {answered_by!r}, not {self.served!r}: the answer is "
                               "not used")
@@ -311,27 +452,60 @@ class OpenAIHTTPEngine(Engine):
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
         return content
 
-    async def _send(self, i: int, body: dict[str, Any]) -> Any:
+    async def _send(self, i: int, body: dict[str, Any], deadline: list[float]) -> Any:
         """The chat completion as the server's response, posted through the SDK's client (its retries,
-        errors, timeout and key) as a plain body: the SDK's typed request transform and response models
-        add to the client's CPU per row at 1,024 in flight (``python -m bench client``,
-        ``bench/results/client.json``)."""
+        errors and key) as a plain body: the SDK's typed request transform and response models add to
+        the client's CPU per row at 1,024 in flight (``python -m bench client``,
+        ``bench/results/client.json``). Waits until ``deadline[0]``, which the server's progress moves
+        on (``_wait``)."""
         shard = self._pools.pick(i)
         self.replicas.busy[i] += 1
         shard.busy += 1
         sent = time.monotonic()
+        post = asyncio.ensure_future(shard.client.post("/chat/completions", body=body,
+                                                       cast_to=self._pools.http.Response))
         try:
-            resp = await self._bounded(shard.client.post("/chat/completions", body=body,
-                                                         cast_to=self._pools.http.Response))
+            resp = await self._wait(i, post, sent, deadline)
         finally:
             self.replicas.busy[i] -= 1
             shard.busy -= 1
-        if self.replicas.new_connection(i, resp.extensions.get("network_stream")):  # who answers on it?
+            if not post.done():
+                post.cancel()
+        stream = resp.extensions.get("network_stream")
+        if self.replicas.new_connection(i, stream):  # who answers on it?
             await self._identify(i, after=sent)
             if i in self.wrong:
                 raise self._not_used(i)
+            self.replicas.known_connection(i, stream)
         self.answered[i] += 1
+        self.replicas.progressed[i] = self.last_progress = time.monotonic()
         return resp
+
+    async def _wait(self, i: int, post: asyncio.Future, sent: float, deadline: list[float]) -> Any:
+        """``post``'s response; every ``_check_s`` without it, server ``i`` is checked: its progress moves
+        the deadline to ``timeout`` after it, and a server that does not answer the check is ``_Hanging``
+        (when there are others to go to)."""
+        check_s = self._check_s()
+        while True:
+            now = time.monotonic()
+            if now >= deadline[0]:
+                raise EngineTimeout(f"engine timeout after {now - sent:.0f}s ({self.urls[i]})")
+            done, _ = await asyncio.wait({post}, timeout=min(check_s, deadline[0] - now))
+            if done:
+                try:
+                    return post.result()
+                except self._openai.OpenAIError as e:
+                    raise translate(self._openai, e, self.urls[i], sent) from None
+            try:
+                await self.replicas.check(i, lambda: self._pools.progress(self.urls[i], check_s))
+            except Exception:  # the transport's errors: the server does not answer even a check
+                if len(self.urls) > 1:
+                    raise _Hanging(EngineTimeout(f"engine timeout after {time.monotonic() - sent:.0f}s "
+                                                 f"({self.urls[i]}: not answering)")) from None
+                continue
+            if self.replicas.progressed[i] > sent:  # the server works: the timeout counts from its progress
+                self.last_progress = max(self.last_progress, self.replicas.progressed[i])
+                deadline[0] = max(deadline[0], self.replicas.progressed[i] + self.options.timeout)
 
     async def aclose(self) -> None:
         await self._pools.aclose()
@@ -372,7 +546,9 @@ def listed_model(text: str, url: str, served: str) -> tuple[str, str, int | None
         raise EngineError(f"{url} serves no model")
     name = served or next(iter(models))
     if name not in models:
-        raise EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
+        error = EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
+        error.serves = ", ".join(models)  # type: ignore[attr-defined]
+        raise error
     return name, model_identity(models[name]), models[name].get("max_model_len")
 
 
@@ -395,6 +571,15 @@ def chat_answer(resp: Any, server_url: str) -> tuple[str, str | None, int, str |
         shown = data if isinstance(data, dict | list) else getattr(resp, "text", resp)
         raise EngineError(f"{server_url} answered without a chat completion: "
                           f"{json.dumps(shown, ensure_ascii=False)[:120]}") from None
+
+
+class _Hanging(Exception):
+    """A server that accepted a request and answers nothing, not even a check (``timeout``: its row's
+    error when there is no other server to go to)."""
+
+    def __init__(self, timeout: EngineTimeout):
+        super().__init__(str(timeout))
+        self.timeout = timeout
 
 
 class _Shard:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -70,17 +71,33 @@ class ServerProcess:
             if self.echo:
                 print(line, file=sys.stderr, flush=True)
 
-    def _get(self, path: str) -> int:
+    def _get(self, path: str, timeout: float = 5.0) -> int:
+        return self._fetch(path, timeout)[0]
+
+    def _fetch(self, path: str, timeout: float) -> tuple[int, bytes]:
         req = urllib.request.Request(self.base_url + path)
         if self.api_key:
             req.add_header("Authorization", f"Bearer {self.api_key}")
         try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                return resp.status
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
         except urllib.error.HTTPError as e:
-            return e.code
+            return e.code, b""
         except (urllib.error.URLError, OSError):
-            return 0
+            return 0, b""
+
+    def busy(self) -> bool:
+        """A llama.cpp server (the CPU server) computing an answer, or not answering at all: its
+        Python does not get to run a Ctrl-C handler until the answers in progress are done. (vLLM
+        has no ``/slots``: never busy here, it stops in order.)"""
+        status, body = self._fetch("/slots", 2.0)
+        if status == 0:
+            return True
+        try:
+            slots = json.loads(body) if status == 200 else []
+        except ValueError:
+            return False
+        return isinstance(slots, list) and any(isinstance(s, dict) and s.get("is_processing") for s in slots)
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         deadline = time.monotonic() + timeout
@@ -97,10 +114,14 @@ class ServerProcess:
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGINT to the process group (the servers stop in order), SIGTERM after ``INTERRUPT_S`` (the
-        CPU server ends at once; vLLM shuts down), then SIGKILL after ``timeout``; returns the exit code."""
+        CPU server ends at once; vLLM shuts down), then SIGKILL after ``timeout``; returns the exit code.
+        A CPU server busy answering gets SIGTERM at once: it would not stop in order before its answers
+        were done."""
         if self.proc.poll() is None:
             try:
-                if os.name == "posix":
+                if os.name == "posix" and self.busy():
+                    os.killpg(self.proc.pid, signal.SIGTERM)
+                elif os.name == "posix":
                     os.killpg(self.proc.pid, signal.SIGINT)
                     try:
                         self.proc.wait(min(INTERRUPT_S, timeout))

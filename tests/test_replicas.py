@@ -1,0 +1,332 @@
+"""Engines at their limits, through the user's path: a replica that hangs (at start and mid-run), a
+server replaced by one that answers under any model name, a server's slots and progress, and a slow
+but working embedded engine."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from conftest import Server, tiny_settings, vllm_models
+
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.cli.main import main as cli_main
+from xladdin.engine import openai_http
+from xladdin.errors import EngineError
+from xladdin.resolver import Resolver
+from xladdin.rules import Flag
+from xladdin.tasks import ScreenResult, ScreenTask
+from xladdin.testing import screen_answer
+
+ROWS = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}
+        for i in range(12)]
+
+
+def chat(model="qwen"):
+    """A chat completion answering ``model`` (or, given a function, the name the request asked for)."""
+    def answer(body):
+        name = model(body) if callable(model) else model
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": name,
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer()}}],
+                "usage": {"completion_tokens": 5}}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+    return answer
+
+
+def write_pool(path, n):
+    lines = ["代码,名称,ROE,市盈率TTM,财报摘要"] + [f"{600000 + i},公司{i},12,20,营收{100 + i}亿元" for i in range(n)]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def screen_cli(tmp_path, url, n, *extra):
+    """``xladdin screen pool.csv --engine-url URL``: (exit code, the report's rows, its run record)."""
+    pool = write_pool(tmp_path / "pool.csv", n)
+    out = tmp_path / "r.json"
+    where = ["--engine-url", url] if url else []  # none: the embedded engine
+    code = cli_main(["screen", str(pool), "-o", str(out), "--no-progress", *where, *extra])
+    data = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    return code, data.get("rows", []), data.get("run", {})
+
+
+def silent_socket():
+    """A server that accepts connections and never answers."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    return s, f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+class Hanging(Server):
+    """A real server that answers ``answers`` chat requests, then accepts every connection and answers
+    nothing more (not its model listing either) until closed."""
+
+    def __init__(self, routes, answers):
+        self.left = answers
+        self.hung = threading.Event()
+        self.released = threading.Event()
+        lock = threading.Lock()
+        chat_route = routes["/v1/chat/completions"]
+
+        def first_answers(body):
+            with lock:
+                self.left -= 1
+                if self.left < 0:
+                    self.hung.set()
+            return chat_route(body)
+
+        super().__init__({**routes, "/v1/chat/completions": first_answers})
+
+    def answer(self, path, content):
+        if self.hung.is_set():
+            self.released.wait(120)
+        return super().answer(path, content)
+
+    def close(self):
+        self.released.set()
+        super().close()
+
+
+# ------------------------------------------------------------------ 1. a replica that hangs
+def test_a_hanging_replica_at_start_is_named_and_the_run_goes_to_the_other(tmp_path, monkeypatch):
+    monkeypatch.setattr(openai_http, "START_GRACE_S", 1.0)
+    good = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat()})
+    silent, silent_url = silent_socket()
+    try:
+        code, rows, run = screen_cli(tmp_path, f"{good.url},{silent_url}", 4, "--timeout", "30")
+    finally:
+        good.close()
+        silent.close()
+    assert code == 0 and len(rows) == 4
+    assert all("模型未作答" not in json.dumps(r, ensure_ascii=False) for r in rows), rows
+    assert f"down: {silent_url} (not answering)" in run["engine"], run["engine"]  # the hanging one, named
+
+
+def test_requests_on_a_replica_that_stops_answering_go_to_the_other(tmp_path, monkeypatch):
+    monkeypatch.setattr(openai_http, "CHECK_S", 1.0)
+    routes = {"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat()}
+    hangs, good = Hanging(routes, answers=2), Server(routes)
+    try:
+        code, rows, run = screen_cli(tmp_path, f"{hangs.url},{good.url}", 12, "--timeout", "60", "--parallel", "4")
+        assert hangs.hung.is_set()  # it did stop answering mid-run
+    finally:
+        hangs.close()
+        good.close()
+    assert code == 0 and len(rows) == 12
+    assert all("模型未作答" not in json.dumps(r, ensure_ascii=False) for r in rows), rows
+    assert f"{hangs.url} (not answering)" in run["engine"], run["engine"]
+    assert Cache(tmp_path / "cache").stats()["entries"] == 12
+
+
+# ------------------------------------------------------------------ 2. a server answering under any name
+class KeepAlive:
+    """A real HTTP/1.1 server (connections kept open) answering ``routes`` on ``port``; ``close`` ends it
+    and every connection it holds, as a server process that exits."""
+
+    def __init__(self, routes, port=0):
+        self.routes, self.conns = routes, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                outer.conns.append(self.connection)
+
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                posted = json.loads(self.rfile.read(length)) if length else None
+                route = outer.routes.get(self.path, (404, "text/plain", b"not found"))
+                status, ctype, body = route(posted) if callable(route) else route
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_a_server_replaced_by_one_answering_under_any_name_never_stores_under_the_old_key(tmp_path, monkeypatch):
+    """The model at the URL is replaced by another that lists another name but answers a chat under
+    whatever name it is asked for: after the first "does not serve" error no answer is stored under
+    the first model's key (the next request reuses the new server's connection within IDENTIFY_S)."""
+    monkeypatch.setattr(openai_http, "IDENTIFY_S", 1000.0)
+    echo = chat(lambda body: body["model"])
+    first = KeepAlive({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": echo})
+    settings = tiny_settings(tmp_path, engine_url=first.url, retries=0, max_parallel=1)
+    second = None
+    try:
+        with Batcher.from_settings(settings) as b:
+            resolver = Resolver(b)
+            [before] = resolver.map(ScreenTask(), ROWS[:1])
+            assert isinstance(before, ScreenResult) and Cache(tmp_path / "cache").stats()["entries"] == 1
+            first.close()
+            second = KeepAlive({"/v1/models": vllm_models("Qwen/Qwen3-4B", served="other"),
+                                "/v1/chat/completions": echo}, port=first.port)
+            after = [resolver.map(ScreenTask(), [row])[0] for row in ROWS[1:4]]  # one at a time
+    finally:
+        first.close()
+        if second:
+            second.close()
+    assert all(isinstance(r, EngineError) for r in after), after
+    assert "does not serve 'qwen'" in str(after[0]) and "not Qwen/Qwen3-8B" in str(after[1]), after
+    assert Cache(tmp_path / "cache").stats()["entries"] == 1  # only the first model's own answer
+
+
+# ------------------------------------------------------------------ 3. a server's slots and progress
+class LlamaLike(Server):
+    """A llama.cpp-like server: ``slots`` slots (``/props``), ``/slots`` progress that moves at every
+    look, and a chat that answers once ``release(body)`` lets it; records the most requests at once."""
+
+    def __init__(self, slots, release):
+        self.now = self.most = self.looks = 0
+        self.lock = threading.Lock()
+
+        def props(_):
+            return 200, "application/json", json.dumps({"total_slots": slots}).encode()
+
+        def progress(_):
+            with self.lock:
+                self.looks += 1
+                data = [{"id": 0, "is_processing": True, "id_task": 1, "n_prompt_tokens_processed": 10,
+                         "next_token": [{"n_decoded": self.looks}]}]
+            return 200, "application/json", json.dumps(data).encode()
+
+        answer = chat("tiny")
+
+        def chat_route(body):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            try:
+                release(self)
+                return answer(body)
+            finally:
+                with self.lock:
+                    self.now -= 1
+
+        models = {"object": "list", "data": [{"id": "tiny", "object": "model", "meta": {"n_params": 1}}]}
+        super().__init__({"/v1/models": (200, "application/json", json.dumps(models).encode()), "/props": props,
+                          "/slots": progress, "/v1/chat/completions": chat_route})
+
+
+def test_the_client_keeps_no_more_in_flight_than_the_server_has_slots(tmp_path):
+    crowd = threading.Event()
+
+    def release(server):  # answer when a third request arrives at once (or after a while)
+        if server.now > 2:
+            crowd.set()
+        crowd.wait(2)
+
+    server = LlamaLike(slots=2, release=release)
+    try:
+        code, rows, run = screen_cli(tmp_path, server.url, 8)
+    finally:
+        server.close()
+    assert code == 0 and len(rows) == 8
+    assert server.most <= 2, server.most  # never more than the server's slots: no queue made by the client
+
+
+def test_a_request_the_server_is_computing_does_not_time_out(tmp_path, monkeypatch):
+    """A 4-slot server working on an answer for longer than the timeout (its slots moving all the
+    while): the row gets the model's answer, not 模型未作答."""
+    def release(server):  # the answer takes many looks at the server's progress: far past the timeout
+        while True:
+            with server.lock:
+                if server.looks >= 12:
+                    return
+            threading.Event().wait(0.05)
+
+    server = LlamaLike(slots=4, release=release)
+    try:
+        code, rows, run = screen_cli(tmp_path, server.url, 1, "--timeout", "3")
+    finally:
+        server.close()
+    assert code == 0 and len(rows) == 1
+    assert "模型未作答" not in json.dumps(rows, ensure_ascii=False), rows
+    assert server.looks >= 12  # its progress was read, again and again, while it computed
+
+
+# ------------------------------------------------------------------ 5. a slow embedded engine that works
+class SlowTokens:
+    """The real engine's server, made as slow as a busy CPU: each of the first ``slow`` tokens of an
+    answer takes ``pause`` seconds (without streaming: the whole pause before the answer)."""
+
+    def __init__(self, server, pause, slow, stall=False):
+        self.server, self.pause, self.slow, self.stall = server, pause, slow, stall
+
+    def __getattr__(self, name):
+        return getattr(self.server, name)
+
+    def handle_chat_completions(self, body, callback=None):
+        wait = threading.Event().wait
+        if callback is None:
+            wait(self.pause * self.slow)
+            return self.server.handle_chat_completions(body)
+        seen = [0]
+
+        def slowly(chunk):
+            seen[0] += 1
+            if self.stall and seen[0] == 2:
+                wait(self.pause)
+            elif seen[0] <= self.slow:
+                wait(self.pause)
+            return callback(chunk)
+
+        return self.server.handle_chat_completions(body, slowly)
+
+
+@pytest.mark.slow
+def test_a_slow_embedded_engine_that_is_computing_does_not_time_out_its_rows(tiny_model, tmp_path):
+    from xladdin.engine.embedded import EmbeddedEngine
+
+    settings = tiny_settings(tmp_path, timeout=3, max_parallel=2)
+    engine = EmbeddedEngine(settings, tiny_model)
+    engine.load()
+    engine._server = SlowTokens(engine._server, pause=0.5, slow=20)  # 10 s an answer, a token every 0.5 s
+    try:
+        with Batcher.from_settings(settings, engine=engine) as b:
+            results = Resolver(b).map(ScreenTask(), ROWS[:2])
+    finally:
+        engine.close()
+    assert all(isinstance(r, ScreenResult) and Flag.NO_ANSWER not in r.flags for r in results), results
+
+
+@pytest.mark.slow
+def test_rows_that_time_out_on_a_stalled_engine_name_the_remedy(tiny_model_path, tmp_path, monkeypatch, capsys):
+    from xladdin.engine import embedded
+
+    load = embedded.EmbeddedEngine.load
+
+    def stalling(self, *args, **kwargs):  # an engine that makes one token, then nothing for 30 s
+        load(self, *args, **kwargs)
+        self._server = SlowTokens(self._server, pause=30, slow=1, stall=True)
+
+    monkeypatch.setattr(embedded.EmbeddedEngine, "load", stalling)
+    monkeypatch.setenv("XLADDIN_MODEL", str(tiny_model_path))
+    code, rows, run = screen_cli(tmp_path, None, 2, "--timeout", "2", "--parallel", "2")
+    err = capsys.readouterr().err
+    assert code == 0 and all("模型未作答" in json.dumps(r, ensure_ascii=False) for r in rows), rows
+    assert "2 of 2 rows timed out" in err and "raise --timeout" in err, err
