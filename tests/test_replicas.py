@@ -92,7 +92,7 @@ class Hanging(Server):
 
 # ------------------------------------------------------------------ 1. a replica that hangs
 def test_a_hanging_replica_at_start_is_named_and_the_run_goes_to_the_other(tmp_path, monkeypatch):
-    monkeypatch.setattr(openai_http, "START_GRACE_S", 1.0)
+    monkeypatch.setattr(openai_http, "START_GRACE_S", 1.0, raising=False)
     good = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat()})
     silent, silent_url = silent_socket()
     try:
@@ -106,7 +106,7 @@ def test_a_hanging_replica_at_start_is_named_and_the_run_goes_to_the_other(tmp_p
 
 
 def test_requests_on_a_replica_that_stops_answering_go_to_the_other(tmp_path, monkeypatch):
-    monkeypatch.setattr(openai_http, "CHECK_S", 1.0)
+    monkeypatch.setattr(openai_http, "CHECK_S", 1.0, raising=False)
     routes = {"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat()}
     hangs, good = Hanging(routes, answers=2), Server(routes)
     try:
