@@ -31,6 +31,30 @@ class FakeCaller:
         self.sheet = type("S", (), {"name": "Pool", "book": type("B", (), {"name": "t.xlsx"})()})()
 
 
+# How long a test waits for an event (answers arriving, cells recalculated): generous, so a loaded
+# machine only makes it slower; the wait ends as soon as the event happens.
+PATIENCE = 900.0
+
+
+class Recalculated(list):
+    """The runtime's ``rewrite`` callback: records each cell Excel is asked to recalculate; ``wait(n)``
+    returns once ``n`` have been (or after ``PATIENCE``)."""
+
+    def __init__(self):
+        super().__init__()
+        self._cond = threading.Condition()
+
+    def __call__(self, caller):
+        with self._cond:
+            self.append(caller)
+            self._cond.notify_all()
+
+    def wait(self, n):
+        with self._cond:
+            self._cond.wait_for(lambda: len(self) >= n, timeout=PATIENCE)
+        return self
+
+
 @pytest.fixture
 def rt(tiny_engine, tmp_path):
     batcher = Batcher.from_settings(tiny_settings(tmp_path), engine=tiny_engine)
@@ -75,16 +99,11 @@ def test_rules_range_changes_level_and_score(rt):
 
 
 def test_pending_cells_get_a_placeholder_and_are_recalculated(rt):
-    recalculated = []
-    rt.rewrite = recalculated.append
+    rt.rewrite = recalculated = Recalculated()
     callers = [FakeCaller(f"$K${i}") for i in range(2, 12)]
     first = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
     assert all(f[0][0] == cells.PENDING and len(f[0]) == WIDTH for f in first)
-    deadline = threading.Event()
-    for _ in range(300):
-        if len(recalculated) == len(callers):
-            break
-        deadline.wait(0.1)
+    recalculated.wait(len(callers))
     assert sorted(c.address for c in recalculated) == sorted(c.address for c in callers)
     # Excel calls the cells again: all cache hits, no placeholder
     again = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
@@ -93,9 +112,17 @@ def test_pending_cells_get_a_placeholder_and_are_recalculated(rt):
 
 
 def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
+    """200 cells called from Excel's threads at once: each gets its placeholder at once and is recalculated
+    when its answer arrives (waited for as events, however slow the machine); then every cell's value."""
     rows = [row(1000 + i, roe=i % 30, pe=5 + i) for i in range(200)]
+    callers = [FakeCaller(f"$K${i}") for i in range(2, 202)]
+    rt.rewrite = recalculated = Recalculated()
     with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel's threads call one cell each
-        results = list(pool.map(lambda r: udfs.QWEN_SCREEN([r]), rows))
+        first = list(pool.map(lambda r, c: udfs.QWEN_SCREEN([r], False, None, c), rows, callers))
+    assert all(f[0][0] == cells.PENDING for f in first)
+    assert len(recalculated.wait(len(callers))) == len(callers), f"{len(recalculated)} of 200 recalculated"
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel recalculates them: answers from memory
+        results = list(pool.map(lambda r, c: udfs.QWEN_SCREEN([r], False, None, c), rows, callers))
     snap = rt.batcher.snapshot()
     assert all(r[0][0].endswith(".SH") for r in results), [r[0][0] for r in results if not r[0][0].endswith(".SH")]
     assert snap["engine_requests"] == 200
@@ -167,17 +194,13 @@ def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path)
     server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"),
                      "/v1/chat/completions": (503, "application/json", b'{"error": {"message": "overloaded"}}')})
     settings = tiny_settings(tmp_path, engine_url=server.url, timeout=2, retries=0)
-    recalculated = []
-    rt = CellRuntime(settings, rewrite=recalculated.append)
+    recalculated = Recalculated()
+    rt = CellRuntime(settings, rewrite=recalculated)
     udfs.set_runtime(rt)
     try:
         caller = FakeCaller("$L$2")
         assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
-        for _ in range(100):
-            if recalculated:
-                break
-            threading.Event().wait(0.05)
-        assert recalculated == [caller]
+        assert recalculated.wait(1) == [caller]
         requests = rt.batcher.snapshot()["engine_requests"]
         again = udfs.QWEN_SCREEN([row(1)], False, None, caller)  # Excel recalculates the cell
         assert again[0][0] == f"#QWEN! engine error 503 ({server.url}): overloaded"
@@ -205,17 +228,13 @@ def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_aga
     recalculated once, then spills the rules' verdict flagged 模型未作答; recalculating the
     sheet does not send the request again."""
     settings = tiny_settings(tmp_path, engine_url=tiny_engine.address, structured_output=False, max_tokens=64)
-    recalculated = []
-    runtime = CellRuntime(batcher=Batcher.from_settings(settings), rewrite=recalculated.append)
+    recalculated = Recalculated()
+    runtime = CellRuntime(batcher=Batcher.from_settings(settings), rewrite=recalculated)
     udfs.set_runtime(runtime)
     try:
         caller = FakeCaller("$K$2")
         assert udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0][0] == cells.PENDING
-        for _ in range(300):
-            if recalculated:
-                break
-            threading.Event().wait(0.1)
-        assert [c.address for c in recalculated] == ["$K$2"]
+        assert [c.address for c in recalculated.wait(1)] == ["$K$2"]
         asked = runtime.batcher.snapshot()["engine_requests"]
         assert asked == 2  # asked, then asked again with the error
         for _ in range(3):  # Excel recalculates the cell, then the whole sheet, again and again
