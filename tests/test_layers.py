@@ -8,7 +8,7 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 LAYERS = [
     {"errors", "settings", "rules", "gguf_files"},
     {"tasks", "pool", "report", "documents", "compare"},
-    {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting"},
+    {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting", "reading"},
     {"scheduler"},
     {"batcher"},
     {"resolver"},

@@ -348,7 +348,8 @@ def windows_udfs(monkeypatch):
     class ComCell:  # the caller as xlwings._xlwindows.Range wraps it: address, sheet, book, COM object
         def __init__(self, xl):
             self.xl, self.api = xl, types.SimpleNamespace(CLSID="clsid")
-            book = types.SimpleNamespace(name="pool.xlsx", fullname="pool.xlsx")  # not yet saved
+            full = xl.get("book", "pool.xlsx")  # not yet saved, unless the test names where it is
+            book = types.SimpleNamespace(name=os.path.basename(full), fullname=full)
             self.sheet = types.SimpleNamespace(name="Pool", book=book)
 
         @property

@@ -26,6 +26,7 @@ from .engine import Engine, build_engine
 from .errors import EngineOffline, EngineTimeout, XladdinError
 from .fitting import ContextFit
 from .prepared import Prepared, Requests
+from .reading import Reader
 from .scheduler import Scheduler
 from .settings import Settings
 from .tasks.base import Task
@@ -57,6 +58,7 @@ class Batcher(Scheduler):
         self.cache = cache
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
         self.requests = Requests(engine, self.params, self.context)
+        self.reader = Reader(cache)  # report files, read once in reader processes (started when needed)
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None, *,
@@ -99,6 +101,7 @@ class Batcher(Scheduler):
         self.cache.set(key, out.model_dump(mode="json"))
 
     def _closed(self) -> None:
+        self.reader.close()
         self.cache.close()
 
     def __enter__(self) -> Batcher:

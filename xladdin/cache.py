@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
 META = "meta"  # the side store's folder inside the cache directory
+DOCUMENTS = "documents"  # the report files' texts (reading.Reader), by stamp and content digest
 # What diskcache itself writes in a directory: its database (with SQLite's journal files) and the value
 # files of large entries, two levels of two-hex-digit folders deep (diskcache ``Disk.filename``).
 _DATABASE = re.compile(r"^cache\.db(-wal|-shm|-journal)?$")
@@ -56,6 +57,7 @@ class Cache:
         self._lock = threading.Lock()
         self._dc = None
         self._meta = None  # small side store (model id per server URL), so entries are len(_dc)
+        self._documents = None
         if enabled and directory is not None:
             try:
                 import diskcache
@@ -64,10 +66,11 @@ class Cache:
                 self._dc = diskcache.Cache(str(directory), size_limit=2**34, eviction_policy="least-recently-stored")
                 self._meta = diskcache.Cache(str(Path(directory) / META))
                 self._meta.set("probe", 1)  # fails here, not later, when the directory is read-only
+                self._documents = diskcache.Cache(str(Path(directory) / DOCUMENTS), size_limit=2**32)
             except Exception as e:  # unwritable, read-only, corrupt: run without a cache
                 self.warning = f"cache disabled: cannot use {directory} ({e.__class__.__name__}: {e})"
                 log.warning(self.warning)
-                self._dc = self._meta = None
+                self._dc = self._meta = self._documents = None
 
     @property
     def enabled(self) -> bool:
@@ -104,6 +107,23 @@ class Cache:
         if self._meta is not None:
             self._meta.set(name, value)
 
+    def get_document(self, key: str) -> Any:
+        if self._documents is None:
+            return None
+        try:
+            return self._documents.get(key)
+        except Exception as e:
+            log.warning("cache read failed: %s", e)
+            return None
+
+    def set_document(self, key: str, value: Any) -> None:
+        if self._documents is None:
+            return
+        try:
+            self._documents.set(key, value)
+        except Exception as e:
+            log.warning("cache write failed: %s", e)
+
     def stats(self) -> dict[str, Any]:
         entries = 0
         size = 0
@@ -122,12 +142,15 @@ class Cache:
         }
 
     def clear(self) -> int:
+        """Remove every answer (and the report texts read); returns how many answers."""
         if self._dc is None:
             return 0
+        if self._documents is not None:
+            self._documents.clear()
         return self._dc.clear()
 
     def close(self) -> None:
-        for store in (self._dc, self._meta):
+        for store in (self._dc, self._meta, self._documents):
             if store is not None:
                 store.close()
 
@@ -159,7 +182,7 @@ def remove_cache_files(directory: Path) -> tuple[list[str], list[str]]:
     when nothing but the cache's files was in it."""
     directory = Path(directory)
     removed: list[str] = []
-    stores = [directory / META, directory]
+    stores = [directory / META, directory / DOCUMENTS, directory]
     for store in stores:
         files, folders = _own_files(store)
         for f in files:
@@ -170,12 +193,12 @@ def remove_cache_files(directory: Path) -> tuple[list[str], list[str]]:
                 folder.rmdir()
             except OSError:
                 pass
-    meta = directory / META
-    if meta.is_dir() and not meta.is_symlink():
-        try:
-            meta.rmdir()
-        except OSError:
-            pass
+    for side in (directory / META, directory / DOCUMENTS):
+        if side.is_dir() and not side.is_symlink():
+            try:
+                side.rmdir()
+            except OSError:
+                pass
     left = sorted(Path(root, name).relative_to(directory).as_posix()
                   for root, _, names in os.walk(directory) for name in names)
     return removed, left

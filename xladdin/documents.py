@@ -21,6 +21,7 @@ read, and send to the engine, a file outside them.
 from __future__ import annotations
 
 import functools
+import hashlib
 import html.parser
 import os
 import re
@@ -100,26 +101,38 @@ def _blank(value: Any) -> bool:
 
 
 def attach(record: Any) -> Any:
-    """``record`` with the text of its ``report_file`` as ``report_text``; a record without a file is
-    returned as it is. Raises ``InputError`` (a path no front door placed is refused, not read)."""
+    """``record`` with the text of its ``report_file`` as ``report_text``, read here; a record without
+    a file is returned as it is. Raises ``InputError`` (a path no front door placed is refused, not
+    read). The front doors read through ``reading.Reader`` instead: once per file, off their thread."""
+    record, path = report_path(record)
+    return record if path is None else with_text(record, path, read_document(path))
+
+
+def report_path(record: Any) -> tuple[Any, ReportPath | None]:
+    """``record`` (a path where the text goes moved out of its text) and its report file's path, or
+    ``None`` without one. Raises ``InputError`` for a path no front door placed."""
     if not isinstance(record, dict):
-        return record
+        return record, None
     given = record.get(FIELD)
     text = record.get("report_text")
     if _blank(given) and isinstance(text, str) and looks_like_path(text):
         given = text
         record = {**record, "report_text": None}
     if _blank(given):
-        return record
+        return record, None
     if not isinstance(given, ReportPath):  # a front door that placed nothing allowed nothing
         raise InputError(FIELD, f"{given}: not read (no folder was given to read report files from; "
                          f"{ALLOW_HINT})")
-    path = Path(given)
-    text = read_document(given)
+    return record, given
+
+
+def with_text(record: dict[str, Any], path: ReportPath, text: str) -> dict[str, Any]:
+    """``record`` with its report file's ``text``: a summary typed beside the file comes first (page 1
+    keeps its number); the file is named by its name only."""
     own = record.get("report_text")
-    if isinstance(own, str) and own.strip():  # a summary typed beside the file comes first (page 1 keeps its number)
+    if isinstance(own, str) and own.strip():
         text = own.strip() + "\n" + text
-    return {**record, "report_text": text, FIELD: path.name}
+    return {**record, "report_text": text, FIELD: Path(path).name}
 
 
 def looks_like_path(text: str) -> bool:
@@ -170,6 +183,12 @@ def read_document(path: str | Path) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _read(path: str, mtime_ns: int, size: int, max_bytes: int) -> str:
+    return read_file(path, max_bytes)[1]
+
+
+def read_file(path: str, max_bytes: int) -> tuple[str, str]:
+    """The sha256 of the file at ``path`` (resolved and checked: ``locate``) and its text; at most
+    ``max_bytes`` are read. What a reader process runs."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in SUFFIXES:
@@ -182,6 +201,10 @@ def _read(path: str, mtime_ns: int, size: int, max_bytes: int) -> str:
     if len(raw) > max_bytes:
         raise InputError(FIELD, f"{p.name}: over the {max_bytes / MIB:g} MiB limit for report files "
                          "(max_report_mib, XLADDIN_MAX_REPORT_MIB)")
+    return hashlib.sha256(raw).hexdigest(), _text(p, suffix, raw)
+
+
+def _text(p: Path, suffix: str, raw: bytes) -> str:
     if suffix == ".pdf":
         return _pdf(p, raw)
     text = decode_text(raw, p.name, FIELD)

@@ -75,8 +75,8 @@ class RunSummary:
 
 def screen_records(batcher: Batcher, task: Task, records: list[Any], progress: bool,
                    bar_class: Any = None) -> tuple[list[Any], int, int]:
-    """Results in input order, with a progress bar (rows, cache hits, errors, rows/s, ETA);
-    returns (results, cache hits, errors)."""
+    """Results in input order, with a progress bar (rows, cache hits, errors, report files read,
+    rows/s, ETA); returns (results, cache hits, errors)."""
     from tqdm import tqdm
 
     hits = errors = 0
@@ -90,7 +90,10 @@ def screen_records(batcher: Batcher, task: Task, records: list[Any], progress: b
             elif res.provenance.cached:
                 hits += 1
             bar.update(1)
-            bar.set_postfix(cached=hits, errors=errors, refresh=False)
+            files = batcher.reader.snapshot()
+            read = {"files": files["files_read"] + files["files_from_store"]} if files["files_read"] or files[
+                "files_from_store"] else {}
+            bar.set_postfix(cached=hits, errors=errors, **read, refresh=False)
 
         results = Resolver(batcher).map(task, records, on_result)
     return results, hits, errors
@@ -169,6 +172,8 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
             "cache_hits": hits,
             "engine_requests": snap["engine_requests"],
             "without_answer": alone,  # rows the rules and code answered alone
+            # report files parsed in this run, and found already read in the cache (no file opened)
+            **{name: count for name, count in core.reader.snapshot().items() if name != "files_reading"},
             "seconds": round(seconds, 3),
             "started": began.isoformat(timespec="seconds"),
             "xladdin": __version__,

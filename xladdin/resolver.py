@@ -69,14 +69,48 @@ class Resolver:
         self.memo_hits = 0  # requests answered from memory (QWEN_STATUS's hit rate counts them)
 
     def resolve(self, task: Task, record: Any) -> Outcome:
+        """What ``record`` comes to now. A report file is known by a stat: an answered one is found in
+        memory without opening it; one not read yet is read by the batcher's ``Reader`` (off this
+        thread) and its request follows when it is read."""
         try:
-            record = documents.attach(record)  # a report file's text (a relative path: from the current folder)
+            record, path = documents.report_path(record)
+            if path is None:
+                memo_key = _memo_key(task.identity(), record)
+            else:
+                stamp, text = self.batcher.reader.text(path)
+                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: stamp})
         except XladdinError as e:
             return Failed(e)
-        memo_key = _memo_key(task.identity(), record)
         if memo_key is not None and (hit := self._memo.get(memo_key)) is not None:
             self.memo_hits += 1
             return Done(hit)
+        if path is None:
+            return self._resolve(task, record, memo_key)
+        if isinstance(text, str):
+            return self._resolve(task, documents.with_text(record, path, text), memo_key)
+        ticket: concurrent.futures.Future = concurrent.futures.Future()
+        text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
+        return Pending(ticket)
+
+    def _read(self, task: Task, record: dict[str, Any], path: documents.ReportPath, memo_key: Hashable | None,
+              ticket: concurrent.futures.Future, text: concurrent.futures.Future) -> None:
+        """A report file read (or not): its row resolved, and ``ticket`` settled with its outcome."""
+        if not ticket.set_running_or_notify_cancel():
+            return
+        try:
+            outcome = self._resolve(task, documents.with_text(record, path, text.result()), memo_key)
+        except XladdinError as e:
+            outcome = Failed(e)
+        except Exception as e:  # a bug on one row is that row's value
+            outcome = Failed(internal_error(e))
+        if isinstance(outcome, Done):
+            ticket.set_result(outcome.result)
+        elif isinstance(outcome, Failed):
+            ticket.set_exception(outcome.error)
+        else:
+            outcome.ticket.add_done_callback(functools.partial(_forward, ticket))
+
+    def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
             inp = task.parse(record)
             if self._failed:
@@ -186,3 +220,13 @@ class Resolver:
         with self._lock:
             self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
             self._failed[key()] = (now, error)
+
+
+def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:
+    """``inner``'s outcome as ``ticket``'s."""
+    if inner.cancelled():
+        ticket.set_exception(EngineTimeout("cancelled"))
+    elif inner.exception() is not None:
+        ticket.set_exception(inner.exception())
+    else:
+        ticket.set_result(inner.result())

@@ -179,3 +179,21 @@ def screen_answer(reason: str = "业绩稳健", **figures) -> str:
             value = f"{fig[0]}{fig[1]}"
             data[name] = {"value": value, "quote": fig[2] if len(fig) > 2 else value}
     return json.dumps(data, ensure_ascii=False)
+
+
+def misbehaving_read(path: str, max_bytes: int) -> tuple[str, str]:
+    """A reader process's read (``reading.Reader(read=…)``) that hangs on a file whose name holds
+    ``hang`` and ends its process on one that holds ``crash`` — what a malformed PDF can do to
+    PDFium — and reads any other file as the product does."""
+    import os
+    import time
+
+    from .documents import read_file
+
+    name = os.path.basename(path)
+    if "hang" in name:
+        while True:
+            time.sleep(3600)
+    if "crash" in name:
+        os._exit(139)
+    return read_file(path, max_bytes)

@@ -28,6 +28,7 @@ from ..engine.openai_http import OpenAIHTTPEngine
 from ..excel import cells, functions
 from ..excel.pending import CellRuntime
 from ..gguf_files import resolve_model
+from ..reading import Reader
 from ..settings import HTTPOptions, SamplingParams, Settings
 
 log = logging.getLogger(__name__)
@@ -167,9 +168,13 @@ def core(python: str | None = None) -> Batcher:
     """The batcher a Calc runtime uses: the configured server, or the embedded engine in a private
     server run by ``python`` (the environment's own)."""
     settings = Settings.load()
+    python = python or sys.executable
     if engine_kind(settings) != "embedded":
-        return Batcher.from_settings(settings)
-    return Batcher.from_settings(settings, PrivateServer(settings, python or sys.executable), own_engine=True)
+        batcher = Batcher.from_settings(settings)
+    else:
+        batcher = Batcher.from_settings(settings, PrivateServer(settings, python), own_engine=True)
+    batcher.reader = Reader(batcher.cache, python=python)  # report readers run by the environment's Python
+    return batcher
 
 
 def _flag(value: Any) -> bool:

@@ -100,8 +100,12 @@ class CellRuntime:
 
     def reports(self, folder: Path | None) -> Reports:
         """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting."""
+        return Reports.of(self._folder_settings, folder)
+
+    @functools.cached_property
+    def _folder_settings(self) -> Settings:
         self.batcher  # noqa: B018  (settings are loaded with the batcher)
-        return Reports.of(self._settings, folder)
+        return self._settings or Settings.load()  # a batcher given without them (Calc's): the user's
 
     @property
     def pending_cells(self) -> int:

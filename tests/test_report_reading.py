@@ -1,0 +1,186 @@
+"""Report files at scale: each file read once (a rerun opens none), in reader processes, never on a
+cell's thread; a file that hangs or crashes its reader is its row's error, and the other rows go on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_documents import PAGE_1, PAGE_2, TINY_MAX_TOKENS, make_pdf, write_pool
+from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
+
+from xladdin import documents
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.reading import Reader
+from xladdin.testing import ScriptedEngine, misbehaving_read, screen_answer
+
+BOUND_S = 120.0  # generous: what is waited on is a condition, never a duration
+
+
+def distinct_pdfs(folder: Path, codes: list[str]) -> list[Path]:
+    """One PDF per code, each a different file (its code in its first line), named as --reports matches."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [make_pdf(folder / f"{code}_年报.pdf", [[f"证券代码：{code}", *PAGE_1], PAGE_2]) for code in codes]
+
+
+def run_facts(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))["run"]
+
+
+def cli(args, model_path, tmp_path, **kw):
+    env = dict(os.environ, XLADDIN_MODEL=str(model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
+               XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=600, **kw)
+
+
+def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny_model_path, tmp_path):
+    codes = [f"6880{i:02d}" for i in range(8)]
+    distinct_pdfs(tmp_path / "reports", codes)
+    rows = [[c, f"公司{i}", "设备", "-40", ""] for i, c in enumerate(codes)] + [[codes[0], "同一份", "设备", "-40", ""]]
+    pool = write_pool(tmp_path / "pool.csv", rows, header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    first = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "a.json")],
+                tiny_model_path, tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    facts = run_facts(tmp_path / "a.json")
+    assert facts["files_read"] == 8 and facts["files_from_store"] == 0  # nine rows, eight files: each read once
+    assert "files=" in first.stderr  # the progress bar counts the files beside the rows
+    rows_a = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["rows"]
+    assert all(r["错误 error"] is None and r["风险等级 risk"] == "高" for r in rows_a)
+
+    again = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "b.json")],
+                tiny_model_path, tmp_path)
+    assert again.returncode == 0 and "9 rows, 9 from cache" in again.stdout, again.stderr[-2000:]
+    facts = run_facts(tmp_path / "b.json")
+    assert facts["files_read"] == 0 and facts["files_from_store"] == 8  # no file parsed again
+    rows_b = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))["rows"]
+    assert [r["净利润(亿元) net profit"] for r in rows_b] == [r["净利润(亿元) net profit"] for r in rows_a]
+
+    # a file changed since (same name, other content): read again, and only that one
+    make_pdf(tmp_path / "reports" / f"{codes[1]}_年报.pdf", [[f"证券代码：{codes[1]}", "更正后"], *([PAGE_1, PAGE_2])])
+    third = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "c.json")],
+                tiny_model_path, tmp_path)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert run_facts(tmp_path / "c.json")["files_read"] == 1
+
+
+def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_udfs, tmp_path,  # noqa: F811
+                                                                        monkeypatch):
+    from xladdin.excel import cells
+    from xladdin.excel.pending import CellRuntime
+
+    call_udf, name, module = windows_udfs
+    distinct_pdfs(tmp_path, ["688001"])
+
+    def opened_here(*args):  # a file opened in this process (the calling thread included) fails the test
+        raise AssertionError(f"a report file was opened on the calling side: {args}")
+
+    monkeypatch.setattr(documents, "read_document", opened_here)  # the ways this process reads a file
+    monkeypatch.setattr(documents, "_read", opened_here)
+    engine = ScriptedEngine(lambda m: screen_answer("亏损扩大"), delay=0.05)
+    recalculated = []
+    batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
+    runtime = CellRuntime(batcher=batcher, rewrite=recalculated.append)
+    module.set_runtime(runtime)
+    book = str(tmp_path / "pool.xlsx")  # a saved workbook beside the report
+    row = ((688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf", None, None, None),)
+    first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
+    assert first[0][0] == cells.PENDING  # not read yet: pending like any other cell
+    deadline = time.monotonic() + BOUND_S
+    while not recalculated and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert recalculated, "the cell was never recalculated"
+    done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
+    out = dict(zip(cells.SPILL_FIELDS, done[0], strict=True))
+    assert out["risk_level"] == "高" and out["net_profit"] == pytest.approx(-0.31204) and "688001" in out["read"]
+    again = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
+    assert again == done and batcher.reader.snapshot()["files_read"] == 1 and len(engine.calls) == 1
+
+
+def test_a_file_that_hangs_or_crashes_its_reader_is_its_rows_error_and_the_others_go_on(tmp_path):
+    import pandas as pd
+
+    import xladdin
+
+    names = ["600001_ok.txt", "600002_hang.txt", "600003_crash.txt", "600004_ok.txt"]
+    for n in names:
+        (tmp_path / n).write_text("营业收入12.5亿元，同比增长8%。", encoding="utf-8")
+    df = pd.DataFrame({"代码": [n[:6] for n in names], "名称": list("甲乙丙丁"), "报告文件": names})
+    with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
+        b.reader = Reader(b.cache, processes=2, timeout=5.0, read=misbehaving_read)
+        cwd = Path.cwd()
+        os.chdir(tmp_path)  # a DataFrame's relative paths: from the current folder
+        try:
+            out = xladdin.screen(df, batcher=b, progress=False)
+        finally:
+            os.chdir(cwd)
+    errors = list(out["错误 error"])
+    assert pd.isna(errors[0]) and pd.isna(errors[3]) and list(out["营收(亿元) revenue"])[::3] == [12.5, 12.5]
+    assert "600002_hang.txt" in errors[1] and "longer than 5s" in errors[1]
+    assert "600003_crash.txt" in errors[2] and "crashed the report reader" in errors[2]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_ctrl_c_while_reading_exits_130_and_leaves_no_reader(tiny_model_path, tmp_path):
+    for i in range(60):
+        (tmp_path / f"6000{i:02d}_hang.txt").write_text("营业收入12.5亿元。", encoding="utf-8")
+    pool = write_pool(tmp_path / "pool.csv", [[f"6000{i:02d}", f"公司{i}", "设备", "20", "10"] for i in range(60)],
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    # every file hangs its reader: the run is still reading when it is interrupted
+    code = ("import sys, xladdin.reading as r, xladdin.testing as t; "
+            "r.Reader.__init__.__kwdefaults__['read'] = t.misbehaving_read; "
+            "from xladdin.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-c", code, "screen", str(pool), "--reports", str(tmp_path), "-o",
+                             str(tmp_path / "out.json"), "--no-progress"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        everything: set[int] = set()
+        deadline = time.monotonic() + BOUND_S
+        while len(everything) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            everything = _descendants(proc.pid)  # the fork server and its reader processes
+            time.sleep(0.1)
+        assert proc.poll() is None and len(everything) >= 3, "no reader processes started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=BOUND_S)
+        assert proc.returncode == 130, err[-2000:]
+        deadline = time.monotonic() + BOUND_S
+        while any(_alive(p) for p in everything) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in everything if _alive(p)], "a reader process outlived the run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
