@@ -69,9 +69,11 @@ class Batcher(Scheduler):
         engine = engine or build_engine(settings)
         options = settings.options_for(engine.kind)
         timeout = options.timeout * (getattr(options, "retries", 0) + 1) + 5
-        return cls(engine, cache, params=settings.sampling, window_ms=settings.batch_window_ms,
-                   text_tokens=settings.text_tokens, max_parallel=options.max_parallel, request_timeout=timeout,
-                   own_engine=own)
+        batcher = cls(engine, cache, params=settings.sampling, window_ms=settings.batch_window_ms,
+                      text_tokens=settings.text_tokens, max_parallel=options.max_parallel, request_timeout=timeout,
+                      own_engine=own)
+        batcher.reader.processes = settings.readers or batcher.reader.processes
+        return batcher
 
     async def _start_engine(self) -> None:
         """Start the engine; an offline server seen before is known by the model id it had, so the

@@ -181,6 +181,8 @@ class Settings(BaseSettings):
         (), description="folders report files may also be read from, besides the pool's or workbook's folder and "
         "--reports (XLADDIN_REPORT_DIRS: folders separated by os.pathsep)")
     max_report_mib: float = Field(64, gt=0, description="largest report file read, in MiB")
+    readers: int | None = Field(None, ge=1, le=256, description="processes reading report files (default: one "
+                                "per CPU core)")
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     openai_http: HTTPOptions = Field(default_factory=HTTPOptions)
     embedded: EmbeddedOptions = Field(default_factory=EmbeddedOptions)

@@ -173,7 +173,7 @@ def core(python: str | None = None) -> Batcher:
         batcher = Batcher.from_settings(settings)
     else:
         batcher = Batcher.from_settings(settings, PrivateServer(settings, python), own_engine=True)
-    batcher.reader = Reader(batcher.cache, python=python)  # report readers run by the environment's Python
+    batcher.reader = Reader(batcher.cache, processes=settings.readers, python=python)  # the environment's Python
     return batcher
 
 

@@ -1,0 +1,216 @@
+"""Report files at scale (``python -m bench report_files``): a pool whose every row names its own
+report file, through ``xladdin screen --reports`` against the stand-in server, side by side in one
+run: one reader process against one per core (the default), then a rerun from the cache; and the
+Excel path: a cell per file, the calling thread's time on the first pass and on a recalculation
+once every answer is in.
+
+Every file is distinct: copies of the annual-report PDFs in ``../shared/data`` (else generated
+PDFs), each with a line of its own appended after ``%%EOF``, one name per code, so a reader keyed
+by content parses every one. Results: ``bench/results/report_files.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import queue
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import RESULTS, SHARED_DATA, machine
+from .excel_path import _server
+
+REPORTS = SHARED_DATA / "annual_reports"
+
+
+def sources() -> list[bytes]:
+    """The PDFs the copies are made from: the real annual reports where present, else generated ones."""
+    found = sorted(REPORTS.glob("*.pdf")) if REPORTS.is_dir() else []
+    if found:
+        return [p.read_bytes() for p in found]
+    from xladdin.testing import write_report_pdf
+
+    with tempfile.TemporaryDirectory() as d:
+        return [write_report_pdf(Path(d) / f"{i}.pdf", i).read_bytes() for i in range(6)]
+
+
+def make_reports(folder: Path, n: int, pdfs: list[bytes]) -> list[str]:
+    """``n`` distinct report files named by code (``600000_年报.pdf`` …); returns the codes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    codes = [f"{600000 + i:06d}" for i in range(n)]
+    for i, code in enumerate(codes):
+        (folder / f"{code}_年报.pdf").write_bytes(pdfs[i % len(pdfs)] + f"\n% copy {code}\n".encode())
+    return codes
+
+
+def write_pool(path: Path, codes: list[str]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["代码", "名称", "行业", "市盈率TTM", "ROE"])
+        w.writerows([code, f"公司{code}", "制造", "20", "10"] for code in codes)
+    return path
+
+
+def cli_run(url: str, pool: Path, reports: Path, cache: Path, out: Path, readers: int | None) -> dict[str, Any]:
+    """``xladdin screen POOL --reports DIR`` in a process of its own: wall seconds, errors, files parsed,
+    and the client's peak memory (its reader processes apart)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    env.update(XLADDIN_ENGINE_URL=url, XLADDIN_CACHE_DIR=str(cache))
+    if readers:
+        env["XLADDIN_READERS"] = str(readers)
+    code = ("import resource, sys; from xladdin.cli.main import main; rc = main(sys.argv[1:]); "
+            "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
+            "sys.exit(rc)")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, "screen", str(pool), "--reports", str(reports), "-o", str(out),
+                           "--no-progress"], env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"xladdin screen failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    run = json.loads(out.read_text(encoding="utf-8"))["run"]
+    peak = next((int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("peak_rss_kib")), 0)
+    return {"seconds": round(seconds, 3), "rows": run["rows"], "errors": run["errors"],
+            "files_read": run["files_read"], "files_from_store": run["files_from_store"],
+            "rows_per_s": round(run["rows"] / seconds, 2), "client_peak_rss_mib": round(peak / 1024, 1)}
+
+
+def cli_arms(url: str, work: Path, rows: int, pdfs: list[bytes]) -> dict[str, Any]:
+    reports = work / "reports"
+    pool = write_pool(work / "pool.csv", make_reports(reports, rows, pdfs))
+    runs = []
+    for order in (("one_reader", "per_core"), ("per_core", "one_reader")):  # each arm first once, second once
+        for arm in order:
+            cache = work / f"cache-{arm}-{len(runs)}"
+            run = cli_run(url, pool, reports, cache, work / "out.json", 1 if arm == "one_reader" else None)
+            runs.append({"arm": arm, **run})
+            print(json.dumps(runs[-1]), flush=True)
+            if arm == "per_core" and not any(r["arm"] == "rerun" for r in runs):
+                rerun = cli_run(url, pool, reports, cache, work / "out.json", None)
+                runs.append({"arm": "rerun", **rerun})
+                print(json.dumps(runs[-1]), flush=True)
+            shutil.rmtree(cache, ignore_errors=True)
+    best = {arm: min(r["seconds"] for r in runs if r["arm"] == arm) for arm in ("one_reader", "per_core")}
+    first = next(r for r in runs if r["arm"] == "per_core")
+    rerun = next(r for r in runs if r["arm"] == "rerun")
+    return {"rows": rows, "runs": runs, "per_core_over_one_reader": round(best["one_reader"] / best["per_core"], 2),
+            "rerun_over_first": round(rerun["seconds"] / first["seconds"], 3),
+            "rerun_files_parsed": rerun["files_read"]}
+
+
+class _Caller:
+    def __init__(self, address: str, book: str):
+        self.address = address
+        self.sheet = type("Sheet", (), {"name": "Pool", "book": type("Book", (), {"name": Path(book).name,
+                                                                                     "fullname": book})()})()
+
+
+def excel_arm(url: str, work: Path, cells_n: int) -> dict[str, Any]:
+    """A cell per report file, called as Excel calls it (caller, recalculated when its answer is in):
+    the calling thread's time in the first pass, until every answer is in, and in a recalculation."""
+    from xladdin.batcher import Batcher
+    from xladdin.excel import cells, udfs
+    from xladdin.excel.pending import CellRuntime
+    from xladdin.settings import Settings
+    from xladdin.testing import write_report_pdf
+
+    small = [write_report_pdf(work / f"source-{i}.pdf", i).read_bytes() for i in range(6)]  # the calling thread
+    codes = make_reports(work, cells_n, small)  # only stats a file: small ones measure it as well as large
+    book = str(work / "pool.xlsx")  # the workbook beside its reports
+    settings = Settings.load({"engine_url": url, "cache_dir": work / "excel-cache"}, env={})
+    recalc: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings), rewrite=recalc.put)
+    udfs.set_runtime(runtime)
+    values = [[float(c), f"公司{c}", "制造", 20.0, 10.0, None, f"{c}_年报.pdf"] for c in codes]
+    callers = [_Caller(f"$H${i + 2}", book) for i in range(cells_n)]
+    row_of = {c.address: i for i, c in enumerate(callers)}
+    final: dict[int, Any] = {}
+    calling = 0.0
+    try:
+        t0 = time.perf_counter()
+        for i, (row, caller) in enumerate(zip(values, callers, strict=True)):  # the sheet calculated once
+            t = time.perf_counter()
+            out = udfs.QWEN_SCREEN([row], False, None, caller)[0]
+            calling += time.perf_counter() - t
+            if out[0] != cells.PENDING:
+                final[i] = out
+        first_pass = calling
+        while len(final) < cells_n:  # Excel's thread: each cell it is asked to recalculate
+            caller = recalc.get(timeout=600)
+            i = row_of[caller.address]
+            t = time.perf_counter()
+            out = udfs.QWEN_SCREEN([values[i]], False, None, caller)[0]
+            calling += time.perf_counter() - t
+            if out[0] != cells.PENDING:
+                final[i] = out
+        filled = time.perf_counter() - t0
+        t = time.perf_counter()
+        again = [udfs.QWEN_SCREEN([row], False, None, caller)[0] for row, caller in zip(values, callers, strict=True)]
+        recalculation = time.perf_counter() - t
+        snap = runtime.batcher.reader.snapshot()
+    finally:
+        udfs.set_runtime(None)
+        runtime.close()
+    errors = sum(str(v[0]).startswith("#QWEN") for v in final.values())
+    return {"cells": cells_n, "first_pass_calling_s": round(first_pass, 3),
+            "calling_until_filled_s": round(calling, 3), "filled_s": round(filled, 2),
+            "recalculation_s": round(recalculation, 3), "answers": len(final), "errors": errors,
+            "recalculation_same": again == [final[i] for i in range(cells_n)], "files_read": snap["files_read"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench report_files", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=100, help="report-file rows of the CLI arms")
+    p.add_argument("--cells", type=int, default=500, help="report-file cells of the Excel arm")
+    p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
+    p.add_argument("--out", default=str(RESULTS / "report_files.json"))
+    args = p.parse_args(argv)
+    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
+    pdfs = sources()
+    server, url = _server(low, high)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            cli_part = cli_arms(url, Path(d) / "cli", args.rows, pdfs)
+        with tempfile.TemporaryDirectory() as d:
+            excel_part = excel_arm(url, Path(d), args.cells)
+    finally:
+        server.kill()
+        server.join()
+    out = {"files": "copies of ../shared/data's annual reports" if REPORTS.is_dir() else "generated PDFs",
+           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "cli": cli_part,
+           "excel": excel_part, "bench_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(f"report files: {cli_part['per_core_over_one_reader']}x with a reader per core; rerun "
+          f"{cli_part['rerun_over_first']} of the first run ({cli_part['rerun_files_parsed']} files parsed); Excel: "
+          f"{excel_part['first_pass_calling_s']} s calling thread on the first pass, "
+          f"{excel_part['recalculation_s']} s for a recalculation")
+    return 0
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    """Section 12 of docs/BENCHMARKS.md."""
+    c, e = d["cli"], d["excel"]
+    lines = ["## 12. Report files at scale (`python -m bench report_files`)", "",
+             f"Every row names its own report file ({d['files']}, each made distinct), the stand-in server "
+             f"({d['server']}), one run on {d['machine'].get('cpus')} CPUs; each CLI arm first once and second once.",
+             "", "| arm | seconds | rows/s | errors | files parsed | from the cache | client peak RSS (MiB) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in c["runs"]:
+        lines.append(f"| {r['arm']} | {r['seconds']} | {r['rows_per_s']} | {r['errors']} | {r['files_read']} "
+                     f"| {r['files_from_store']} | {r['client_peak_rss_mib']} |")
+    lines += ["", f"A reader per core: **{c['per_core_over_one_reader']}×** one reader's speed on the same "
+              f"{c['rows']} rows; a rerun from the cache: **{c['rerun_over_first']}** of the first run, "
+              f"{c['rerun_files_parsed']} files parsed.", "",
+              f"The Excel path, {e['cells']} cells each naming its own file: the calling thread spent "
+              f"**{e['first_pass_calling_s']} s** on the first pass, {e['calling_until_filled_s']} s in all until "
+              f"every cell was filled ({e['filled_s']} s, {e['answers']} answers, {e['errors']} errors), and "
+              f"**{e['recalculation_s']} s** on a recalculation once every answer was in (same values: "
+              f"{e['recalculation_same']}; {e['files_read']} files parsed).", ""]
+    return lines
