@@ -136,3 +136,126 @@ def write(report: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
     return path
+
+
+# ---------------------------------------------------------------- a gold file of report files
+# ``gold.jsonl``: one report file a line, with the figures a person read from it (money in the
+# report's own 元, ratios in percent) — field → (the result's column, money)
+REPORT_FIELDS: dict[str, tuple[str, bool]] = {
+    "revenue": ("revenue", True),
+    "net_profit": ("net_profit", True),
+    "net_profit_prev": ("net_profit_prev_text", True),
+    "net_profit_ex": ("net_profit_deducted", True),
+    "ocf": ("operating_cash_flow", True),
+    "net_profit_change_pct": ("net_profit_growth", False),
+    "eps": ("eps_text", False),
+    "roe": ("roe_text", False),
+    "gross_margin": ("gross_margin", False),
+    "gross_margin_prev": ("gross_margin_prev", False),
+}
+KEY_FIGURES = tuple(REPORT_FIELDS)[:8]  # the key-figure table's eight; the last two come from the statements
+YUAN_TO_YI = 1e-8
+MONEY_TOLERANCE = 1e-6  # relative: a money figure is the printed one (its unit aside), not a close one
+RATIO_TOLERANCE = 0.006  # percent or 元/股, printed with two decimals (a gross margin computed, then rounded)
+
+
+def read_report_gold(path: str | Path) -> list[dict[str, Any]]:
+    """The lines of a report gold file, each checked: a JSON object naming its ``file``, with ``code``
+    and ``name``; a bad line is an ``InputError`` naming the file, the line and the field."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError("gold", f"{path}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise InputError("gold", f"{path}: not UTF-8 text") from None
+    out = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError("gold", f"{path.name} line {n}: not JSON ({e.msg})") from None
+        if not isinstance(item, dict):
+            raise InputError("gold", f"{path.name} line {n}: expected a JSON object")
+        for key in ("file", "code", "name"):
+            if not isinstance(item.get(key), str | int) or not str(item[key]).strip():
+                raise InputError(key, f"{path.name} line {n}: '{key}' is missing")
+        for key in REPORT_FIELDS:
+            value = item.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise InputError(key, f"{path.name} line {n}: '{key}' is {value!r}, expected a number or null")
+        out.append(item)
+    if not out:
+        raise InputError("gold", f"{path.name}: no report lines")
+    return out
+
+
+def report_verdict(read: float | None, gold: float | None, money: bool) -> str:
+    """``right``, ``wrong``, ``missing``, or ``none`` (no gold value and nothing read). A figure read
+    where the report gives none (a bank's gross margin) is wrong."""
+    if gold is None:
+        return "none" if read is None else "wrong"
+    if read is None:
+        return "missing"
+    if money:
+        gold = gold * YUAN_TO_YI
+        return "right" if abs(read - gold) <= MONEY_TOLERANCE * max(abs(gold), 1e-12) else "wrong"
+    return "right" if abs(read - gold) <= RATIO_TOLERANCE else "wrong"
+
+
+def evaluate_reports(gold_path: str | Path, settings: Settings, *, reports: str | Path | None = None,
+                     progress: bool = True, batcher: Batcher | None = None) -> dict[str, Any]:
+    """Every report of a gold file screened as ``xladdin screen`` screens a pool naming them (files
+    read only from the gold file's folder, ``reports`` and the ``report_dirs`` setting), and per field:
+    right, wrong, missing."""
+    gold_path = Path(gold_path)
+    items = read_report_gold(gold_path)
+    folder = Path(reports) if reports is not None else gold_path.parent
+    records = [{"code": str(g["code"]), "name": g["name"], "industry": g.get("industry"), "report_file": g["file"]}
+               for g in items]
+    task = ScreenTask(max_text_chars=settings.max_text_chars)
+    with started(settings, batcher) as core:
+        allowed = Reports.of(settings, gold_path.parent, reports)
+        results, _, _ = screen_records(core, task, [allowed.place(r, folder) for r in records], progress)
+        model, engine = core.engine.model_id, core.engine.describe()
+    fields = {name: {"right": 0, "wrong": 0, "missing": 0} for name in REPORT_FIELDS}
+    rows, errors = [], []
+    for g, res in zip(items, results, strict=True):
+        if isinstance(res, XladdinError):
+            errors.append({"file": g["file"], "error": str(res)})
+            for name in REPORT_FIELDS:
+                if g.get(name) is not None:
+                    fields[name]["missing"] += 1
+            continue
+        row: dict[str, Any] = {"file": g["file"]}
+        for name, (attr, money) in REPORT_FIELDS.items():
+            read = getattr(res, attr, None)
+            verdict = report_verdict(read, g.get(name), money)
+            if verdict != "none":
+                fields[name][verdict] += 1
+            row[name] = {"verdict": verdict, "gold": g.get(name), "read": read}
+        row["notes"] = res.notes
+        rows.append(row)
+    return {"gold": str(gold_path), "reports": len(items), "errors": len(errors), "error_rows": errors,
+            "model": model, "engine": engine, "task_version": task.version, "fields": fields, "rows": rows}
+
+
+def report_table(report: dict[str, Any]) -> str:
+    """Per field: right / wrong / missing, and the totals of the eight key figures and of all."""
+    lines = [f"{report['reports']} reports, {report['errors']} errors — {report['model']}",
+             f"{'field':<24} {'right':>6} {'wrong':>6} {'missing':>8}"]
+    for name, f in report["fields"].items():
+        lines.append(f"{name:<24} {f['right']:>6} {f['wrong']:>6} {f['missing']:>8}")
+    for label, names in (("key figures (8)", KEY_FIGURES), ("all", tuple(report["fields"]))):
+        total = {k: sum(report["fields"][n][k] for n in names) for k in ("right", "wrong", "missing")}
+        scored = sum(total.values())
+        share = f"  ({total['right'] / scored:.1%} right)" if scored else ""
+        lines.append(f"{label:<24} {total['right']:>6} {total['wrong']:>6} {total['missing']:>8}{share}")
+    for row in report["rows"]:
+        off = [f"{n} {v['verdict']} (gold {v['gold']}, read {v['read']})" for n, v in row.items()
+               if isinstance(v, dict) and v["verdict"] in ("wrong", "missing")]
+        if off:
+            lines.append(f"  {row['file']}: " + "; ".join(off))
+    return "\n".join(lines)
