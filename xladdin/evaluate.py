@@ -78,7 +78,8 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
     task = ScreenTask(max_text_chars=settings.max_text_chars)
     with started(settings, batcher) as core:
         allowed = Reports.of(settings, pool.path.parent)  # report files: from the gold file's folder
-        results, _, _ = screen_records(core, task, [allowed.place(r) for r in pool.records()], progress)
+        records = [allowed.place(r, pool.path.parent) for r in pool.records()]
+        results, _, _ = screen_records(core, task, records, progress)
         model, engine = core.engine.model_id, core.engine.describe()
     scores = {name: FieldScore(misses=[], quoted=None if name == "gold_risk" else 0) for name in gold}
     errors, alone = [], 0

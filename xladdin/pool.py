@@ -150,8 +150,8 @@ class Pool:
     reports: dict[int, Path] = field(default_factory=dict)  # row index → report file found by ``match_reports``
 
     def records(self) -> list[dict[str, Any]]:
-        """Rows as task input dicts (canonical field names; money scaled to 亿元; a report file's
-        relative path taken from the pool file's folder)."""
+        """Rows as task input dicts (canonical field names; money scaled to 亿元; a report file as
+        given, else the one ``match_reports`` found: a front door places it, ``documents.Reports``)."""
         out = []
         for i, row in enumerate(self.rows):
             rec: dict[str, Any] = {}
@@ -161,10 +161,7 @@ class Pool:
                 if factor != 1.0:
                     value = _scaled(value, factor, name)
                 rec[name] = value
-            if isinstance(rec.get("report_file"), str) and rec["report_file"].strip():
-                given = Path(rec["report_file"].strip()).expanduser()
-                rec["report_file"] = str(given if given.is_absolute() else self.path.parent / given)
-            elif i in self.reports:
+            if not (isinstance(rec.get("report_file"), str) and rec["report_file"].strip()) and i in self.reports:
                 rec["report_file"] = str(self.reports[i])
             out.append(rec)
         return out

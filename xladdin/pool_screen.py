@@ -144,7 +144,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
     if reports is not None:
         pool.match_reports(reports)
     allowed = Reports.of(settings, pool.path.parent, reports)  # report files: from the pool's folder and --reports
-    records = [allowed.place({**r, **(fields or {})}) for r in pool.records()]
+    records = [allowed.place({**r, **(fields or {})}, pool.path.parent) for r in pool.records()]
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     # an engine that cannot start at all is one error line, not a report of errors

@@ -141,7 +141,7 @@ def verify(settings: Settings, *, against: Settings | None = None, model_path: P
             raise ConfigError("--manifest needs --model PATH (the file or folder to hash)")
         report.checks += check_hashes(model_path, manifest)
     allowed = Reports.of(settings, pool.parent)
-    records = [allowed.place(r) for r in read_pool(pool).records()[:rows]]
+    records = [allowed.place(r, pool.parent) for r in read_pool(pool).records()[:rows]]
     try:
         label, first = screen_rows(settings, records)
     except XladdinError as e:
