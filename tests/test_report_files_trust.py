@@ -133,3 +133,26 @@ def test_a_named_folder_is_read_from_a_cell_without_a_workbook(tmp_path, layout,
     assert documents.attach(record)["report_text"] == SECRET
     with pytest.raises(documents.InputError, match="not read"):  # a path no front door placed
         documents.attach({"report_file": str(secret_dir / "key.txt")})
+
+
+def test_relative_paths_as_a_user_types_them_are_read(tiny_model_path, tmp_path):
+    """`xladdin screen pool.csv` from the pool's folder, and `--reports ../reports` from a folder beside it:
+    the folders the user chose may be written relatively, with '..'; only the pool's own paths may not."""
+    work, reports = tmp_path / "work", tmp_path / "reports"
+    (work / "mine").mkdir(parents=True)
+    reports.mkdir()
+    make_pdf(work / "mine" / "688001_年报.pdf", [PAGE_1, PAGE_2])
+    make_pdf(reports / "688002_年报.pdf", [PAGE_1, PAGE_2])
+    write_pool(work / "pool.csv", [["688001", "华兴源创", "设备", "-40", "", "mine/688001_年报.pdf"],
+                                   ["688002", "另一家", "设备", "-40", "", ""]])
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", "pool.csv", "--reports", "../reports",
+                        "-o", "out.json", "--no-progress"], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((work / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert [row["错误 error"] for row in rows] == [None, None]
+    assert [row["风险等级 risk"] for row in rows] == ["高", "高"]

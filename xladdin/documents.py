@@ -75,8 +75,10 @@ class Reports:
         if _blank(given):
             return record
         path = Path(str(given).strip()).expanduser()
-        if base is not None and not path.is_absolute():
-            path = base / path
+        # the folder the user chose may be written with '..' ("../pool.csv"): made absolute here, while the
+        # path the pool or cell gives keeps its '..' and is refused for it (``locate``)
+        if base is not None and not path.is_absolute() and ".." not in path.parts:
+            path = base.expanduser().resolve() / path
         return {**record, FIELD: ReportPath(str(path), self)}
 
 
@@ -175,7 +177,8 @@ def read_document(path: str | Path) -> str:
     path that is not a ``ReportPath`` is a file the caller names itself (a benchmark, a test): read
     within the size bound."""
     if not isinstance(path, ReportPath):
-        path = ReportPath(str(Path(path).absolute()), Reports((Path(path).absolute().parent.resolve(),)))
+        real = Path(path).expanduser().resolve()
+        path = ReportPath(str(real), Reports((real.parent,)))
     real = locate(path)
     st = real.stat()
     return _read(str(real), st.st_mtime_ns, st.st_size, path.reports.max_bytes)

@@ -178,7 +178,7 @@ class Pool:
                 codes[i] = normalize_code(row[idx] if idx < len(row) else None)
             except InputError:
                 continue  # the row's own error names its code
-        found = match_reports(list(codes.values()), Path(folder))
+        found = match_reports(list(codes.values()), Path(folder).expanduser().resolve())  # no '..' in its paths
         self.reports = {i: found[c[:6]] for i, c in codes.items() if c[:6] in found}
         return len(self.reports)
 
