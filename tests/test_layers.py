@@ -7,7 +7,7 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
     {"errors", "settings", "rules", "gguf_files"},
-    {"tasks", "pool", "report", "documents", "compare"},
+    {"tasks", "pool", "report", "documents", "compare", "changes"},
     {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting", "reading"},
     {"scheduler"},
     {"batcher"},

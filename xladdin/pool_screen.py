@@ -14,11 +14,12 @@ from pydantic import BaseModel
 from . import __version__
 from .batcher import Batcher, started
 from .cache import Cache
+from .changes import Changes, compare_reports, read_saved, saved_from_table
 from .documents import Reports
 from .errors import XladdinError
 from .gguf_files import STARTER_NOTE
 from .pool import read_pool
-from .report import check_output, write_report
+from .report import check_output, table, write_report
 from .resolver import Resolver
 from .rules import DEFAULT_RULES, Flag, Rules
 from .settings import Settings
@@ -62,6 +63,7 @@ class RunSummary:
     note: str | None
     without_answer: int = 0  # rows whose model answer failed: the rules' and code's verdict, flagged 模型未作答
     unrecognised: list[str] | None = None  # columns no field was read from (kept as they are)
+    changes: Changes | None = None  # what changed since the report given to ``compare``
 
     @property
     def answered(self) -> int:
@@ -108,12 +110,14 @@ def screen_file(
     progress: bool = True,
     batcher: Batcher | None = None,
     reports: str | Path | None = None,
+    compare: str | Path | None = None,
 ) -> RunSummary:
     """Screen the pool at ``input_path`` into a report; ``reports``: a folder of report files matched
-    to rows by the stock code in their names."""
+    to rows by the stock code in their names; ``compare``: an earlier report, whose rows that changed go
+    to the report's Changes sheet (``changes.compare_reports``)."""
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     return _pool_job(input_path, output_path, settings, task, ScreenResult, progress=progress, batcher=batcher,
-                     reports=reports, facts=lambda _: {"rules": rules.model_dump()})
+                     reports=reports, facts=lambda _: {"rules": rules.model_dump()}, compare=compare)
 
 
 def highlights_file(input_path: str | Path, output_path: str | Path, settings: Settings, *,
@@ -136,10 +140,12 @@ def highlights_file(input_path: str | Path, output_path: str | Path, settings: S
 def _pool_job(input_path: str | Path, output_path: str | Path, settings: Settings, task: Task,
               result_model: type[BaseModel], *, progress: bool, batcher: Batcher | None,
               reports: str | Path | None, facts: Callable[[list[Any]], dict[str, Any]],
-              fields: dict[str, Any] | None = None) -> RunSummary:
+              fields: dict[str, Any] | None = None, compare: str | Path | None = None) -> RunSummary:
     """A pool file through ``task`` into a report: the output checked before any row is asked, the rows
-    (with ``fields`` added) in one batch, the run's facts (``facts`` of the results among them) beside."""
+    (with ``fields`` added) in one batch, the run's facts (``facts`` of the results among them) beside;
+    ``compare``: an earlier report (read before any row is asked) compared with this one."""
     check_output(output_path, input_path)
+    earlier = read_saved(compare) if compare is not None else None
     pool = read_pool(input_path)
     if reports is not None:
         pool.match_reports(reports)
@@ -179,11 +185,17 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
             "xladdin": __version__,
             "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
         }
-        out = write_report(output_path, pool, results, result_model, run, cache_kept(core.cache, results))
+        changes = None
+        if earlier is not None:
+            run["compared_with"] = str(compare)
+            changes = compare_reports(earlier, saved_from_table(output_path, *table(pool, results, result_model)))
+            run["changes"] = changes.counts()
+        out = write_report(output_path, pool, results, result_model, run, cache_kept(core.cache, results),
+                           changes)
     if snap["timed_out"]:  # what to do about it, said where the run is summed up
         timeout = settings.options_for(engine.kind).timeout
         hint = (f"{snap['timed_out']} of {len(records)} rows timed out: the engine made no progress for "
                 f"{timeout:g}s — a slow or busy CPU: raise --timeout (XLADDIN_TIMEOUT), or lower --parallel")
         note = f"{note}; {hint}" if note else hint
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone,
-                      pool.unrecognised())
+                      pool.unrecognised(), changes)

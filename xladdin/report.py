@@ -21,9 +21,12 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from .changes import Changes
 
 from .compare import HEADER as COMPARE_HEADER
 from .compare import THIS_YEAR, chart_figure, from_results, industry_name
@@ -103,20 +106,21 @@ def check_output(path: str | Path, input_path: str | Path | None = None) -> Path
 
 
 def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
-                 run: dict[str, Any], kept: str | None = None) -> Path:
+                 run: dict[str, Any], kept: str | None = None, changes: Changes | None = None) -> Path:
     """Write the report (its folder checked before the run: ``check_output``); if that fails,
     save the rows as JSON beside it and say where. ``kept``: what the cache holds of the run, said
-    when neither can be written (``pool_screen.cache_kept``)."""
+    when neither can be written (``pool_screen.cache_kept``). ``changes``: what changed since an earlier
+    report (``--compare``): a Changes sheet, the ``changes`` of a .json, a ``.changes.json`` beside a .csv."""
     path = report_path(path)
     header, rows = table(pool, results, result_model)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_whole(path, header, rows, results, pool, run)
+        _write_whole(path, header, rows, results, pool, run, changes)
     except Exception as e:
         rescue = path.with_name(path.stem + ".rescued.json")
         why = f"cannot write {path.name} ({e.__class__.__name__}: {e})"
         try:
-            _write_whole(rescue, header, rows, results, pool, run)
+            _write_whole(rescue, header, rows, results, pool, run, changes)
         except Exception as e2:
             raise XladdinError(f"{why}, nor the rows to {rescue.name} ({e2.__class__.__name__}: {e2}): "
                                f"{kept or 'free some space and run the same command again'}") from None
@@ -125,35 +129,87 @@ def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_mo
 
 
 def _write_whole(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
-                 run: dict[str, Any]) -> None:
+                 run: dict[str, Any], changes: Changes | None = None) -> None:
     """Written to a temporary file beside ``path`` and moved into place: a failed write never leaves a
     truncated report (nor replaces a good one)."""
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    beside = (".run.json", ".changes.json")
     try:
-        _write(tmp, header, rows, results, pool, run)
+        _write(tmp, header, rows, results, pool, run, changes)
         os.replace(tmp, path)
         if path.suffix.lower() == ".csv":
-            os.replace(tmp.with_suffix(".run.json"), path.with_suffix(".run.json"))
+            for suffix in beside:
+                if tmp.with_suffix(suffix).exists():
+                    os.replace(tmp.with_suffix(suffix), path.with_suffix(suffix))
     finally:
-        for leftover in (tmp, tmp.with_suffix(".run.json")):
+        for leftover in (tmp, *(tmp.with_suffix(s) for s in beside)):
             leftover.unlink(missing_ok=True)
 
 
 def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
-           run: dict[str, Any]) -> None:
+           run: dict[str, Any], changes: Changes | None = None) -> None:
     suffix = path.suffix.lower()
     if suffix == ".xlsx":
-        _write_xlsx(path, header, rows, results, pool, run)
+        _write_xlsx(path, header, rows, results, pool, run, changes)
     elif suffix == ".csv":
         with path.open("w", encoding="utf-8-sig", newline="") as f:
             w = csv.writer(f)
             w.writerow([neutralize(h) for h in header])
             w.writerows([neutralize(v) for v in r] for r in rows)
         path.with_suffix(".run.json").write_text(json.dumps(run, ensure_ascii=False, indent=2), encoding="utf-8")
+        if changes is not None:
+            path.with_suffix(".changes.json").write_text(json.dumps(changes.as_dict(), ensure_ascii=False, indent=1),
+                                                         encoding="utf-8")
     else:
         records = [dict(zip(header, r, strict=True)) for r in rows]
-        path.write_text(json.dumps({"run": run, "rows": records}, ensure_ascii=False, indent=1, default=str),
-                        encoding="utf-8")
+        whole = {"run": run, "rows": records, **({"changes": changes.as_dict()} if changes is not None else {})}
+        path.write_text(json.dumps(whole, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+
+
+def write_changes(path: str | Path, changes: Changes) -> Path:
+    """What changed between two reports alone (``xladdin diff -o``): an .xlsx with its Changes sheet, or
+    .json; written atomically."""
+    path = report_path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".xlsx", ".json"):
+        raise InputError("output", f"{path.name}: changes are written as .xlsx or .json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        if suffix == ".xlsx":
+            from openpyxl import Workbook
+
+            wb = Workbook()
+            wb.remove(wb.active)
+            _write_changes_sheet(wb, changes)
+            wb.save(tmp)
+        else:
+            tmp.write_text(json.dumps(changes.as_dict(), ensure_ascii=False, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write_changes_sheet(wb: Any, changes: Changes) -> None:
+    """The Changes sheet: a line saying what was compared, then a row per change (new 高 first)."""
+    from openpyxl.styles import Font, PatternFill
+
+    from .changes import HEADER, NEW_HIGH
+
+    ws = wb.create_sheet("Changes")
+    _append_text_safe(ws, [changes.line()])
+    ws["A1"].font = Font(bold=True)
+    _append_text_safe(ws, HEADER)
+    for cell in ws[2]:
+        cell.font = Font(bold=True)
+    for change in changes.rows:
+        _append_text_safe(ws, change.cells())
+        if change.kind == NEW_HIGH:
+            ws.cell(row=ws.max_row, column=1).fill = PatternFill("solid", start_color=RISK_FILLS["高"])
+    ws.freeze_panes = "A3"
+    for letter, width in (("A", 14), ("B", 10), ("C", 12), ("J", 60)):
+        ws.column_dimensions[letter].width = width
 
 
 def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[str, Counter]]:
@@ -167,7 +223,7 @@ def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[st
 
 
 def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
-                run: dict[str, Any]) -> None:
+                run: dict[str, Any], changes: Changes | None = None) -> None:
     from openpyxl import Workbook
     from openpyxl.chart import BarChart, Reference
     from openpyxl.styles import Font, PatternFill
@@ -220,6 +276,8 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     _write_comparison(sm, pool, results)
     sm.column_dimensions["A"].width = 24
 
+    if changes is not None:
+        _write_changes_sheet(wb, changes)
     _write_run(wb, run)
     wb.save(path)
 

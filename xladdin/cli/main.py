@@ -1,5 +1,6 @@
 """``xladdin`` entry point: parse arguments, call the library, turn its error
-into one line and an exit code (0 ok, 1 some rows failed, 2 error)."""
+into one line and an exit code (0 ok, 1 some rows failed, 2 error; ``screen --compare`` / ``--replay``
+add 4 when rows changed, ``diff`` exits as diff(1): 0 same, 1 changed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import sys
 
 from ..errors import XladdinError
-from . import cache_cmd, calc_cmd, eval_cmd, highlights_cmd, screen_cmd
+from . import cache_cmd, calc_cmd, diff_cmd, eval_cmd, highlights_cmd, screen_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cmd.add_parser(sub)
     eval_cmd.add_parser(sub)
     calc_cmd.add_parser(sub)
+    diff_cmd.add_parser(sub)
     return parser
 
 

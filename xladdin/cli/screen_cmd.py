@@ -16,6 +16,8 @@ from ..rules import DEFAULT_RULES, Rules
 from ..settings import toml_text
 from .settings_options import add_settings_options, settings_from
 
+CHANGED = 4  # added to the exit status when --compare found rows that changed
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("screen", help="screen a stock pool (CSV/XLSX) into an annotated report")
@@ -24,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
     p.add_argument("--reports", metavar="DIR", help="folder of report files (.pdf .txt .md .html) named with the "
                    "stock code (603339_年报.pdf), read for the rows without a 报告文件 column")
+    p.add_argument("--compare", metavar="REPORT", help="an earlier report (last night's .xlsx/.csv/.json): the rows "
+                   "whose level, score or flags changed, new 高 first, and rows in or out, on a Changes sheet; "
+                   "exit status 4 is added when any changed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_settings_options(p)
     p.set_defaults(func=run)
@@ -45,14 +50,21 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
     summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
-                          reports=args.reports)
+                          reports=args.reports, compare=args.compare)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
     if summary.unrecognised:
         print("columns not recognised (copied to the report as they are): " + ", ".join(
             " ".join(c.split()) for c in summary.unrecognised), file=sys.stderr)
     print(summary_line(summary, time.perf_counter() - t0, "flag 模型未作答"))
-    return 1 if summary.errors else 0
+    if summary.changes is not None:
+        print(summary.changes.line())
+    return exit_status(summary)
+
+
+def exit_status(summary: RunSummary) -> int:
+    """0 every row screened, 1 some rows failed; plus 4 when rows changed since the report compared with."""
+    return (1 if summary.errors else 0) | (CHANGED if summary.changes else 0)
 
 
 def summary_line(summary: RunSummary, seconds: float, alone: str) -> str:
