@@ -25,7 +25,9 @@ from .figures import (
     read_figures,
     read_shares,
     split_figure,
+    table_notes,
     table_prose_conflicts,
+    withheld_figures,
 )
 from .tables import read_tables
 
@@ -58,9 +60,14 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     quote) or ``None``; ``net_profit_prev`` (亿元, a given field) lets growth be checked."""
     a = Audit()
     code = read_figures(text)
+    withheld = withheld_figures(text)
     untraced: list[str] = []
     for name, (label, unit) in FIGURES.items():
         read = model.get(name)
+        if name in withheld:  # code cannot place it exactly: missing, with the reason, never guessed
+            a.values[name] = None
+            a.notes.append(f"缺{label}: {withheld[name]}")
+            continue
         model_value = None
         if read is not None:
             number, written = split_figure(read[0])
@@ -88,11 +95,14 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
         a.notes.append("模型读数在原文中找不到出处, 未采用: " + ", ".join(untraced))
     for name in TABLE_FIGURES:
         found = code.get(name)
+        if found is None and name in withheld:
+            a.notes.append(f"缺{TABLE_FIGURES[name][0]}: {withheld[name]}")
         a.values[name] = found.value if found is not None else None
         if found is not None:
             a.quotes[name] = found.quote
             if found.page is not None:
                 a.pages[name] = found.page
+    a.notes.extend(table_notes(text))
     for name, table, prose in table_prose_conflicts(text, tolerance):
         a.doubt(f"{FIGURES[name][0]}: 表格{table.value:g}「{table.quote[:30]}」 vs "
                 f"正文{prose.value:g}「{prose.quote[:30]}」")

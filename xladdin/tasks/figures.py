@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from .tables import MONEY_UNITS, page_of, read_tables
+from .tables import MONEY_UNITS, page_of, read_key_tables
 
 # Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
 # answer meets its text again seconds after it was sent): each entry is small (the texts themselves are
@@ -168,7 +168,14 @@ TABLE_FIGURES: dict[str, tuple[str, str]] = {
     "eps_prev": ("上年EPS", "元/股"),
     "net_profit_deducted": ("扣非净利润", "亿元"),
     "operating_cash_flow": ("经营现金流", "亿元"),
+    "gross_margin_prev": ("上年毛利率", "%"),
 }
+# a key-figure row → the figures read from it (this year's, its change, last year's)
+_FROM_ROW = {"revenue": ("revenue", "revenue_growth", "revenue_prev"),
+             "net_profit": ("net_profit", "net_profit_growth", "net_profit_prev"),
+             "roe": ("roe", "roe_prev"), "eps": ("eps", "eps_prev"),
+             "net_profit_deducted": ("net_profit_deducted",), "operating_cash_flow": ("operating_cash_flow",),
+             "gross_margin": ("gross_margin", "gross_margin_prev")}
 
 
 def read_figures(text: str) -> dict[str, Reading]:
@@ -181,14 +188,41 @@ def read_figures(text: str) -> dict[str, Reading]:
 @functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def _read_figures(text: str) -> dict[str, Reading]:
     out = _from_tables(text)
+    held = _table_held(text)
     for name, r in _read_prose(text).items():
-        out.setdefault(name, r)
+        if name not in held:  # a prose figure never stands in for a figure of the report's own tables
+            out.setdefault(name, r)
     return out
+
+
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+def _table_held(text: str) -> frozenset[str]:
+    """The figures a report's key-figure tables (and its 合并利润表) answer for, read or withheld: prose
+    never gives them."""
+    kt = read_key_tables(text)
+    if not kt.found:
+        return frozenset()
+    return frozenset(n for row in _FROM_ROW for n in _FROM_ROW[row])
+
+
+@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+def withheld_figures(text: str) -> dict[str, str]:
+    """Figures code leaves empty on purpose, each with the reason (a row whose columns or unit cannot be
+    placed, a bank's gross margin): never guessed, nor asked of the model."""
+    kt = read_key_tables(text)
+    read = _from_tables(text)
+    return {n: why for row, why in kt.withheld.items() for n in _FROM_ROW.get(row, (row,)) if n not in read}
+
+
+def table_notes(text: str) -> list[str]:
+    """How code placed the key figures (上年取调整后)."""
+    return list(read_key_tables(text).notes)
 
 
 def _from_tables(text: str) -> dict[str, Reading]:
     out: dict[str, Reading] = {}
-    for name, row in read_tables(text).items():
+    kt = read_key_tables(text)
+    for name, row in kt.rows.items():
         if row.current is not None:
             out[name] = Reading(name, row.current, row.quote, page=row.page)
         if name in ("revenue", "net_profit") and row.change is not None:
@@ -196,15 +230,23 @@ def _from_tables(text: str) -> dict[str, Reading]:
             out[growth] = Reading(growth, row.change, row.quote, page=row.page)
         if row.prior is not None and f"{name}_prev" in TABLE_FIGURES:  # last year's column of the same row
             out[f"{name}_prev"] = Reading(f"{name}_prev", row.prior, row.quote, page=row.page)
+    s = kt.statement
+    if s is not None:
+        for name, i in (("gross_margin", 0), ("gross_margin_prev", 1)):
+            margin = s.margin(i)
+            if margin is not None:
+                out[name] = Reading(name, margin, s.quote, page=s.revenue_page)
     return out
 
 
 def table_prose_conflicts(text: str, tolerance: float) -> list[tuple[str, Reading, Reading]]:
-    """Figures a report's table and its prose both state, with values more than ``tolerance`` apart."""
+    """Figures a report's table and its prose both state, with values more than ``tolerance`` apart (not the
+    gross margin: the prose's is often a segment's or the main business's, another figure than the
+    statement's)."""
     tables, prose = _from_tables(text), _read_prose(text)
     out = []
     for name, t in tables.items():
-        p = prose.get(name)
+        p = prose.get(name) if name != "gross_margin" else None
         if p is None or p.value is None or t.value is None:
             continue
         if abs(p.value - t.value) > tolerance * max(abs(p.value), abs(t.value), 1e-12):

@@ -22,12 +22,13 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import XladdinError
+from ..periods import from_report
 from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures, loss_against_fields
 from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .excerpt import Excerpt, excerpt
-from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures
+from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
 from .tables import read_tables
 
 MAX_REASON = 30
@@ -143,10 +144,13 @@ class ScreenResult(ResultRow):
     eps_prev_text: float | None = Field(None, title="上年EPS(元) prior-year EPS")
     net_profit_deducted: float | None = Field(None, title="扣非净利润(亿元) profit ex. one-offs")
     operating_cash_flow: float | None = Field(None, title="经营现金流(亿元) operating cash flow")
+    gross_margin_prev: float | None = Field(None, title="上年毛利率(%) prior-year gross margin")
     basis: str = Field(title="规则依据 rule basis")
     notes: str = Field(title="说明 notes")
     evidence: str = Field(title="出处 evidence")
     read: str = Field("", title="阅读范围 read")
+    period: str | None = Field(None, title="报告期 period")  # the report's, and the day it was published
+    published: str | None = Field(None, title="公告日 published")  # (periods; a pool's own columns win: as_of)
     provenance: Provenance
 
 
@@ -164,7 +168,8 @@ RESULT_FIGURES = {"revenue": "revenue", "net_profit": "net_profit", "revenue_gro
 # result column → a figure only code reads (a report's key-figure table)
 RESULT_TABLE_FIGURES = {"net_profit_prev_text": "net_profit_prev", "revenue_prev_text": "revenue_prev",
                         "roe_prev_text": "roe_prev", "eps_prev_text": "eps_prev",
-                        "net_profit_deducted": "net_profit_deducted", "operating_cash_flow": "operating_cash_flow"}
+                        "net_profit_deducted": "net_profit_deducted", "operating_cash_flow": "operating_cash_flow",
+                        "gross_margin_prev": "gross_margin_prev"}
 DEFAULT_TEXT_CHARS = 1200  # before the batcher has sized the text to an engine's context
 
 
@@ -181,7 +186,7 @@ def _schema_without(names: frozenset[str]) -> dict[str, Any]:
 
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     name: ClassVar[str] = "screen"
-    version: ClassVar[str] = "screen-7"
+    version: ClassVar[str] = "screen-8"
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
@@ -229,7 +234,8 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     @staticmethod
     def not_asked(inp: StockSample) -> frozenset[str]:
         text = inp.report_text
-        return frozenset((read_figures(text).keys() | (FIGURES.keys() - named_figures(text))) & FIGURES.keys())
+        return frozenset((read_figures(text).keys() | withheld_figures(text).keys()
+                          | (FIGURES.keys() - named_figures(text))) & FIGURES.keys())
 
     def excerpt(self, inp: StockSample) -> Excerpt:
         """What the model reads of the row's text: a figure table code has read is not given again."""
@@ -291,6 +297,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         if not inp.report_text:
             flags.add(Flag.MISSING)
             notes.append("缺财报摘要: 未抽取数字")
+        dates = from_report(inp.report_file, inp.report_text)
         return ScreenResult(
             code=inp.code,
             name=inp.name,
@@ -305,5 +312,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             evidence=audit.evidence(),
             read=(f"{inp.report_file}: " if inp.report_file else "") + (given.scope or
                   (f"全文{len(inp.report_text):,}字" if inp.report_text else "")),
+            period=dates.period and dates.period.label,
+            published=dates.published and dates.published.isoformat(),
             provenance=provenance,
         )

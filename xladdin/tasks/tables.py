@@ -1,10 +1,16 @@
-"""The key-figure tables of an annual report, read by code: 主要会计数据 and 主要财务指标.
+"""The key-figure tables of an annual report, read by code: 主要会计数据 and 主要财务指标, and the
+合并利润表's 营业收入 and 营业成本 (gross margin this year and last).
 
 In a report's text (a PDF's text layer, page by page) a table row is its label — often wrapped
-over two or three lines (``归属于上市公司股东`` / ``的净利润``) — followed by its cells: this
-year, last year, the change, the year before. The unit is the table's own line (``单位：元``). Each
-figure comes with its row as printed (label joined, cells as written) and its page, so a search in
-the document finds it.
+over two or three lines (``归属于上市公司股东`` / ``的净利润``), the numbers on the first, middle or
+last line — followed by its cells: this year, last year (with a restated report 调整前 and 调整后),
+the change, the year before. The unit is the table's own line (``单位：元``), a group header
+(``经营业绩（人民币百万元）``) or the row's label (``营业收入（元）``); a table may go on over the next
+page. Each figure comes with its row as printed (label joined, cells as written) and its page, so a
+search in the document finds it.
+
+Never a guess: a row whose columns cannot be placed (which is this year, which is restated) or whose
+unit is not stated is left out with the reason (``KeyTables.withheld``), never read approximately.
 """
 
 from __future__ import annotations
@@ -13,28 +19,39 @@ import ast
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PAGE_BREAK = "\f"
 _START = re.compile(r"主要会计数据")
-_END = re.compile(r"境内外会计准则|分季度主要财务|非经常性损益项目|第[三四]节")
+_END = re.compile(r"境内外会计准则|分季度主要财务|分季度财务|非经常性损益项目|第[三四]节|第[三四]章")
 _UNIT = re.compile(r"单位[:：]\s*(人民币)?(元|千元|万元|百万元|亿元)")
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}  # → 亿元
+# a group header's unit: 经营业绩（人民币百万元）, 规模指标（人民币千元）
+_GROUP_UNIT = re.compile(r"[(（](人民币)?(元|千元|万元|百万元|亿元)[)）]")
+_YEAR_IN = re.compile(r"(?:19|20)\d{2}年")
 _YEAR = re.compile(r"^(19|20)\d{2}年(末|度)?$")
 _CELL = re.compile(r"^(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)%?$")
-_PP = re.compile(r"^(增加|减少|上升|下降)?(-?\d+(?:\.\d+)?)个?百分点$")
-_UNIT_SUFFIX = re.compile(r"[(（](元|元/股|%|千元|万元|百万元|亿元)[)）]$")
+_PAREN = re.compile(r"^[(（](\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)[)）]$")  # (344,587): a negative
+# a change in percent points, in words: 增加3.88个百分点, 减少 3.96 个百分点 (joined first), 增加3.88 (wrapped)
+_PP = re.compile(r"^(增加|减少|上升|下降)?(-?\d+(?:\.\d+)?)(个百分点|百分点|个)?$")
+_PP_SPACED = re.compile(r"(增加|减少|上升|下降)\s*(\d+(?:\.\d+)?)\s*(个\s*百分点|百分点|个)?")
+_WORDS = ("-", "--", "–", "—", "——", "不适用", "上年同期为负", "本期为负", "上年为负", "/", "N/A", "n/a")
+_UNIT_SUFFIX = re.compile(r"[(（](?:人民币)?(元|元/股|%|千元|万元|百万元|亿元)[)）]$")
+_RESTATED = ("调整前", "调整后")
 # name → (label pattern matched at the end of the row's label, words that make it another row)
+_OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的"
 ROWS: dict[str, tuple[str, str]] = {
     "revenue": (r"营业总收入|营业收入", r"扣除|营业外"),
-    "net_profit": (r"归属于(?:上市公司|母公司)(?:股东|所有者)的净利润", r"扣除|少数"),
-    "net_profit_deducted": (r"归属于(?:上市公司|母公司)(?:股东|所有者)的扣除非经常性损益(?:后)?的净利润", r"少数"),
+    "net_profit": (_OWNER + r"净利润", r"扣除|少数"),
+    "net_profit_deducted": (_OWNER + r"扣除非经常性损益(?:后)?的净利润", r"少数"),
     "operating_cash_flow": (r"经营活动产生的现金流量净额", r"每股"),
     "eps": (r"基本每股收益", r"扣除|稀释"),
     "roe": (r"加权平均净资产收益率", r"扣除"),
 }
 PERCENT_ROWS = ("roe",)
 PER_SHARE_ROWS = ("eps",)
+# words of a bank's (or an insurer's) key figures: its income statement has no 营业成本, so no gross margin
+_BANK = re.compile(r"利息净收入|归属于本行|净息差|不良贷款率|已赚保费|保险业务收入")
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,39 @@ class TableRow:
     quote: str
     page: int | None
     unit: str
+
+
+@dataclass(frozen=True)
+class Statement:
+    """营业收入 and 营业成本 of the 合并利润表 (亿元), this year and last, each row as printed with its page."""
+
+    revenue: tuple[float, float]
+    cost: tuple[float, float]
+    revenue_quote: str
+    cost_quote: str
+    revenue_page: int | None
+    cost_page: int | None
+
+    def margin(self, i: int) -> float | None:
+        rev, cost = self.revenue[i], self.cost[i]
+        return round((rev - cost) / rev * 100, 2) if rev > 0 else None
+
+    @property
+    def quote(self) -> str:
+        pages = self.revenue_page != self.cost_page and self.cost_page is not None
+        return (f"合并利润表 {self.revenue_quote} / {self.cost_quote}" + (f"(第{self.cost_page}页)" if pages else ""))
+
+
+@dataclass
+class KeyTables:
+    """What code read of a report's key-figure tables and its 合并利润表, with what it left out and why."""
+
+    rows: dict[str, TableRow] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # how a figure was placed (上年取调整后)
+    withheld: dict[str, str] = field(default_factory=dict)  # name → why code leaves it empty
+    statement: Statement | None = None
+    bank: bool = False
+    found: bool = False  # a key-figure table is in the report
 
 
 def page_of(text: str, position: int) -> int | None:
@@ -66,12 +116,16 @@ def _fold(tok: str) -> str:
     return tok if tok.isascii() else unicodedata.normalize("NFKC", tok)
 
 
+def _is_cell(tok: str) -> bool:
+    t = _fold(tok)
+    return bool(_CELL.match(t) or _PAREN.match(t) or _PP.match(t)) or t in _WORDS
+
+
 def _cells(tokens: list[str]) -> int:
     """How many of the last tokens are table cells."""
     n = 0
     for tok in reversed(tokens):
-        t = _fold(tok)
-        if _CELL.match(t) or _PP.match(t) or t in ("-", "--", "不适用"):
+        if _is_cell(tok):
             n += 1
         else:
             break
@@ -82,66 +136,191 @@ def _number(tok: str) -> float | None:
     t = _fold(tok)
     if (m := _CELL.match(t)) is not None:
         return float(m.group(1).replace(",", ""))
+    if (m := _PAREN.match(t)) is not None:
+        return -float(m.group(1).replace(",", ""))
     if (m := _PP.match(t)) is not None:
         value = float(m.group(2))
         return -value if m.group(1) in ("减少", "下降") else value
     return None
 
 
+def _tokens(line: str) -> list[str]:
+    """A line's tokens, a change in words joined into one (``减少 3.96 个百分点`` → ``减少3.96个百分点``)."""
+    return _PP_SPACED.sub(lambda m: re.sub(r"\s+", "", m.group(0)), line).split()
+
+
 @functools.lru_cache(maxsize=2048)  # small results, one per row in flight (figures.ROWS_IN_FLIGHT)
-def read_tables(text: str) -> dict[str, TableRow]:
-    """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins)."""
-    if "主要会计数据" not in text and "主要财务指标" not in text:
-        return {}
-    out: dict[str, TableRow] = {}
-    for page_no, page in enumerate(text.split(PAGE_BREAK), start=1):
-        if "主要会计数据" not in page and "主要财务指标" not in page and not out:
-            continue
-        _read_page(page, page_no if PAGE_BREAK in text else None, out)
-        if len(out) == len(ROWS):
-            break
+def read_key_tables(text: str) -> KeyTables:
+    """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins) and its
+    合并利润表's revenue and cost, with the figures code leaves out and why."""
+    out = KeyTables()
+    if "主要会计数据" in text or "主要财务指标" in text:
+        _Reader(text, out).read()
+    if out.found:  # an annual report: its statements are read too
+        out.bank = bool(_BANK.search(_norm(_table_text(text))))
+        _read_statement(text, out)
     return out
 
 
-def _read_page(page: str, page_no: int | None, out: dict[str, TableRow]) -> None:
-    inside, unit, label = bool(out), "元", []
-    for raw in page.split("\n"):
-        line = raw.strip()
-        if not line:
-            continue
-        if _START.search(line) and not _cells(line.split()):
-            inside, label = True, []
-        if not inside:
-            continue
-        if _END.search(line):
-            if out:
-                return
-            inside, label = False, []
-            continue
-        if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
-            unit, label = m.group(2), []
-            continue
-        if line.startswith("['") and line.endswith("']"):  # a table row as a parsed report lists its cells
-            listed = _listed(line)
-            if listed is not None:
-                head, cells = listed[0], [c for c in listed[1:] if c]
-                if not head and any(_YEAR.match(_fold(c)) for c in cells):
-                    label = []
-                elif head and len(cells) >= 2 and _cells(cells) == len(cells):
-                    _take(out, _norm(head), cells, line, unit, page_no, quote=line)  # the row as it stands
+def read_tables(text: str) -> dict[str, TableRow]:
+    """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins)."""
+    return read_key_tables(text).rows
+
+
+def _table_text(text: str) -> str:
+    i = text.find("主要会计数据")
+    return text[i : i + 6000] if i >= 0 else ""
+
+
+class _Reader:
+    """One pass over the pages from the first 主要会计数据 line to the table's end; state (unit, columns)
+    carries over a page break."""
+
+    def __init__(self, text: str, out: KeyTables):
+        self.text, self.out = text, out
+        self.paged = PAGE_BREAK in text
+        self.inside = False
+        self.unit: str | None = None
+        self.label: list[str] = []
+        self.years = 0  # years named in the header above the rows (the columns, with a change column)
+        self.restated: list[str] | None = None  # 调整前 / 调整后 under the years, in their order
+        self.pending: tuple[str, list[str], int | None, str | None] | None = None  # a row no label matched yet
+        self.header = False  # the lines since the last row are a header
+
+    def read(self) -> None:
+        for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
+            if not self.inside and "主要会计数据" not in page and "主要财务指标" not in page:
                 continue
-        tokens = line.split()
-        n = _cells(tokens)
-        if "年" in line and any(_YEAR.match(_fold(t)) for t in tokens):
-            label = []  # a header row (2019年 2018年 …)
-            continue
-        if n < 2:
-            label.append(line)
-            continue
-        label.append(" ".join(tokens[: len(tokens) - n]))
-        name_text = "".join(label)
-        _take(out, _norm(name_text), tokens[len(tokens) - n :], name_text, unit, page_no)
-        label = []
+            if self._page(page, page_no if self.paged else None):
+                return
+            if len(self.out.rows) + len(self.out.withheld.keys() & ROWS.keys()) == len(ROWS):
+                return
+
+    def _page(self, page: str, page_no: int | None) -> bool:
+        """Read one page; True at the table's end."""
+        for raw in page.split("\n"):
+            line = raw.strip()
+            if not line:
+                continue
+            if _START.search(line) and not _cells(line.split()):
+                if not self.inside:
+                    self.inside, self.label = True, []
+                    self.out.found = True
+            if not self.inside:
+                continue
+            if _END.search(line):
+                if self.out.rows:
+                    return True
+                self.inside, self.label = False, []
+                continue
+            norm = _norm(line)
+            if "单位" in line and (m := _UNIT.search(norm)) is not None:
+                self.unit, self.label = m.group(2), []
+                continue
+            if line.startswith("['") and line.endswith("']"):  # a table row as a parsed report lists its cells
+                listed = _listed(line)
+                if listed is not None:
+                    head, cells = listed[0], [c for c in listed[1:] if c]
+                    if not head and any(_YEAR.match(_fold(c)) for c in cells):
+                        self.label = []
+                    elif head and len(cells) >= 2 and _cells(cells) == len(cells):
+                        self._take(_norm(head), cells, line, page_no, quote=line)
+                    continue
+            tokens = _tokens(line)
+            n = _cells(tokens)
+            if n < 2:
+                self._label_line(line, norm, tokens, page_no)
+                continue
+            self.header = False
+            self.label.append(" ".join(tokens[: len(tokens) - n]))
+            name_text = "".join(self.label)
+            self.label = []
+            self._row(name_text, tokens[len(tokens) - n :], page_no)
+        return False
+
+    def _label_line(self, line: str, norm: str, tokens: list[str], page_no: int | None) -> None:
+        if norm in ("百分点", "个百分点"):  # the end of a change wrapped to the next line
+            return
+        if all(t in _RESTATED for t in tokens):
+            self.restated, self.label, self.pending = tokens, [], None
+            return
+        if _YEAR_IN.search(norm):  # a header row (2019年 2018年 …): the columns start again
+            if not self.header:
+                self.years, self.restated = 0, None
+            self.header = True
+            self.years += len(_YEAR_IN.findall(norm))
+            self.label, self.pending = [], None
+            return
+        group = _GROUP_UNIT.search(norm)
+        if group is not None and (group.group(1) or norm[group.end() :]):  # 经营业绩（人民币百万元） 增减(%)
+            self.unit, self.label, self.pending = group.group(2), [], None
+            return
+        if self.pending is not None:  # the label's last line, after the numbers
+            label, cells, page, unit = self.pending
+            self.pending = None
+            if self._row(label + line, cells, page, retry=False, unit=unit):
+                return
+        self.label.append(line)
+
+    def _row(self, name_text: str, cells: list[str], page_no: int | None, *, retry: bool = True,
+             unit: str | None = None) -> bool:
+        taken = self._take(_norm(name_text), cells, name_text, page_no, unit=unit)
+        if not taken and retry:
+            self.pending = (name_text, cells, page_no, self.unit)
+        return taken
+
+    def _columns(self, cells: list[str]) -> tuple[int, int, int | None] | str:
+        """Where this year, last year and the change stand among ``cells``, or why they cannot be placed."""
+        if self.restated:
+            w = self.restated
+            if len(cells) != len(w) + 1 or len(w) < 3 or {w[0], w[1]} != set(_RESTATED):
+                return f"上年有调整前/调整后两列, 但本行{len(cells)}个数与表头{len(w) + 1}列对不上"
+            prior = 1 if w[0] == "调整后" else 2
+            return 0, prior, 3
+        expected = self.years + 1 if self.years >= 2 else None  # the years and a change column
+        if expected is not None and len(cells) != expected:
+            return f"本行{len(cells)}个数, 表头为{expected}列, 无法确定各数所在年份"
+        return 0, 1, 2 if len(cells) > 2 else None
+
+    def _take(self, label: str, cells: list[str], printed: str, page_no: int | None, quote: str | None = None,
+              unit: str | None = None) -> bool:
+        out = self.out
+        own = _UNIT_SUFFIX.search(label)
+        unit = unit or self.unit
+        if own is not None and own.group(1) in MONEY_UNITS:  # 营业收入（元）: the row's own unit
+            unit = own.group(1)
+        label = _UNIT_SUFFIX.sub("", label)
+        for name, (pattern, other) in ROWS.items():
+            m = re.search(f"(?:{pattern})$", label)
+            if m is None or re.search(other, label[: m.start()]):
+                continue
+            if name in out.rows or name in out.withheld:
+                return True
+            row_quote = quote or f"{printed.strip()} {' '.join(cells)}"
+            where = f"(第{page_no}页)" if page_no else ""
+            money = name not in PERCENT_ROWS and name not in PER_SHARE_ROWS
+            if money and unit is None:
+                out.withheld[name] = f"表格未写单位, 未读「{row_quote[:40]}」{where}"
+                return True
+            placed = self._columns(cells)
+            if isinstance(placed, str):
+                out.withheld[name] = f"{placed}, 未读「{row_quote[:40]}」{where}"
+                return True
+            i_cur, i_prior, i_change = placed
+            values = [_number(c) for c in cells]
+            scale = MONEY_UNITS[unit] if money else 1.0
+            shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
+
+            def scaled(v: float | None, factor: float = scale) -> float | None:
+                return None if v is None else round(v * factor, 10)
+
+            change = values[i_change] if i_change is not None and i_change < len(values) else None
+            out.rows[name] = TableRow(name, scaled(values[i_cur]), scaled(values[i_prior]), change, row_quote,
+                                      page_no, shown_unit)
+            if self.restated and "上年取调整后" not in "".join(out.notes):
+                out.notes.append(f"上年数有调整前/调整后两列, 上年取调整后(重述)数{where}")
+            return True
+        return False
 
 
 def _listed(line: str) -> list[str] | None:
@@ -152,24 +331,53 @@ def _listed(line: str) -> list[str] | None:
     return [str(v).strip() for v in value] if isinstance(value, list) and value else None
 
 
-def _take(out: dict[str, TableRow], label: str, cells: list[str], printed: str, unit: str,
-          page_no: int | None, quote: str | None = None) -> None:
-    own = _UNIT_SUFFIX.search(label)
-    if own is not None and own.group(1) in MONEY_UNITS:  # 营业收入（元）: the row's own unit
-        unit = own.group(1)
-    label = _UNIT_SUFFIX.sub("", label)
-    for name, (pattern, other) in ROWS.items():
-        m = re.search(f"(?:{pattern})$", label)
-        if m is None or name in out or re.search(other, label[: m.start()]):
-            continue
-        values = [_number(c) for c in cells]
-        scale = 1.0 if name in PERCENT_ROWS or name in PER_SHARE_ROWS else MONEY_UNITS[unit]
-        shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
+# ------------------------------------------------------------------ the 合并利润表
+_STATEMENT = re.compile(r"^(?:[一二三四五六七八九十\d]+[、.．]|[(（][一二三四五六七八九十\d]+[)）])?\s*合并利润表\s*$")
+_STATEMENT_END = re.compile(r"母公司利润表|合并现金流量表|利润表\s*$")
+_ST_REVENUE = re.compile(r"^(?:其中[:：])?营业收入$")
+_ST_COST = re.compile(r"^(?:其中[:：])?营业成本$")
+_MONEY_CELL = re.compile(r"^-?\d{1,3}(?:,\d{3})*\.\d{2}$|^-?\d{1,3}(?:,\d{3})+$")
 
-        def scaled(v: float | None, factor: float = scale) -> float | None:
-            return None if v is None else round(v * factor, 10)
 
-        change = values[2] if len(values) > 2 else None
-        out[name] = TableRow(name, scaled(values[0]), scaled(values[1]), change,
-                             quote or f"{printed.strip()} {' '.join(cells)}", page_no, shown_unit)
+def _read_statement(text: str, out: KeyTables) -> None:
+    """营业收入 and 营业成本 of the 合并利润表 (never the parent's), this year and last."""
+    if out.bank:
+        out.withheld["gross_margin"] = "银行/保险的利润表无营业成本, 不计毛利率"
         return
+    paged = PAGE_BREAK in text
+    inside, unit = False, None
+    found: dict[str, tuple[float, float, str, int | None]] = {}
+    for page_no, page in enumerate(text.split(PAGE_BREAK), start=1):
+        if not inside and "合并利润表" not in page:
+            continue
+        for raw in page.split("\n"):
+            line = raw.strip()
+            if not inside:
+                if _STATEMENT.match(line):
+                    inside, unit = True, None
+                continue
+            if _STATEMENT_END.search(line) and not _STATEMENT.match(line):
+                inside = False
+                break
+            if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
+                unit = m.group(2)
+                continue
+            tokens = line.split()
+            label = _norm(" ".join(t for t in tokens if not _MONEY_CELL.match(t)))
+            label = re.sub(r"(?:附注)?[一二三四五六七八九十]*[、.]?\d+(?:[(（]\d+[)）])?$", "", label)
+            for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
+                if name in found or not pattern.match(label):
+                    continue
+                money = [t for t in tokens if _MONEY_CELL.match(t)]
+                if len(money) != 2 or unit is None:
+                    why = "未写单位" if unit is None else f"{len(money)}个数"
+                    out.withheld["gross_margin"] = (f"合并利润表的{label}行{why}, 无法确定本年与上年"
+                                                    f"「{line[:40]}」(第{page_no}页)")
+                    return
+                cur, prior = (round(float(t.replace(",", "")) * MONEY_UNITS[unit], 10) for t in money)
+                found[name] = (cur, prior, " ".join(tokens), page_no if paged else None)
+            if len(found) == 2:
+                rev, cost = found["revenue"], found["cost"]
+                out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3])
+                return
+    out.withheld.setdefault("gross_margin", "未找到合并利润表的营业收入与营业成本, 不计毛利率")
