@@ -1,0 +1,150 @@
+"""Key-figure table layouts, each a generated annual-report PDF scored by ``xladdin eval`` through the CLI:
+every figure right or, where code cannot place it exactly, missing with the reason — never wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_documents import cli, make_pdf
+
+COVER = ["2023年年度报告", "第二节 公司简介和主要财务指标"]
+STATEMENT = ["第十节 财务报告", "3、合并利润表", "单位：元", "项目 附注 2023 年度 2022 年度",
+             "一、营业总收入 1,000,000.00 800,000.00", "其中：营业收入 30 1,000,000.00 800,000.00",
+             "二、营业总成本 900,000.00 700,000.00", "其中：营业成本 30 600,000.00 520,000.00"]
+PARENT = ["4、母公司利润表", "单位：元", "项目 2023 年度 2022 年度", "一、营业收入 400,000.00 300,000.00",
+          "减：营业成本 100,000.00 90,000.00"]
+GM = {"gross_margin": 40.0, "gross_margin_prev": 35.0}  # (1,000,000 - 600,000) / 1,000,000; 280/800
+
+LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
+    # the unit in each row's label; labels wrapped over two or three lines, the numbers on the middle one
+    "row_unit_wrapped": ([COVER + [
+        "六、主要会计数据和财务指标", "公司是否需追溯调整或重述以前年度会计数据", "□ 是 √ 否",
+        "2023 年 2022 年 本年比上年增减 2021 年",
+        "营业收入（元） 2,941,412,770.30 2,718,608,796.51 8.20% 2,308,922,170.29",
+        "归属于上市公司股东的净利润", "（元） 770,782,185.09 605,003,820.78 27.40% 342,217,155.60",
+        "归属于上市公司股东的扣",
+        "除非经常性损益的净利 751,209,860.23 604,944,470.09 24.18% 301,310,316.13", "润（元）",
+        "经营活动产生的现金流量净额", "（元） 612,399,095.31 791,449,237.66 -22.62% 118,141,514.53",
+        "基本每股收益（元/股） 0.48 0.38 26.32% 0.22",
+        "加权平均净资产收益率 14.07% 11.35% 增加2.72个 6.90%", "百分点",  # the change wrapped to the next line
+        "七、境内外会计准则下会计数据差异"],
+        STATEMENT, PARENT],
+        {"revenue": 2941412770.30, "net_profit": 770782185.09, "net_profit_prev": 605003820.78,
+         "net_profit_ex": 751209860.23, "ocf": 612399095.31, "net_profit_change_pct": 27.40, "eps": 0.48,
+         "roe": 14.07, **GM}),
+    # a 单位 line in 万元, negatives in parentheses, the table split over two pages, a spaced change in words
+    "unit_line_two_pages": ([COVER + [
+        "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：万元 币种：人民币",
+        "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+        "营业收入 52,310.50 48,002.10 8.98 40,100.00",
+        "归属于上市公司股东", "的净利润 (3,120.40) (1,050.20) 不适用 2,300.00",
+        "归属于上市公司股东的扣除非经常性损益的净利润 (3,300.00) (1,100.00) - 2,100.00"],
+        ["2023年年度报告", "8", "经营活动产生的现金", "流量净额 1,200.00 900.00 33.33 800.00",
+         "(二) 主要财务指标", "主要财务指标 2023年 2022年 本期比上年同期增减(%) 2021年",
+         "基本每股收益（元／股） -0.25 -0.08 不适用 0.19",
+         "加权平均净资产收益率（%） -4.10 -1.32 减少 2.78 个百分点 2.95", "八、境内外会计准则下会计数据差异"],
+        STATEMENT],
+        {"revenue": 523105000.0, "net_profit": -31204000.0, "net_profit_prev": -10502000.0,
+         "net_profit_ex": -33000000.0, "ocf": 12000000.0, "eps": -0.25, "roe": -4.10, **GM}),
+    # a bank: the unit in a group header, 归属于本行股东, 上年同期为负 and – as changes, an infographic page
+    # before the table repeating its figures, no 营业成本 (no gross margin)
+    "bank_group_header": ([["第二章 会计数据和财务指标摘要", "主要会计数据和财务指标一览",
+                            "营业收入 归属于本行股东的净利润",
+                            "2021年 2022年 2023年", "168,804", "184,951 180,441", "单位 ：人民币百万元"],
+                           ["22 示例银行股份有限公司", "第二章 会计数据和财务指标摘要", "一、主要会计数据和财务指标",
+                            "2023年 2022年", "本报告期比", "上年同期 2021年", "经营业绩（人民币百万元） 增减(%)",
+                            "营业收入 168,804 184,951 -8.73 180,441", " 利息净收入 125,775 135,224 -6.99 122,034",
+                            "归属于本行股东的净利润 34,381 34,309 0.21 53,819", "归属于本行股东的扣除非经常性",
+                            " 损益的净利润 34,495 34,455 0.12 53,720",
+                            "经营活动产生的现金流量净额 155,417 -82,402 上年同期为负 -84,927", "每股计（人民币元）",
+                            "基本每股收益 0.71 0.71 – 1.22", "盈利能力指标(%) 变动百分点",
+                            "加权平均净资产收益率 6.59 6.81 -0.22 12.40", "第三章 管理层讨论与分析"]],
+                          {"revenue": 168804e6, "net_profit": 34381e6, "net_profit_prev": 34309e6,
+                           "net_profit_ex": 34495e6, "ocf": 155417e6, "net_profit_change_pct": 0.21, "eps": 0.71,
+                           "roe": 6.59, "gross_margin": None, "gross_margin_prev": None}),
+    # an insurer: 人民币千元 in a group header, 归属于母公司股东的净利润, a loss in parentheses
+    "insurer_thousands": ([COVER + ["三、主要会计数据和财务指标", "2023年 2022年 本年比上年增减(%) 2021年",
+                                    "经营业绩（人民币千元）", "营业收入 9,876,543 9,000,000 9.74 8,000,000",
+                                    " 已赚保费 8,000,000 7,500,000 6.67 7,000,000",
+                                    "归属于母公司股东的净利润 (344,587) 120,000 不适用 100,000",
+                                    "第三节 管理层讨论与分析"]],
+                          {"revenue": 9876543e3, "net_profit": -344587e3, "net_profit_prev": 120000e3,
+                           "gross_margin": None}),
+    # restated: 调整前 and 调整后 beside each other: last year is 调整后, the change read from its own column
+    "restated": ([COVER + ["六、主要会计数据和财务指标", "公司是否需追溯调整或重述以前年度会计数据：√ 是 □ 否",
+                           "追溯调整或重述原因：同一控制下企业合并", "2023 年", "2022 年 本年比上年", "增减", "2021 年",
+                           "调整前 调整后 调整后 调整前 调整后",
+                           "营业收入（元） 39,608,340,979.04 36,683,290,538.29 37,036,329,015.10 6.94% "
+                           "33,713,780,563.65 33,713,780,563.65",
+                           "归属于上市公司股东的净",
+                           "利润（元） 992,955,495.15 1,055,368,991.36 1,144,409,195.72 -13.23% "
+                           "1,845,279,650.89 1,845,279,650.89",
+                           "基本每股收益（元/股） 0.62 0.66 0.72 -13.89% 1.15 1.15",
+                           "加权平均净资产收益率 7.22% 8.32% 8.99% -1.77% 15.87% 15.87%",
+                           "七、境内外会计准则下会计数据差异"]],
+                 {"revenue": 39608340979.04, "net_profit": 992955495.15, "net_profit_prev": 1144409195.72,
+                  "net_profit_change_pct": -13.23, "eps": 0.62, "roe": 7.22}),
+    # a row with a cell left out (the header has four columns, the row three): not placed, so missing
+    "short_row": ([COVER + ["七、近三年主要会计数据和财务指标", "单位：元 币种：人民币",
+                            "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+                            "营业收入 1,000,000.00 800,000.00 25.00 700,000.00",
+                            "归属于上市公司股东的净利润 120,000.00 9.09 100,000.00", "八、境内外会计准则下会计数据差异",
+                            "公司全年实现归属于上市公司股东的净利润12万元。"]],
+                  {"revenue": 1000000.0, "net_profit": 120000.0}),
+}
+
+
+@pytest.fixture(scope="module")
+def scored(tiny_model_path, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("layouts")
+    gold = []
+    for i, (name, (pages, figures)) in enumerate(LAYOUTS.items()):
+        make_pdf(tmp / f"{name}.pdf", pages)
+        gold.append({"file": f"{name}.pdf", "code": f"{600100 + i}", "name": name, **figures})
+    (tmp / "gold.jsonl").write_text("\n".join(json.dumps(g, ensure_ascii=False) for g in gold), encoding="utf-8")
+    r = cli(["eval", str(tmp / "gold.jsonl"), "-o", str(tmp / "eval.json")], tiny_model_path, tmp)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((tmp / "eval.json").read_text(encoding="utf-8"))
+    return {row["file"][:-4]: row for row in report["rows"]}, report, r.stdout
+
+
+def verdicts(row: dict) -> dict[str, str]:
+    return {name: v["verdict"] for name, v in row.items() if isinstance(v, dict) and v["verdict"] != "none"}
+
+
+@pytest.mark.parametrize("layout", ["row_unit_wrapped", "unit_line_two_pages", "bank_group_header",
+                                    "insurer_thousands", "restated"])
+def test_every_figure_of_the_layout_is_right(scored, layout):
+    rows, _, _ = scored
+    assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])
+    assert verdicts(rows[layout]).keys() == {k for k, v in LAYOUTS[layout][1].items() if v is not None}
+
+
+def test_no_layout_gives_a_wrong_figure(scored):
+    _, report, stdout = scored
+    assert all(f["wrong"] == 0 for f in report["fields"].values()), stdout
+
+
+def test_restated_columns_take_adjusted_and_say_so(scored):
+    notes = scored[0]["restated"]["notes"]
+    assert "上年数有调整前/调整后两列, 上年取调整后(重述)数" in notes
+
+
+def test_a_bank_has_no_gross_margin_and_says_why(scored):
+    row = scored[0]["bank_group_header"]
+    assert row["gross_margin"]["read"] is None and row["gross_margin_prev"]["read"] is None
+    assert "缺毛利率: 银行/保险的利润表无营业成本, 不计毛利率" in row["notes"]
+
+
+def test_gross_margin_comes_from_the_consolidated_statement_not_the_parents(scored):
+    row = scored[0]["row_unit_wrapped"]
+    assert row["gross_margin"]["read"] == 40.0 and row["gross_margin_prev"]["read"] == 35.0  # the parent's: 75, 70
+    assert row["roe"]["read"] == 14.07  # the row whose change wrapped (增加2.72个 / 百分点)
+
+
+def test_a_row_that_cannot_be_placed_is_missing_with_the_reason_and_no_prose_stands_in(scored):
+    row = scored[0]["short_row"]
+    assert row["net_profit"]["verdict"] == "missing"  # the prose's 12万元 is not taken either
+    assert "本行3个数, 表头为4列, 无法确定各数所在年份" in row["notes"]
+    assert row["revenue"]["verdict"] == "right"
