@@ -2,10 +2,13 @@
 
 A report's text is known by its stamp — the resolved path, size and modification time: a stat, no
 read — in memory, then in the cache's ``documents`` store (stamp → the content's sha256 → the
-text), so a rerun, a reopened workbook or another process parses no file it has read before. A file
-not read yet is read in a reader process (pypdfium2 is not thread-safe: one process per core,
-started when the first file needs one), and its text comes back as a future: the request goes to
-the engine as soon as its file is read, while the other files are still being read.
+text, and code's readings of it), so a rerun, a reopened workbook or another process parses no file
+it has read before. A file not read yet is read in a reader process (pypdfium2 is not thread-safe:
+one process per core, started when the first file needs one; plain processes of this Python running
+``main``, not multiprocessing's spawn, which would run a user's script again in each). A reader also
+makes code's readings of the text (its tables and prose figures: most of a row's CPU on a whole
+annual report), so the process that asks the engine only stores them. The text comes back as a
+future: the request goes to the engine as soon as its file is read, while the others are read.
 
 A file that hangs its reader (longer than ``timeout``) or crashes it (a malformed PDF) is that
 file's ``InputError`` naming it; its reader is replaced and the other files go on. ``close`` ends
@@ -16,25 +19,35 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
+import hmac
+import importlib
+import json
 import logging
-import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
+import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .cache import Cache
 from .documents import FIELD, InputError, ReportPath, locate, read_file
+from .tasks import figures, known
 
 log = logging.getLogger(__name__)
 READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual report reads in about 0.5 s)
 MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
 ERROR_TTL = 30.0  # a file's read error is its answer for this long (then it is read again)
+CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
 
 Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
 
@@ -62,7 +75,9 @@ class _Worker:
 
 
 def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int], tuple[str, str]]) -> None:
-    """A reader process: read each file it is sent, answer ``("ok", digest, text)`` or ``("error", message)``."""
+    """A reader process: read each file it is sent, answer ``("ok", digest, text, packed, readings)``
+    (the text compressed for the disk store; code's readings of it, ``figures.readings``, pickled, or
+    ``None`` when they fail) or ``("error", message)``: the process that asks the engine only stores."""
     while True:
         try:
             path, max_bytes = conn.recv()
@@ -70,7 +85,11 @@ def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int
             return
         try:
             digest, text = read(path, max_bytes)
-            answer: tuple[Any, ...] = ("ok", digest, text)
+            try:
+                read_here = pickle.dumps(figures.readings(text), pickle.HIGHEST_PROTOCOL)
+            except Exception:  # the main process reads them then; the text stands
+                read_here = None
+            answer: tuple[Any, ...] = ("ok", digest, text, zlib.compress(text.encode("utf-8"), 1), read_here)
         except InputError as e:
             answer = ("error", e.message)
         except Exception as e:  # a reader's failure is the file's error, never the reader's end
@@ -141,7 +160,7 @@ class Reader:
         self._wake()
         return stamp, job.future
 
-    # the disk store: stamp → digest → compressed text
+    # the disk store: stamp → digest → compressed text, and code's readings of it (by the reading code's version)
     def _stored(self, stamp: Stamp) -> str | None:
         digest = self.cache.get_document("stamp:" + repr(stamp))
         packed = self.cache.get_document("text:" + digest) if digest else None
@@ -149,11 +168,21 @@ class Reader:
             return None
         with self._lock:
             self.from_store += 1
-        return zlib.decompress(packed).decode("utf-8")
+        text = zlib.decompress(packed).decode("utf-8")
+        read = self.cache.get_document(f"readings:{self._version}:{digest}")
+        if read is not None:
+            known.remember(text.strip(), pickle.loads(read))
+        return text
 
-    def _store(self, stamp: Stamp, digest: str, text: str) -> None:
-        self.cache.set_document("text:" + digest, zlib.compress(text.encode("utf-8"), 1))
+    def _store(self, stamp: Stamp, digest: str, packed: bytes, read: bytes | None) -> None:
+        self.cache.set_document("text:" + digest, packed)
+        if read is not None:
+            self.cache.set_document(f"readings:{self._version}:{digest}", read)
         self.cache.set_document("stamp:" + repr(stamp), digest)
+
+    @functools.cached_property
+    def _version(self) -> str:
+        return figures.readings_version()
 
     def _keep(self, stamp: Stamp, text: str) -> None:
         with self._lock:
@@ -170,15 +199,36 @@ class Reader:
             pass
 
     def _spawn(self) -> _Worker:
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if self.python:
-            ctx.set_executable(self.python)
-        parent, child = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(child, self.read), name="xladdin-reader", daemon=True)
-        process.start()
-        child.close()
-        return _Worker(process, parent)
+        """A reader process (``reading.main``), connected back over loopback with a one-time
+        token. (Not multiprocessing's spawn: it runs the user's ``__main__`` again in the child, so a plain
+        script that calls ``xladdin.screen`` at its top level would start itself over.)"""
+        token = secrets.token_hex(16)
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            server.settimeout(CONNECT_S)
+            package_root = str(Path(__file__).resolve().parent.parent)  # the same xladdin as this process's
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get(
+                "PYTHONPATH")) if p)}
+            command = [self.python or sys.executable, "-c", "from xladdin.reading import main; main()"]
+            process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                       env=env, close_fds=True)
+            try:
+                hello = {"port": server.getsockname()[1], "token": token,
+                         "read": f"{self.read.__module__}:{self.read.__qualname__}"}
+                assert process.stdin is not None
+                process.stdin.write(json.dumps(hello).encode() + b"\n")
+                process.stdin.close()
+                while True:  # the child's connection, known by its token
+                    sock, _ = server.accept()
+                    sock.settimeout(CONNECT_S)
+                    given = sock.recv(len(token))
+                    if hmac.compare_digest(given, token.encode()):
+                        sock.settimeout(None)
+                        return _Worker(process, multiprocessing.connection.Connection(sock.detach()))
+                    sock.close()
+            except BaseException:
+                process.kill()
+                process.wait(5)
+                raise
 
     def _dispatch(self) -> None:
         try:
@@ -198,13 +248,23 @@ class Reader:
     def _serve_files(self) -> None:
         while True:
             with self._lock:
+                more = bool(self._queue) and len(self._workers) < self.processes and all(
+                    w.job is not None for w in self._workers)
+            if more:  # one reader started per turn, outside the lock: asking for a text never waits on it
+                worker = self._spawn()
+                with self._lock:
+                    closed = self._closed
+                    if not closed:
+                        self._workers.append(worker)
+                if closed:
+                    worker.process.kill()
+                    worker.process.wait(5)
+                    return
+            with self._lock:
                 if self._closed:
                     return
                 while self._queue:
                     idle = next((w for w in self._workers if w.job is None), None)
-                    if idle is None and len(self._workers) < self.processes:
-                        idle = self._spawn()
-                        self._workers.append(idle)
                     if idle is None:
                         break
                     job = self._queue.popleft()
@@ -216,11 +276,10 @@ class Reader:
                         continue
                     idle.job, idle.since = job, time.monotonic()
                 busy = [w for w in self._workers if w.job is not None]
+                more = bool(self._queue) and len(self._workers) < self.processes
             now = time.monotonic()
-            wait = min((w.since + self.timeout - now for w in busy), default=None)
-            objects: list[Any] = [self._wake_r]
-            for w in busy:
-                objects += [w.conn, w.process.sentinel]
+            wait = 0.0 if more else min((w.since + self.timeout - now for w in busy), default=None)
+            objects: list[Any] = [self._wake_r, *(w.conn for w in busy)]  # a reader that dies closes its end
             ready = multiprocessing.connection.wait(objects, None if wait is None else max(0.0, wait))
             if self._wake_r in ready:
                 try:
@@ -230,8 +289,6 @@ class Reader:
             for w in busy:
                 if w.conn in ready:
                     self._answer(w)
-                elif w.process.sentinel in ready:
-                    self._fail(w, "crashed the report reader (a damaged file?)")
                 elif time.monotonic() - w.since >= self.timeout:
                     self._fail(w, f"reading it took longer than {self.timeout:g}s (a damaged file?)")
 
@@ -245,8 +302,10 @@ class Reader:
             return
         w.job = None
         if answer[0] == "ok":
-            _, digest, text = answer
-            self._store(job.stamp, digest, text)
+            _, digest, text, packed, read = answer
+            if read is not None:  # the row's preparation, right after this, finds them
+                known.remember(text.strip(), pickle.loads(read))
+            self._store(job.stamp, digest, packed, read)
             self._keep(job.stamp, text)
             with self._lock:
                 self.files_read += 1
@@ -265,7 +324,7 @@ class Reader:
     def _replace(self, w: _Worker) -> None:
         """End ``w`` (hung, crashed or gone); the next file starts a new reader. Under the lock."""
         w.process.kill()
-        w.process.join(5)
+        w.process.wait(5)
         w.conn.close()
         self._workers.remove(w)
 
@@ -293,7 +352,7 @@ class Reader:
         for w in workers:
             w.process.kill()
         for w in workers:
-            w.process.join(5)
+            w.process.wait(5)
             w.conn.close()
         for job in waiting:
             if not job.future.done():
@@ -304,3 +363,17 @@ class Reader:
         for end in (self._wake_r, self._wake_w):
             if end is not None:
                 end.close()
+
+
+def main() -> None:
+    """A reader process: told on stdin where to connect, with its token
+    and the read function (``module:name``); serves files until its connection closes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it ends this process
+    hello = json.loads(sys.stdin.readline())
+    module, name = hello["read"].split(":")
+    read = getattr(importlib.import_module(module), name)
+    sock = socket.create_connection(("127.0.0.1", hello["port"]))
+    sock.sendall(hello["token"].encode())
+    _serve(multiprocessing.connection.Connection(sock.detach()), read)

@@ -15,10 +15,11 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import StringConstraints
 
+from . import known
 from .tables import MONEY_UNITS, page_of, read_key_tables
 
 # Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
@@ -70,11 +71,15 @@ def convert(value: float, from_unit: str, to_unit: str, digits: int = 10) -> flo
 def normalize(text: str) -> str:
     """Width-folded (NFKC: full-width digits and punctuation), without whitespace, minus sign unified.
     Remembered: one row's report text is read by several checks (figures, loss, shares, quotes)."""
+    if (read := known.get(text, "normalized")) is not None:  # made beside the text by a report reader
+        return read
     return re.sub(r"\s+", "", _folded(text))
 
 
 @functools.lru_cache(maxsize=64)
 def _folded(text: str) -> str:
+    if (read := known.get(text, "folded")) is not None:
+        return read
     return unicodedata.normalize("NFKC", text).replace("−", "-")
 
 
@@ -308,6 +313,8 @@ def _reading(text: str, name: str, value: float | None, start: int, end: int, cu
 
 @functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def _read_prose(text: str) -> dict[str, Reading]:
+    if (read := known.get(text, "prose")) is not None:  # read beside the text by a report reader
+        return read
     t = normalize(text)
     out: dict[str, Reading] = {}
     profit_at: tuple[int, int] | None = None  # where this year's profit is stated (a list of figures aside)
@@ -479,3 +486,25 @@ def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
             if converted is not None and abs(converted - value) <= 1e-6 * max(1.0, abs(value)):
                 return True
     return False
+
+
+def readings(text: str) -> dict[str, Any]:
+    """What code reads of ``text`` (as a row holds it: stripped), for ``known.remember`` in another
+    process: its key-figure tables, its prose figures and the width-folded texts they are read from."""
+    text = text.strip()
+    return {"tables": read_key_tables(text), "prose": _read_prose(text), "folded": _folded(text),
+            "normalized": normalize(text)}
+
+
+def readings_version() -> str:
+    """The version of the code that reads figures (a digest of its source): readings kept on disk
+    are used only by the same code."""
+    import hashlib
+    from pathlib import Path
+
+    from . import tables
+
+    digest = hashlib.sha256()
+    for module in (tables.__file__, __file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()[:16]

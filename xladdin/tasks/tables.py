@@ -21,6 +21,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from . import known
+
 PAGE_BREAK = "\f"
 _START = re.compile(r"主要会计数据")
 _END = re.compile(r"境内外会计准则|分季度主要财务|分季度财务|非经常性损益项目|第[三四]节|第[三四]章")
@@ -153,6 +155,8 @@ def _tokens(line: str) -> list[str]:
 def read_key_tables(text: str) -> KeyTables:
     """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins) and its
     合并利润表's revenue and cost, with the figures code leaves out and why."""
+    if (read := known.get(text, "tables")) is not None:  # read beside the text by a report reader
+        return read
     out = KeyTables()
     if "主要会计数据" in text or "主要财务指标" in text:
         _Reader(text, out).read()
