@@ -190,3 +190,20 @@ def test_ctrl_c_while_reading_exits_130_and_leaves_no_reader(tiny_model_path, tm
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_plain_script_that_screens_report_files_at_its_top_level(tiny_model_path, tmp_path):
+    """A user's script without ``if __name__ == "__main__"``: its readers must not run it again."""
+    distinct_pdfs(tmp_path / "reports", ["688001", "688002"])
+    script = tmp_path / "screen.py"
+    script.write_text(
+        "import pandas as pd, xladdin\n"
+        "df = pd.DataFrame({'代码': ['688001', '688002'], '名称': ['甲', '乙']})\n"
+        f"out = xladdin.screen(df, reports={str(tmp_path / 'reports')!r}, progress=False)\n"
+        "print('RESULT', list(out['风险等级 risk']), list(out['错误 error'].isna()))\n", encoding="utf-8")
+    env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
+               XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("RESULT") == 1 and "RESULT ['高', '高'] [True, True]" in r.stdout, r.stdout
