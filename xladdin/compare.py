@@ -3,9 +3,9 @@
 One table, tidy (a row per industry, figure and period), for the report's Summary sheet and for
 pandas (``xladdin.compare(result_df, by="行业")``): both come from ``figure_table``, so the sheet
 and the DataFrame give the same numbers. A figure read for two years gives a row per year, so a
-trend is visible: revenue, net profit, ROE and EPS, this year's and the prior year's from an annual
-report's key-figure tables. Only figures code or the audit let through are in a result: nothing
-unverified is compared.
+trend is visible: gross margin (from the 合并利润表), revenue, net profit, ROE and EPS, this year's and
+the prior year's from an annual report's key-figure tables. Only figures code or the audit let
+through are in a result: nothing unverified is compared.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ THIS_YEAR, PRIOR_YEAR = "本期 this year", "上期 prior year"
 # result field → (the figure's name in the table, its period)
 COMPARED: dict[str, tuple[str, str]] = {
     "gross_margin": ("毛利率(%) gross margin", THIS_YEAR),
+    "gross_margin_prev": ("毛利率(%) gross margin", PRIOR_YEAR),
     "net_margin": ("净利率(%) net margin", THIS_YEAR),
     "revenue_growth": ("营收增长(%) revenue growth", THIS_YEAR),
     "net_profit_growth": ("净利增长(%) profit growth", THIS_YEAR),

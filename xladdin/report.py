@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .changes import Changes
 
 from .compare import HEADER as COMPARE_HEADER
-from .compare import THIS_YEAR, chart_figure, from_results, industry_name
+from .compare import PRIOR_YEAR, THIS_YEAR, chart_figure, from_results, industry_name
 from .errors import InputError, XladdinError
 from .pool import Pool
 
@@ -37,6 +37,7 @@ ERROR_HEADER = "错误 error"
 RISK_FILLS = {"高": "FFC7CE", "中": "FFEB9C", "低": "C6EFCE"}
 _DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
 XLSX_CELL_CHARS = 32_767
+CHART_ROWS = 14  # rows the Summary's risk chart covers (6 cm)
 _XLSX_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # what the .xlsx XML cannot hold
 
 
@@ -265,7 +266,8 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     chart.title = "风险分布 risk levels"
     chart.add_data(Reference(sm, min_col=2, min_row=3, max_row=3 + len(levels)), titles_from_data=True)
     chart.set_categories(Reference(sm, min_col=1, min_row=4, max_row=3 + len(levels)))
-    sm.add_chart(chart, "E3")
+    chart.height = 6  # cm: about 12 rows
+    sm.add_chart(chart, sm.cell(row=3, column=len(levels) + 4).coordinate)  # right of the industry counts' 合计
     sm.append([])
     start = sm.max_row + 1
     sm.append(["行业 industry", *levels, "合计 total"])
@@ -273,6 +275,8 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
         _append_text_safe(sm, [industry, *[counts[lv] for lv in levels], sum(counts.values())])
     for cell in (*sm[3], *sm[start]):
         cell.font = Font(bold=True)
+    if sm.max_row < 3 + CHART_ROWS:  # the comparison starts below the risk chart, never under it
+        sm.cell(row=3 + CHART_ROWS, column=1, value="")
     _write_comparison(sm, pool, results)
     sm.column_dimensions["A"].width = 24
 
@@ -316,27 +320,36 @@ def _write_comparison(sm: Any, pool: Pool, results: Sequence[Any]) -> None:
     for row in table:
         _append_text_safe(sm, row)
     charted = chart_figure(table)
-    rows = [first + i for i, r in enumerate(table) if r[1] == charted and r[2] == THIS_YEAR]
-    if not rows:
+    medians: dict[str, dict[str, Any]] = {}
+    for r in table:
+        if r[1] == charted:
+            medians.setdefault(r[0], {})[r[2]] = r[4]
+    if not medians:
         return
-    # the charted rows again, side by side (a chart reads a contiguous range): industry and median
-    col = len(COMPARE_HEADER) + 2
-    sm.cell(row=first - 1, column=col, value="行业 industry").font = Font(bold=True)
-    sm.cell(row=first - 1, column=col + 1, value=f"{charted} 中位数 median").font = Font(bold=True)
-    for i, r in enumerate(rows):
-        sm.cell(row=first + i, column=col, value=sm.cell(row=r, column=1).value)
-        sm.cell(row=first + i, column=col + 1, value=sm.cell(row=r, column=5).value)
+    # the charted figure's median by industry, this year and last side by side (a chart reads a
+    # contiguous range): the trend per industry at a glance
     from openpyxl.utils import get_column_letter
 
-    for letter, width in (("B", 28), ("C", 16), (get_column_letter(col), 14), (get_column_letter(col + 1), 22)):
+    col = len(COMPARE_HEADER) + 2
+    sm.cell(row=first - 2, column=col, value=f"{charted} 中位数 median").font = Font(bold=True)
+    for j, head in enumerate(("行业 industry", THIS_YEAR, PRIOR_YEAR)):
+        sm.cell(row=first - 1, column=col + j, value=head).font = Font(bold=True)
+    for i, (industry, periods) in enumerate(medians.items()):
+        sm.cell(row=first + i, column=col, value=xlsx_text(industry))
+        sm.cell(row=first + i, column=col + 1, value=periods.get(THIS_YEAR))
+        sm.cell(row=first + i, column=col + 2, value=periods.get(PRIOR_YEAR))
+    widths = (("B", 26), ("C", 16), ("D", 10), ("E", 14), (get_column_letter(col), 22),
+              (get_column_letter(col + 1), 16), (get_column_letter(col + 2), 16))
+    for letter, width in widths:
         sm.column_dimensions[letter].width = width
+    last = first + len(medians) - 1
     chart = BarChart()
-    chart.title = f"{charted}: 行业中位数 median by industry"
-    chart.width, chart.height = 20, 10  # cm: room for an industry per bar
-    chart.add_data(Reference(sm, min_col=col + 1, min_row=first - 1, max_row=first + len(rows) - 1),
+    chart.title = f"{charted}: 行业中位数 本期/上期 median by industry"
+    chart.width, chart.height = 20, 10  # cm: room for an industry per pair of bars
+    chart.add_data(Reference(sm, min_col=col + 1, max_col=col + 2, min_row=first - 1, max_row=last),
                    titles_from_data=True)
-    chart.set_categories(Reference(sm, min_col=col, min_row=first, max_row=first + len(rows) - 1))
-    sm.add_chart(chart, sm.cell(row=first, column=col + 3).coordinate)
+    chart.set_categories(Reference(sm, min_col=col, min_row=first, max_row=last))
+    sm.add_chart(chart, sm.cell(row=first, column=col + 4).coordinate)
 
 
 def _append_text_safe(ws: Any, row: list[Any]) -> None:
