@@ -6,8 +6,8 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
-    {"errors", "settings", "rules", "gguf_files"},
-    {"tasks", "pool", "report", "documents", "compare", "changes"},
+    {"errors", "settings", "rules", "gguf_files", "periods"},
+    {"tasks", "pool", "report", "documents", "compare", "changes", "as_of"},
     {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting", "reading"},
     {"scheduler"},
     {"batcher"},

@@ -83,3 +83,111 @@ def test_diff_names_a_file_that_is_no_report(tmp_path):
     (tmp_path / "x.json").write_text("{}", encoding="utf-8")
     r = diff(str(tmp_path / "x.json"), str(tmp_path / "missing.xlsx"))
     assert r.returncode == 2 and "x.json" in r.stderr
+
+
+# ---- as of a date -------------------------------------------------------------------------------------------
+
+BODY = "营业收入1,000.00亿元，同比增长10.00%。归属于上市公司股东的净利润500.00亿元。"
+
+
+def report_txt(path, title, published_line, body=BODY):
+    path.write_text(f"{title}\n{body}\n{published_line}\n", encoding="utf-8")
+    return path
+
+
+def rows_of(path):
+    return json.loads(path.read_text(encoding="utf-8"))["rows"]
+
+
+def test_a_report_published_after_as_of_is_not_used_and_the_row_says_so(tiny_model_path, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report_txt(reports / "2021-04-23__600519__2020年年度报告.txt", "贵州茅台2020年年度报告", "")
+    report_txt(tmp_path / "2021-04-28__000858__2020年年度报告.txt", "五粮液2020年年度报告", "")
+    pool = write_csv(tmp_path / "pool.csv", [["600519", "贵州茅台", "白酒", "40", "30", ""],
+                                             ["000858", "五粮液", "白酒", "30", "25",
+                                              "2021-04-28__000858__2020年年度报告.txt"]],
+                     header=(*HEADER, "报告文件"))
+    out = tmp_path / "as_of.json"
+    r = cli(["screen", str(pool), "--reports", str(reports), "--as-of", "2021-03-31", "-o", str(out)],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    first, second = rows_of(out)
+    names = ("2021-04-23__600519__2020年年度报告.txt", "2021-04-28__000858__2020年年度报告.txt")
+    for row, name in zip((first, second), names, strict=True):
+        assert row["错误 error"] is None
+        assert f"未用 {name}: 公告日 {name[:10]} (文件名) 晚于 as-of 2021-03-31" in row["说明 notes"]
+        assert "数据缺失" in row["标记 flags"] and "公告日未知" in row["标记 flags"]  # screened on its fields alone
+        assert row["报告期 period"] is None and row["公告日 published"] is None and name not in row["阅读范围 read"]
+    run = json.loads(out.read_text(encoding="utf-8"))["run"]
+    assert run["as_of"] == "2021-03-31" and run["reports_left_out"] == 2
+
+    # the same day after both were published: they are read, dated from their names
+    later = tmp_path / "later.json"
+    r = cli(["screen", str(pool), "--reports", str(reports), "--as-of", "2021-05-01", "-o", str(later)],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for row, day in zip(rows_of(later), ("2021-04-23", "2021-04-28"), strict=True):
+        assert (row["报告期 period"], row["公告日 published"]) == ("2020年度", day)
+        assert "公告日未知" not in row["标记 flags"] and "未用" not in row["说明 notes"]
+        assert f"报告期 2020年度 (文件名); 公告日 {day} (文件名)" in row["说明 notes"]
+
+
+def test_the_newest_report_published_by_the_date_is_chosen_from_a_folder_of_two_years(tiny_model_path, tmp_path):
+    import os
+
+    from test_documents import make_pdf
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    a2020 = report_txt(reports / "2021-04-23__600519__2020年年度报告.txt", "贵州茅台2020年年度报告", "")
+    a2021 = report_txt(reports / "2022-03-31__600519__2021年年度报告.txt", "贵州茅台2021年年度报告", "")
+    # dated by their text alone: the board's approval, and the date under the chairman at the end
+    b2020 = report_txt(reports / "000001_2020年报.txt", "平安银行股份有限公司2020年年度报告",
+                       "董事会批准报送日期：2021年2月1日")
+    b2021 = make_pdf(reports / "000001_2021年报.pdf", [["平安银行股份有限公司2021年年度报告", "营业收入1,693.83亿元。"],
+                                                       ["董事长：谢永林", "平安银行股份有限公司", "2022年3月9日"]])
+    for older, newer in ((a2020, a2021), (b2020, b2021)):  # the older report touched last: mtime is no guide
+        os.utime(newer, (1_600_000_000, 1_600_000_000))
+        os.utime(older, (1_700_000_000, 1_700_000_000))
+    pool = write_csv(tmp_path / "pool.csv", [["600519", "贵州茅台", "白酒", "40", "30"],
+                                             ["000001", "平安银行", "银行", "5", "10"]])
+
+    def chosen(day):
+        out = tmp_path / f"{day}.json"
+        r = cli(["screen", str(pool), "--reports", str(reports), "--as-of", day, "-o", str(out)], tiny_model_path,
+                tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return [(row["报告期 period"], row["公告日 published"], row["阅读范围 read"].split(":")[0])
+                for row in rows_of(out)]
+
+    assert chosen("2021-12-31") == [("2020年度", "2021-04-23", a2020.name), ("2020年度", "2021-02-01", b2020.name)]
+    assert chosen("2022-03-20") == [("2020年度", "2021-04-23", a2020.name), ("2021年度", "2022-03-09", b2021.name)]
+    assert chosen("2022-06-30") == [("2021年度", "2022-03-31", a2021.name), ("2021年度", "2022-03-09", b2021.name)]
+    notes = rows_of(tmp_path / "2022-03-20.json")[0]["说明 notes"]
+    assert "未用 2022-03-31__600519__2021年年度报告.txt: 公告日 2022-03-31 (文件名) 晚于 as-of 2022-03-20" in notes
+    text_dated = rows_of(tmp_path / "2021-12-31.json")[1]["说明 notes"]
+    assert "报告期 2020年度 (文件名); 公告日 2021-02-01 (正文: 董事会批准报送日期)" in text_dated
+    assert "公告日 2022-03-09 (正文: 董事长签署日)" in rows_of(tmp_path / "2022-03-20.json")[1]["说明 notes"]
+
+
+def test_a_pool_row_published_after_as_of_is_refused(tiny_model_path, tmp_path):
+    pool = write_csv(tmp_path / "pool.csv", [["600519", "贵州茅台", "白酒", "40", "30", "2021-04-23", "2020年报"],
+                                             ["000858", "五粮液", "白酒", "30", "25", "20210320", "20201231"],
+                                             ["000001", "平安银行", "银行", "5", "10", "", ""]],
+                     header=(*HEADER, "公告日期", "报告期"))
+    out = tmp_path / "as_of.json"
+    r = cli(["screen", str(pool), "--as-of", "2021-03-31", "-o", str(out)], tiny_model_path, tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]  # one row refused
+    refused, public, undated = rows_of(out)
+    assert refused["风险等级 risk"] is None
+    assert "公告日期 2021-04-23 is after --as-of 2021-03-31" in refused["错误 error"]
+    assert public["错误 error"] is None and "公告日未知" not in public["标记 flags"]
+    assert (public["报告期 period"], public["公告日 published"]) == ("2020年度", "2021-03-20")
+    assert "公告日 2021-03-20 (列 公告日期)" in public["说明 notes"]
+    assert undated["错误 error"] is None and "公告日未知" in undated["标记 flags"]
+    # without --as-of every row is screened, each with its dates
+    r = cli(["screen", str(pool), "-o", str(out)], tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [(row["报告期 period"], row["公告日 published"]) for row in rows_of(out)] == [
+        ("2020年度", "2021-04-23"), ("2020年度", "2021-03-20"), (None, None)]

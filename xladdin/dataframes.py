@@ -9,16 +9,18 @@ first, a progress bar that renders in a notebook, and a bad row is that row's er
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from . import compare as comparing
+from .as_of import Dating, date_rows, parse_as_of
 from .batcher import Batcher, started
 from .documents import Reports
 from .errors import InputError
-from .pool import pool_from_frame
+from .pool import Pool, pool_from_frame
 from .pool_screen import screen_records
 from .report import ERROR_HEADER, verdict_table
 from .rules import DEFAULT_RULES, Rules
@@ -29,13 +31,17 @@ from .tasks.screen import ScreenResult, ScreenTask
 
 
 def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None = None, progress: bool = True,
-           batcher: Batcher | None = None, reports: str | Path | None = None) -> Any:
+           batcher: Batcher | None = None, reports: str | Path | None = None, as_of: Any = None) -> Any:
     """A copy of the DataFrame ``df`` with the screen's verdict columns (risk level, score, reason,
-    flags, figures, evidence, notes, provenance, error) added on the right, index kept. ``reports``: a
-    folder of report files matched to rows by the stock code in their names (``--reports``)."""
+    flags, figures, evidence, notes, 报告期, 公告日, provenance, error) added on the right, index kept.
+    ``reports``: a folder of report files matched to rows by the stock code in their names (``--reports``);
+    ``as_of``: a date (``"2021-03-31"``): no report published after it is used (``--as-of``)."""
     settings = settings or Settings.load()
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
-    return _beside(df, task, ScreenResult, _records(df, settings, reports), settings, progress, batcher)
+    day = parse_as_of(as_of)
+    pool, records = _pool_records(df, settings, reports, day)
+    records, dating = date_rows(pool, records, day)
+    return _beside(df, task, ScreenResult, records, settings, progress, batcher, dating)
 
 
 def highlights(df: Any, *, points: int | None = None, max_chars: int | None = None,
@@ -51,22 +57,31 @@ def highlights(df: Any, *, points: int | None = None, max_chars: int | None = No
 def _records(df: Any, settings: Settings, reports: str | Path | None) -> list[Any]:
     """The frame's rows as task input; report files (a relative path from the current folder) are read
     from the current folder, ``reports`` and ``report_dirs``."""
+    return _pool_records(df, settings, reports)[1]
+
+
+def _pool_records(df: Any, settings: Settings, reports: str | Path | None,
+                  as_of: dt.date | None = None) -> tuple[Pool, list[Any]]:
     pool = pool_from_frame(df)
     if reports is not None:
-        pool.match_reports(reports)
+        pool.match_reports(reports, as_of)
     here = Path.cwd()
     allowed = Reports.of(settings, here, reports)
-    return [allowed.place(r, here) for r in pool.records()]
+    return pool, [allowed.place(r, here) for r in pool.records()]
 
 
 def _beside(df: Any, task: Task, result_model: type[BaseModel], records: list[Any], settings: Settings,
-            progress: bool, batcher: Batcher | None) -> Any:
-    """``df`` with ``task``'s result columns for ``records`` (its rows) on the right, index kept."""
+            progress: bool, batcher: Batcher | None, dating: Dating | None = None) -> Any:
+    """``df`` with ``task``'s result columns for ``records`` (its rows) on the right, index kept;
+    ``dating``: the rows as of a date (``as_of.date_rows``)."""
     import pandas as pd
     from tqdm.auto import tqdm
 
     with started(settings, batcher) as core:
-        results, _, _ = screen_records(core, task, records, progress, bar_class=tqdm)
+        sent = dating.sent(records) if dating is not None else records
+        results, _, _ = screen_records(core, task, sent, progress, bar_class=tqdm)
+    if dating is not None:
+        results = dating.finish(results)
     heads, rows = verdict_table(results, result_model)
     # a frame that already holds these columns (screened before): the new ones replace them
     return pd.concat([df.drop(columns=[h for h in heads if h in df.columns]),

@@ -20,6 +20,7 @@ read, and send to the engine, a file outside them.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import html.parser
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import periods
 from .errors import InputError
 from .tasks.tables import PAGE_BREAK
 
@@ -294,20 +296,53 @@ def _html_text(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def match_reports(codes: list[str], folder: Path) -> dict[str, Path]:
-    """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``);
-    a code with several files gets the newest."""
+def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
+                  left_out: dict[str, list[str]] | None = None) -> dict[str, Path]:
+    """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``). A code
+    with several files gets the newest: by the publication day and period their names give
+    (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by modification time. With
+    ``as_of``, a report published after that day is never chosen: the newest published by then is, its
+    day read from its name, else from its text (``periods``); each file left out, and why, goes to
+    ``left_out`` under its code."""
     if not folder.is_dir():
         raise InputError("reports", f"{folder}: not a folder")
     wanted = {c[:6] for c in codes}
-    found: dict[str, Path] = {}
+    candidates: dict[str, list[Path]] = {}
     for entry in os.scandir(folder):
         if not entry.is_file() or Path(entry.name).suffix.lower() not in SUFFIXES:
             continue
         for digits in re.findall(r"(?<!\d)(\d{6})(?!\d)", entry.name):
             if digits in wanted:
-                path = Path(entry.path)
-                if digits not in found or path.stat().st_mtime > found[digits].stat().st_mtime:
-                    found[digits] = path
+                candidates.setdefault(digits, []).append(Path(entry.path))
                 break
+    found: dict[str, Path] = {}
+    for code, paths in candidates.items():
+        dates = {p: periods.from_name(p.name) for p in paths}
+        if as_of is None:
+            if all(d.published for d in dates.values()):
+                found[code] = max(paths, key=lambda p: (dates[p].newest, p.name))
+            else:
+                found[code] = max(paths, key=lambda p: p.stat().st_mtime)
+            continue
+        for p in paths:
+            if dates[p].published is None:
+                dates[p] = dates[p].merged(_text_dates(p))
+        public = [p for p in paths if dates[p].published is None or dates[p].published <= as_of]
+        for p in paths:
+            if p not in public:
+                (left_out if left_out is not None else {}).setdefault(code, []).append(
+                    f"未用 {p.name}: 公告日 {dates[p].published} ({dates[p].published_source}) 晚于 as-of {as_of}")
+        dated = [p for p in public if dates[p].published is not None]
+        if dated or public:
+            found[code] = max(dated, key=lambda p: (dates[p].newest, p.name)) if dated else \
+                max(public, key=lambda p: p.stat().st_mtime)
     return found
+
+
+def _text_dates(path: Path) -> periods.ReportDates:
+    """A report file's dates from its text (``periods.from_text``); none when it cannot be read (its row
+    says why when it is read for the screen)."""
+    try:
+        return periods.from_text(read_document(path))
+    except InputError:
+        return periods.ReportDates()

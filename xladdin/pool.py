@@ -20,6 +20,7 @@ from typing import Any
 
 from .documents import decode_text, match_reports
 from .errors import InputError
+from .periods import ReportDates, from_cells
 from .tasks.cell_values import parse_number
 from .tasks.figures import MONEY_UNITS
 
@@ -48,7 +49,13 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "net_profit": ("净利润", "归母净利润", "归属母公司股东的净利润", "归属于母公司所有者净利润",
                    "归属于母公司股东的净利润", "归属于上市公司股东的净利润", "net_profit", "netprofit"),
     "net_profit_prev": ("上年净利润", "去年净利润", "上年归母净利润", "net_profit_prev", "prior_net_profit"),
+    # when the row's report became public, and its period (tushare's ann_date / f_ann_date and end_date,
+    # Wind's 公告日期 and 报告期): not task input, read by ``report_dates`` for ``--as-of``
+    "published": ("公告日期", "公告日", "披露日期", "实际披露日期", "首次公告日期", "公布日期", "ann_date",
+                  "f_ann_date", "publication_date", "published"),
+    "period": ("报告期", "报告期间", "财报期", "end_date", "report_period", "period"),
 }
+DATE_FIELDS = ("published", "period")  # read by ``Pool.report_dates``, never given to a task
 MONEY_FIELDS = ("revenue", "net_profit", "net_profit_prev")
 NUMBER_FIELDS = ("pe_ttm", "roe", "eps", *MONEY_FIELDS)
 REQUIRED = ("code", "name")
@@ -156,6 +163,8 @@ class Pool:
         for i, row in enumerate(self.rows):
             rec: dict[str, Any] = {}
             for name, idx in self.mapping.items():
+                if name in DATE_FIELDS:
+                    continue
                 value = row[idx] if idx < len(row) else None
                 factor = self.scale.get(name, 1.0)
                 if factor != 1.0:
@@ -166,9 +175,27 @@ class Pool:
             out.append(rec)
         return out
 
-    def match_reports(self, folder: str | Path) -> int:
-        """Give each row without a report file the file in ``folder`` named with its stock code;
-        returns how many rows got one."""
+    def report_dates(self) -> list[ReportDates]:
+        """Each row's 报告期 and 公告日期 from its own columns (``periods.from_cells``)."""
+        def cell(row: list[Any], name: str) -> Any:
+            idx = self.mapping.get(name)
+            return row[idx] if idx is not None and idx < len(row) else None
+
+        heads = {name: self.columns[self.mapping[name]] if name in self.mapping else name for name in DATE_FIELDS}
+        return [from_cells(cell(row, "period"), cell(row, "published"), heads["period"], heads["published"])
+                for row in self.rows]
+
+    def published_cell(self, i: int) -> Any:
+        """Row ``i``'s 公告日期 cell as given (``None`` without the column)."""
+        idx = self.mapping.get("published")
+        return self.rows[i][idx] if idx is not None and idx < len(self.rows[i]) else None
+
+    left_out: dict[int, list[str]] = field(default_factory=dict)  # row index → files --as-of left out, and why
+
+    def match_reports(self, folder: str | Path, as_of: Any = None) -> int:
+        """Give each row without a report file the file in ``folder`` named with its stock code (with
+        ``as_of``, a date: the newest published by then, ``documents.match_reports``); returns how many
+        rows got one."""
         from .tasks.cell_values import normalize_code
 
         codes: dict[int, str] = {}
@@ -178,8 +205,11 @@ class Pool:
                 codes[i] = normalize_code(row[idx] if idx < len(row) else None)
             except InputError:
                 continue  # the row's own error names its code
-        found = match_reports(list(codes.values()), Path(folder).expanduser().resolve())  # no '..' in its paths
+        left: dict[str, list[str]] = {}
+        found = match_reports(list(codes.values()), Path(folder).expanduser().resolve(),  # no '..' in its paths
+                              as_of, left)
         self.reports = {i: found[c[:6]] for i, c in codes.items() if c[:6] in found}
+        self.left_out = {i: left[c[:6]] for i, c in codes.items() if c[:6] in left}
         return len(self.reports)
 
     def typed_rows(self) -> list[list[Any]]:

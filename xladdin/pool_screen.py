@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import __version__
+from .as_of import date_rows, parse_as_of
 from .batcher import Batcher, started
 from .cache import Cache
 from .changes import Changes, compare_reports, read_saved, saved_from_table
@@ -111,13 +112,16 @@ def screen_file(
     batcher: Batcher | None = None,
     reports: str | Path | None = None,
     compare: str | Path | None = None,
+    as_of: Any = None,
 ) -> RunSummary:
     """Screen the pool at ``input_path`` into a report; ``reports``: a folder of report files matched
     to rows by the stock code in their names; ``compare``: an earlier report, whose rows that changed go
-    to the report's Changes sheet (``changes.compare_reports``)."""
+    to the report's Changes sheet (``changes.compare_reports``); ``as_of``: a date, no report published
+    after it used (``as_of.date_rows``)."""
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     return _pool_job(input_path, output_path, settings, task, ScreenResult, progress=progress, batcher=batcher,
-                     reports=reports, facts=lambda _: {"rules": rules.model_dump()}, compare=compare)
+                     reports=reports, facts=lambda _: {"rules": rules.model_dump()}, compare=compare,
+                     as_of=parse_as_of(as_of), dated=True)
 
 
 def highlights_file(input_path: str | Path, output_path: str | Path, settings: Settings, *,
@@ -140,22 +144,29 @@ def highlights_file(input_path: str | Path, output_path: str | Path, settings: S
 def _pool_job(input_path: str | Path, output_path: str | Path, settings: Settings, task: Task,
               result_model: type[BaseModel], *, progress: bool, batcher: Batcher | None,
               reports: str | Path | None, facts: Callable[[list[Any]], dict[str, Any]],
-              fields: dict[str, Any] | None = None, compare: str | Path | None = None) -> RunSummary:
+              fields: dict[str, Any] | None = None, compare: str | Path | None = None,
+              as_of: dt.date | None = None, dated: bool = False) -> RunSummary:
     """A pool file through ``task`` into a report: the output checked before any row is asked, the rows
     (with ``fields`` added) in one batch, the run's facts (``facts`` of the results among them) beside;
-    ``compare``: an earlier report (read before any row is asked) compared with this one."""
+    ``compare``: an earlier report (read before any row is asked) compared with this one; ``dated``: each
+    row's report dated (报告期, 公告日) and, with ``as_of``, nothing published after that day used."""
     check_output(output_path, input_path)
     earlier = read_saved(compare) if compare is not None else None
     pool = read_pool(input_path)
     if reports is not None:
-        pool.match_reports(reports)
+        pool.match_reports(reports, as_of)
     allowed = Reports.of(settings, pool.path.parent, reports)  # report files: from the pool's folder and --reports
     records = [allowed.place({**r, **(fields or {})}, pool.path.parent) for r in pool.records()]
+    records, dating = date_rows(pool, records, as_of) if dated else (records, None)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     # an engine that cannot start at all is one error line, not a report of errors
     with started(settings, batcher) as core:
-        results, hits, errors = screen_records(core, task, records, progress)
+        if dating is not None:
+            results, hits, errors = screen_records(core, task, dating.sent(records), progress)
+            results, errors = dating.finish(results), errors + len(dating.refused)
+        else:
+            results, hits, errors = screen_records(core, task, records, progress)
         seconds = time.perf_counter() - t0
         alone = sum(not _answered(r) for r in results if not isinstance(r, XladdinError))
         engine = core.engine
@@ -168,6 +179,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
             "task": task.name,
             "task_version": task.version,
             **facts(results),
+            **(dating.facts() if dating is not None else {}),
             "input": str(input_path),
             "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
             "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},

@@ -36,6 +36,7 @@ class Flag(StrEnum):
     TRIMMED = "文本截断"
     UNTRACEABLE = "不可溯源"  # a figure the model read whose quote is not in the text
     NO_ANSWER = "模型未作答"  # the model's answer failed: the verdict is the rules' and code's alone
+    UNDATED = "公告日未知"  # under --as-of: no publication date known for the row's report
 
 
 class Rules(BaseModel):

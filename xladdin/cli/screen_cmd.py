@@ -29,6 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", metavar="REPORT", help="an earlier report (last night's .xlsx/.csv/.json): the rows "
                    "whose level, score or flags changed, new 高 first, and rows in or out, on a Changes sheet; "
                    "exit status 4 is added when any changed")
+    p.add_argument("--as-of", metavar="DATE", help="screen as of this day (2021-03-31): a report published after it "
+                   "is not used (a row whose 公告日期 is after it is refused), --reports gives each code the newest "
+                   "published by then; a row with no known publication day is flagged 公告日未知")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_settings_options(p)
     p.set_defaults(func=run)
@@ -50,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
     summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
-                          reports=args.reports, compare=args.compare)
+                          reports=args.reports, compare=args.compare,
+                          as_of=args.as_of)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
     if summary.unrecognised:
