@@ -6,8 +6,8 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
-    {"errors", "settings", "rules", "gguf_files", "periods"},
-    {"tasks", "pool", "report", "documents", "compare", "changes", "as_of"},
+    {"errors", "settings", "rules", "gguf_files", "periods", "version"},
+    {"tasks", "pool", "report", "documents", "compare", "changes", "as_of", "replay"},
     {"engine", "cache", "inflight", "lifecycle", "prepared", "structured", "fitting", "reading"},
     {"scheduler"},
     {"batcher"},
@@ -96,3 +96,65 @@ def test_the_design_picture_draws_the_layers_top_to_bottom():
     layers = [layer for _, layer in drawn]
     wrong = [(a, b) for (a, la), (b, lb) in zip(drawn, drawn[1:], strict=False) if lb > la]
     assert layers == sorted(layers, reverse=True), wrong
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """The xladdin modules ``path`` imports when it is imported (its top-level statements; not the
+    imports inside functions, which run later, nor those under ``if TYPE_CHECKING``)."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                parts = base + (node.module.split(".") if node.module else [])
+                names = [".".join(parts)] if node.module else [".".join([*base, a.name]) for a in node.names]
+            elif node.module and node.module.startswith("xladdin."):
+                names = [node.module.removeprefix("xladdin.")]
+            else:
+                continue
+            found.update(_module(n) for n in names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("xladdin.") for a in node.names if a.name.startswith("xladdin."))
+    return found
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (module → the modules it imports), or ``None``."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_cycle():
+    """Importing any module never needs a module that is still being imported (a cycle works only by the
+    order of lines, until it does not)."""
+    graph = {}
+    for path in ROOT.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        module = module.removesuffix(".__init__") if "." in module else module
+        # a package stands for its __init__ (that a submodule's package is imported first is no cycle:
+        # the package's own imports of its submodules are)
+        graph[module] = {m for m in module_level_imports(path) if m and m != module}
+    assert import_cycle(graph) is None, " -> ".join(import_cycle(graph) or [])
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set()}) is None

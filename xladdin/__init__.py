@@ -1,7 +1,5 @@
 """xladdin: a local Qwen model that works like an Excel function."""
 
-__version__ = "0.1.0"
-
 from .batcher import Batcher  # noqa: E402
 from .cache import Cache, cache_key  # noqa: E402
 from .dataframes import compare, highlights, screen  # noqa: E402
@@ -18,6 +16,7 @@ from .errors import (  # noqa: E402
 from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .tasks import ScreenResult, ScreenTask, StockSample  # noqa: E402
+from .version import __version__  # noqa: E402
 
 __all__ = [
     "DEFAULT_RULES",

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import Cache
 from .engine import Engine, build_engine
-from .errors import EngineOffline, EngineTimeout, XladdinError
+from .errors import EngineOffline, EngineStalled, EngineTimeout, XladdinError
 from .fitting import ContextFit
 from .prepared import Prepared, Requests
 from .reading import Reader
@@ -168,7 +168,7 @@ class Batcher(Scheduler):
         try:
             return self.submit(task, inp).result(self.request_timeout)
         except concurrent.futures.TimeoutError:
-            raise XladdinError(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
+            raise EngineStalled(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
 
     def count_timed_out(self, n: int) -> None:
         """``n`` rows given up on by a table's bound (the engine stalled)."""

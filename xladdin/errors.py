@@ -3,18 +3,25 @@
     XladdinError
     ├── ConfigError              a setting is missing or wrong
     │   └── ModelUnavailable     no model file, and it cannot be fetched
-    ├── InputError               one input field is bad (names the field)
-    ├── EngineError              the engine failed to answer
+    ├── InputError               one input field is bad (.field names it)
+    ├── EngineError              the engine failed to answer (.url: the server, when one; the
+    │   │                        transport's error as __cause__)
     │   ├── EngineOffline        cannot reach the engine (names the URL)
     │   ├── EngineTimeout        the engine did not answer in time
+    │   │   └── EngineStalled    no answer and no sign of work for a whole table's bound
     │   └── EngineRejected       the engine refused this one request (too long, bad request)
-    └── OutputError              the model's answer is not valid for the schema
+    ├── OutputError              the model's answer is not valid for the schema (.answer: its text)
+    │   └── RetryError           still not valid after asking again (.answer: the last one,
+    │                            .attempts: every answer with what was wrong with it)
+    └── InternalError            a bug met while answering one row (that row's error; the rest go on)
 
 Cells and report rows show ``str(error)`` behind ``#QWEN!``; the messages are
 written to be shown to a user as they are.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -40,7 +47,11 @@ class InputError(XladdinError):
 
 
 class EngineError(XladdinError):
-    pass
+    """The engine failed to answer; ``url`` is the server's, when one is known."""
+
+    def __init__(self, message: str, *, url: str | None = None):
+        self.url = url
+        super().__init__(message)
 
 
 class EngineOffline(EngineError):
@@ -51,17 +62,48 @@ class EngineTimeout(EngineError):
     pass
 
 
+class EngineStalled(EngineTimeout):
+    """No answer, and no sign of the engine working, for a whole table's (or a cell's) bound."""
+
+
 class EngineRejected(EngineError):
     pass
 
 
 class OutputError(XladdinError):
-    pass
+    """The model's answer is not valid; ``answer`` is its text, when there was one."""
+
+    def __init__(self, message: str, *, answer: str | None = None):
+        self.answer = answer
+        super().__init__(message)
 
 
-def internal_error(e: BaseException) -> XladdinError:
-    """A bug met while answering one row, as that row's error (the other rows go on)."""
-    return XladdinError(f"internal error: {e.__class__.__name__}: {e}")
+@dataclass(frozen=True)
+class Attempt:
+    """One answer the model gave and why it was not valid."""
+
+    answer: str
+    error: str
+
+
+class RetryError(OutputError):
+    """The answer was still not valid after asking again with what was wrong: keeps the last answer
+    and every attempt (what to show, and what to look at)."""
+
+    def __init__(self, message: str, *, attempts: tuple[Attempt, ...] = ()):
+        self.attempts = attempts
+        super().__init__(message, answer=attempts[-1].answer if attempts else None)
+
+
+class InternalError(XladdinError):
+    """A bug met while answering one row: that row's error, the other rows go on."""
+
+
+def internal_error(e: BaseException) -> InternalError:
+    """A bug met while answering one row, as that row's error (the cause kept)."""
+    error = InternalError(f"internal error: {e.__class__.__name__}: {e}")
+    error.__cause__ = e
+    return error
 
 
 def first_error(e: Exception, default: str = "") -> str:

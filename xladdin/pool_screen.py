@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import __version__
+from .version import __version__
 from .as_of import date_rows, parse_as_of
 from .batcher import Batcher, started
 from .cache import Cache

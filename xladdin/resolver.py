@@ -22,7 +22,7 @@ from typing import Any
 
 from . import documents
 from .batcher import Batcher
-from .errors import EngineTimeout, XladdinError, internal_error
+from .errors import EngineStalled, EngineTimeout, XladdinError, internal_error
 from .tasks.base import Task
 
 MEMO_ROWS = 50_000
@@ -173,7 +173,7 @@ class Resolver:
                 if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
                     wait = timeout - quiet
                     continue
-                stalled = EngineTimeout(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
+                stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
                 self.batcher.count_timed_out(len(waiting))
                 for ticket in waiting:
                     ticket.cancel()

@@ -11,14 +11,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .engine import Engine, SamplingParams
-from .errors import OutputError, first_error
+from .errors import Attempt, OutputError, RetryError, first_error
 from .prepared import Prepared
 
 
 async def structured_call(engine: Engine, request: Prepared, params: SamplingParams, *, retries: int = 1,
                           asked: Callable[[], Any] | None = None) -> BaseModel:
-    """The validated answer; ``asked`` is called before each request to the engine."""
+    """The validated answer; ``asked`` is called before each request to the engine. An answer still
+    not valid after ``retries`` more asks is a ``RetryError`` keeping every answer and its fault."""
     messages = sent = request.messages
+    attempts: list[Attempt] = []
     last: OutputError | None = None
     for _ in range(1 + retries):
         if asked:
@@ -29,9 +31,13 @@ async def structured_call(engine: Engine, request: Prepared, params: SamplingPar
             return request.validate(text)
         except OutputError as e:  # e.g. cut at max_tokens
             last = e
+            text = e.answer or text
         except (ValidationError, ValueError) as e:
-            last = OutputError(f"model answer does not match the schema: {first_error(e)}")
+            last = OutputError(f"model answer does not match the schema: {first_error(e)}", answer=text)
+        attempts.append(Attempt(text, str(last)))
         fix = f"这个回答不符合要求（{last}）。请改正，只输出符合 JSON Schema 的 JSON。"
         sent = [*messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
     assert last is not None
-    raise last
+    if len(attempts) == 1:
+        raise last
+    raise RetryError(str(last), attempts=tuple(attempts))

@@ -160,7 +160,7 @@ def compile_types(out: Path) -> Path:
 
 def build(out: Path) -> Path:
     """Write the extension to ``out`` (``.oxt``)."""
-    from .. import __version__
+    from ..version import __version__
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

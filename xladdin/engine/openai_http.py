@@ -313,7 +313,7 @@ class OpenAIHTTPEngine(Engine):
             async with asyncio.timeout(timeout or self.options.timeout):
                 return await call
         except (self._openai.OpenAIError, TimeoutError) as e:
-            raise translate(self._openai, e, url or self.server_url, started) from None
+            raise translate(self._openai, e, url or self.server_url, started) from e
 
     def _check_s(self) -> float:
         return min(CHECK_S, self.options.timeout / 3)
@@ -369,8 +369,9 @@ class OpenAIHTTPEngine(Engine):
             for call in pending:
                 call.cancel()
         for call in pending:
-            errors[calls[call]] = EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s "
-                                                f"({self.urls[calls[call]]})")
+            url = self.urls[calls[call]]
+            errors[calls[call]] = EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s ({url})",
+                                                url=url)
         for i, error in errors.items():
             self.replicas.set_down(i, None if isinstance(error, EngineOffline) else "not answering")
         if not listed:
@@ -407,7 +408,7 @@ class OpenAIHTTPEngine(Engine):
 
     def _not_used(self, i: int) -> EngineError:
         return EngineError(f"{self.urls[i]} now serves {self.wrong[i]}, not {self.model_id}: its answers are "
-                           "not used (restart xladdin to use the new model)")
+                           "not used (restart xladdin to use the new model)", url=self.urls[i])
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
@@ -446,7 +447,7 @@ class OpenAIHTTPEngine(Engine):
         content, finish, tokens, answered_by = chat_answer(resp, self.urls[i])
         if answered_by not in (None, self.served):  # e.g. a proxy that sent the request to another model
             raise EngineError(f"{self.urls[i]} answered as {answered_by!r}, not {self.served!r}: the answer is "
-                              "not used")
+                              "not used", url=self.urls[i])
         self.completion_tokens += tokens
         if finish == "length":
             raise OutputError(f"answer cut at max_tokens={params.max_tokens}")
@@ -489,19 +490,19 @@ class OpenAIHTTPEngine(Engine):
         while True:
             now = time.monotonic()
             if now >= deadline[0]:
-                raise EngineTimeout(f"engine timeout after {now - sent:.0f}s ({self.urls[i]})")
+                raise EngineTimeout(f"engine timeout after {now - sent:.0f}s ({self.urls[i]})", url=self.urls[i])
             done, _ = await asyncio.wait({post}, timeout=min(check_s, deadline[0] - now))
             if done:
                 try:
                     return post.result()
                 except self._openai.OpenAIError as e:
-                    raise translate(self._openai, e, self.urls[i], sent) from None
+                    raise translate(self._openai, e, self.urls[i], sent) from e
             try:
                 await self.replicas.check(i, lambda: self._pools.progress(self.urls[i], check_s))
             except Exception:  # the transport's errors: the server does not answer even a check
                 if len(self.urls) > 1:
                     raise _Hanging(EngineTimeout(f"engine timeout after {time.monotonic() - sent:.0f}s "
-                                                 f"({self.urls[i]}: not answering)")) from None
+                                                 f"({self.urls[i]}: not answering)", url=self.urls[i])) from None
                 continue
             if self.replicas.progressed[i] > sent:  # the server works: the timeout counts from its progress
                 self.last_progress = max(self.last_progress, self.replicas.progressed[i])
@@ -520,17 +521,17 @@ class OpenAIHTTPEngine(Engine):
 def translate(openai: Any, e: Exception, server_url: str, started: float) -> EngineError:
     """The SDK's error (or a timeout) as the engine error a row shows."""
     if isinstance(e, openai.APITimeoutError | TimeoutError):
-        return EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s ({server_url})")
+        return EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s ({server_url})", url=server_url)
     if isinstance(e, openai.APIConnectionError):
-        return EngineOffline(f"engine offline ({server_url})")
+        return EngineOffline(f"engine offline ({server_url})", url=server_url)
     if isinstance(e, openai.AuthenticationError):
-        return EngineError(f"API key rejected by {server_url} — set XLADDIN_API_KEY")
+        return EngineError(f"API key rejected by {server_url} — set XLADDIN_API_KEY", url=server_url)
     if isinstance(e, openai.APIStatusError):
         detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
         # a request the server refused (too long for its context, malformed): that row's, not the engine's
         kind = EngineRejected if e.status_code in (400, 413, 422) else EngineError
-        return kind(f"engine error {e.status_code} ({server_url}): {detail[:200]}")
-    return EngineError(f"engine error ({server_url}): {e}")
+        return kind(f"engine error {e.status_code} ({server_url}): {detail[:200]}", url=server_url)
+    return EngineError(f"engine error ({server_url}): {e}", url=server_url)
 
 
 def listed_model(text: str, url: str, served: str) -> tuple[str, str, int | None]:
@@ -541,12 +542,12 @@ def listed_model(text: str, url: str, served: str) -> tuple[str, str, int | None
     except (ValueError, KeyError, TypeError):
         snippet = " ".join(text.split())[:80]
         raise EngineError(f"{url}/models did not list models as JSON: {snippet!r} — is "
-                          "this an OpenAI-compatible server?") from None
+                          "this an OpenAI-compatible server?", url=url) from None
     if not models:
-        raise EngineError(f"{url} serves no model")
+        raise EngineError(f"{url} serves no model", url=url)
     name = served or next(iter(models))
     if name not in models:
-        error = EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}")
+        error = EngineError(f"{url} does not serve {name!r}; it serves {', '.join(models)}", url=url)
         error.serves = ", ".join(models)  # type: ignore[attr-defined]
         raise error
     return name, model_identity(models[name]), models[name].get("max_model_len")
@@ -570,7 +571,7 @@ def chat_answer(resp: Any, server_url: str) -> tuple[str, str | None, int, str |
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         shown = data if isinstance(data, dict | list) else getattr(resp, "text", resp)
         raise EngineError(f"{server_url} answered without a chat completion: "
-                          f"{json.dumps(shown, ensure_ascii=False)[:120]}") from None
+                          f"{json.dumps(shown, ensure_ascii=False)[:120]}", url=server_url) from None
 
 
 class _Hanging(Exception):

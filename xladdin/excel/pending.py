@@ -38,7 +38,7 @@ from typing import Any
 
 from ..batcher import Batcher
 from ..documents import Reports
-from ..errors import XladdinError
+from ..errors import EngineStalled, XladdinError
 from ..resolver import Done, Failed, Pending, Resolver
 from ..settings import Settings
 from ..tasks.base import Task
@@ -147,7 +147,7 @@ class CellRuntime:
                 if fut in done:
                     out[i] = self._convert(fut.result, to_row, width)
                 else:
-                    out[i] = error_row(XladdinError(f"no answer within {timeout:g}s"), width)
+                    out[i] = error_row(EngineStalled(f"no answer within {timeout:g}s"), width)
         return out  # type: ignore[return-value]
 
     def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
