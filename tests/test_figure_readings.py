@@ -284,7 +284,8 @@ def test_the_tables_give_values_quotes_pages_and_a_loss():
     assert a.flags == {Flag.LOSS}  # the table's own loss; a minority's loss words on page 2 do not count
     # no 合并利润表 in these pages: the gross margin is missing, and said why (never a prose figure's)
     assert a.notes == ["缺毛利率: 未找到合并利润表的营业收入与营业成本, 不计毛利率",
-                       "缺上年毛利率: 未找到合并利润表的营业收入与营业成本, 不计毛利率", f"文本报告亏损「{PROFIT_ROW}」"]
+                       "缺上年毛利率: 未找到合并利润表的营业收入与营业成本, 不计毛利率",
+                       f"文本报告亏损「{PROFIT_ROW}」"]
     assert a.evidence().startswith(f"营收「{REVENUE_ROW}」(第1页); 净利润「{PROFIT_ROW}」(第1页); 营收增长「")
 
 
