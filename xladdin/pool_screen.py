@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .version import __version__
 from .as_of import date_rows, parse_as_of
 from .batcher import Batcher, started
 from .cache import Cache
@@ -27,6 +26,7 @@ from .settings import Settings
 from .tasks.base import Task
 from .tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
 from .tasks.screen import ScreenResult, ScreenTask
+from .version import __version__
 
 
 def cache_kept(cache: Cache, results: list[Any]) -> str:
