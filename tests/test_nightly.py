@@ -191,3 +191,57 @@ def test_a_pool_row_published_after_as_of_is_refused(tiny_model_path, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert [(row["报告期 period"], row["公告日 published"]) for row in rows_of(out)] == [
         ("2020年度", "2021-04-23"), ("2020年度", "2021-03-20"), (None, None)]
+
+
+# ---- reruns that reproduce ----------------------------------------------------------------------------------
+
+VERDICT_SKIP = {"缓存命中 cached"}
+
+
+def test_replay_of_a_report_gives_no_difference_and_names_the_rules_that_changed(tiny_model_path, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report_txt(reports / "2021-04-23__600519__2020年年度报告.txt", "贵州茅台2020年年度报告", "")
+    pool = write_csv(tmp_path / "pool.csv", LAST_NIGHT)
+    first = tmp_path / "night.json"
+    r = cli(["screen", str(pool), "--reports", str(reports), "--as-of", "2021-06-30", "-o", str(first)],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = json.loads(first.read_text(encoding="utf-8"))["run"]
+    assert run["model_sha256"] and run["input_sha256"] and run["seed"] == 42 and run["as_of"] == "2021-06-30"
+    assert run["task_version"] and run["rules"]["pe_limit"] == 50 and run["model_file"] == str(tiny_model_path)
+
+    # the same engine on an empty cache: asked again, the same verdicts
+    r = cli(["screen", "--replay", str(first), "--cache-dir", str(tmp_path / "empty")], tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    assert "replay of night.json: 0 differences" in r.stdout and "0 from cache" in r.stdout
+    assert (tmp_path / "night.replay.json").is_file()
+
+    # other rules: the difference named, and the rows whose verdict changed
+    rules = tmp_path / "rules.toml"
+    rules.write_text("pe_limit = 25\n", encoding="utf-8")
+    r = cli(["screen", "--replay", str(first), "--rules", str(rules), "-o", str(tmp_path / "again.json")],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 4, r.stdout + r.stderr[-2000:]
+    assert "differs: rules: pe_limit 50.0 → 25.0" in r.stdout
+    assert "differs: 600004.SH 风险等级 risk: '低' → '中'" in r.stdout  # PE 30 > 25
+    assert "600001.SH 风险等级" not in r.stdout  # PE 10
+
+
+def test_the_embedded_engine_gives_the_same_verdicts_for_a_pool_in_another_order(tiny_model_path, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    rows = LAST_NIGHT + [["600005", "戊", "电子", "10", "8"], ["600006", "己", "电子", "80", "3"]]
+    for code, *_ in rows:
+        report_txt(reports / f"2021-04-23__{code}__2020年年度报告.txt", f"{code}2020年年度报告",
+                   f"营业收入{int(code[-1]) * 11}.50亿元。")
+    verdicts = []
+    for name, order in (("forward", rows), ("backward", rows[::-1])):
+        out = tmp_path / f"{name}.json"
+        r = cli(["screen", str(write_csv(tmp_path / f"{name}.csv", order)), "--reports", str(reports), "-o", str(out),
+                 "--cache-dir", str(tmp_path / f"cache-{name}")], tiny_model_path, tmp_path)  # each on an empty cache
+        assert r.returncode == 0 and "0 from cache" in r.stdout, r.stderr[-2000:]
+        got = {row["代码 code"]: {k: v for k, v in row.items() if k not in VERDICT_SKIP and k not in HEADER}
+               for row in rows_of(out)}
+        verdicts.append(got)
+    assert verdicts[0] == verdicts[1]

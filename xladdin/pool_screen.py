@@ -19,6 +19,7 @@ from .documents import Reports
 from .errors import XladdinError
 from .gguf_files import STARTER_NOTE
 from .pool import read_pool
+from .replay import record
 from .report import check_output, table, write_report
 from .resolver import Resolver
 from .rules import DEFAULT_RULES, Flag, Rules
@@ -181,6 +182,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
             **facts(results),
             **(dating.facts() if dating is not None else {}),
             "input": str(input_path),
+            **record(settings, engine, task, input_path, reports, core.cache.directory if core.cache.enabled else None),
             "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
             "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},
             "columns_not_recognised": pool.unrecognised(),

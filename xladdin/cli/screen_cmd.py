@@ -10,18 +10,21 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..changes import read_saved
 from ..errors import ConfigError, first_error
 from ..pool_screen import RunSummary, screen_file
+from ..replay import differences, recorded, recorded_rules, replay_settings
 from ..rules import DEFAULT_RULES, Rules
 from ..settings import toml_text
 from .settings_options import add_settings_options, settings_from
 
-CHANGED = 4  # added to the exit status when --compare found rows that changed
+CHANGED = 4  # added to the exit status when --compare found rows that changed, or --replay differences
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("screen", help="screen a stock pool (CSV/XLSX) into an annotated report")
-    p.add_argument("input", help="pool file, .csv or .xlsx (代码/名称/行业/市盈率TTM/ROE/每股收益/财报摘要 …)")
+    p.add_argument("input", nargs="?",
+                   help="pool file, .csv or .xlsx (代码/名称/行业/市盈率TTM/ROE/每股收益/财报摘要 …)")
     p.add_argument("-o", "--output", help="report .xlsx (default), .csv or .json [default: INPUT_report.xlsx]")
     p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
     p.add_argument("--reports", metavar="DIR", help="folder of report files (.pdf .txt .md .html) named with the "
@@ -32,6 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--as-of", metavar="DATE", help="screen as of this day (2021-03-31): a report published after it "
                    "is not used (a row whose 公告日期 is after it is refused), --reports gives each code the newest "
                    "published by then; a row with no known publication day is flagged 公告日未知")
+    p.add_argument("--replay", metavar="REPORT", help="screen again from the run recorded in REPORT (its input, "
+                   "rules, as-of date, sampling; the engine configured now) into -o [REPORT.replay.xlsx] and list "
+                   "what differs; exit status plus 4 when anything does")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_settings_options(p)
     p.set_defaults(func=run)
@@ -50,6 +56,10 @@ def load_rules(path: str | None) -> Rules:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    if args.replay:
+        return replay(args, t0)
+    if not args.input:
+        raise ConfigError("name the pool file to screen (or --replay REPORT)")
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
     summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
@@ -64,6 +74,25 @@ def run(args: argparse.Namespace) -> int:
     if summary.changes is not None:
         print(summary.changes.line())
     return exit_status(summary)
+
+
+def replay(args: argparse.Namespace, t0: float) -> int:
+    """``--replay REPORT``: the recorded run again, and what differs."""
+    saved = recorded(args.replay)
+    run = saved.run
+    given = Path(args.replay)
+    output = args.output or str(given.with_name(given.stem + ".replay" + given.suffix))
+    rules = load_rules(args.rules) if args.rules else recorded_rules(saved)
+    overrides = {n: getattr(args, n, None) for n in ("model", "engine_url", "api_key", "cache_dir", "no_cache",
+                                                      "max_parallel", "timeout", "engine_verbose")}
+    summary = screen_file(run["input_path"], output, replay_settings(saved, overrides), rules=rules,
+                          progress=not args.no_progress, reports=run.get("reports_dir"), as_of=run.get("as_of"))
+    found = differences(saved, read_saved(summary.output))
+    for line in found:
+        print(f"differs: {line}")
+    print(summary_line(summary, time.perf_counter() - t0, "flag 模型未作答"))
+    print(f"replay of {given.name}: {len(found)} differences" + (" (none: the run reproduces)" if not found else ""))
+    return (1 if summary.errors else 0) | (CHANGED if found else 0)
 
 
 def exit_status(summary: RunSummary) -> int:
