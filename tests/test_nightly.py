@@ -245,3 +245,22 @@ def test_the_embedded_engine_gives_the_same_verdicts_for_a_pool_in_another_order
                for row in rows_of(out)}
         verdicts.append(got)
     assert verdicts[0] == verdicts[1]
+
+
+def test_screen_a_frame_as_of_a_date(tmp_path):
+    import pandas as pd
+
+    import xladdin
+    from xladdin.batcher import Batcher
+    from xladdin.cache import Cache
+    from xladdin.testing import ScriptedEngine, screen_answer
+
+    late = report_txt(tmp_path / "2021-04-28__000858__2020年年度报告.txt", "五粮液2020年年度报告", "")
+    df = pd.DataFrame({"代码": ["600519", "000858", "000001"], "名称": ["贵州茅台", "五粮液", "平安银行"],
+                       "ROE": [30, 25, 10], "市盈率TTM": [40, 30, 5],
+                       "公告日期": ["2021-04-23", None, "2021-02-01"], "报告文件": [None, str(late), None]})
+    with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
+        out = xladdin.screen(df, batcher=b, progress=False, reports=tmp_path, as_of="2021-03-31")
+    assert "is after --as-of 2021-03-31" in out.loc[0, "错误 error"]
+    assert f"未用 {late.name}" in out.loc[1, "说明 notes"] and "公告日未知" in out.loc[1, "标记 flags"]
+    assert out.loc[2, "公告日 published"] == "2021-02-01" and "公告日未知" not in out.loc[2, "标记 flags"]
