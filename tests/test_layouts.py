@@ -148,3 +148,28 @@ def test_a_row_that_cannot_be_placed_is_missing_with_the_reason_and_no_prose_sta
     assert row["net_profit"]["verdict"] == "missing"  # the prose's 12万元 is not taken either
     assert "本行3个数, 表头为4列, 无法确定各数所在年份" in row["notes"]
     assert row["revenue"]["verdict"] == "right"
+
+
+def test_the_report_s_roe_feeds_the_rules_where_the_pool_has_none_and_the_row_says_from_where(tiny_model_path,
+                                                                                            tmp_path):
+    from test_documents import PAGE_1, PAGE_2
+
+    from xladdin.testing import write_report_pdf
+
+    (tmp_path / "reports").mkdir()
+    write_report_pdf(tmp_path / "reports" / "603339_年报.pdf")  # ROE 8.10, two years of profit
+    make_pdf(tmp_path / "reports" / "688001_年报.pdf", [PAGE_1, PAGE_2])  # ROE -4.10 on page 2
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,行业,市盈率TTM\n603339,四方科技,专用设备,20\n688001,华兴源创,设备,20\n"
+                    "600000,浦发银行,银行,5\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "out.json")],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    positive, negative, without = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    # ROE 8.1 is between the rules' 5 and 15: 中 because of ROE, no longer for missing data
+    assert positive["风险等级 risk"] == "中" and "ROE 8.1% < 15%" in positive["规则依据 rule basis"]
+    assert "规则取自报告: ROE表格8.1" in positive["规则依据 rule basis"]
+    assert "缺ROE" not in (positive["说明 notes"] or "")
+    assert negative["风险等级 risk"] == "高" and "ROE -4.1% < 5%" in negative["规则依据 rule basis"]
+    assert "ROE表格-4.1(第2页)" in negative["规则依据 rule basis"]  # the page it stands on
+    assert "缺ROE" in without["说明 notes"] and "规则取自报告" not in without["规则依据 rule basis"]

@@ -259,16 +259,15 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         reads = {name: (r.value, r.quote) if (r := getattr(out, name)) is not None else None for name in FIGURES}
         audit = audit_figures(inp.report_text, reads, self.rules.mismatch_tolerance, inp.net_profit_prev)
         loss_against_fields(audit, inp.pe_ttm, inp.roe, inp.net_profit)
-        # a given field first; else the verified figure of the report (so 连续两年亏损 fires from a report)
-        verdict = assess(
-            roe=inp.roe,
-            pe_ttm=inp.pe_ttm,
-            is_st=inp.is_st,
-            net_profit=inp.net_profit if inp.net_profit is not None else audit.values.get("net_profit"),
-            net_profit_prev=inp.net_profit_prev if inp.net_profit_prev is not None
-            else audit.values.get("net_profit_prev"),
-            rules=self.rules,
-        )
+        # a given field first; else the report's: ROE from its key-figure table only (exact, with its page),
+        # the profits as verified (so 连续两年亏损 fires from a report). The row says which came from where.
+        taken = rule_inputs(inp, audit.values)
+        verdict = assess(roe=taken["roe"][0], pe_ttm=inp.pe_ttm, is_st=inp.is_st, net_profit=taken["net_profit"][0],
+                         net_profit_prev=taken["net_profit_prev"][0], rules=self.rules)
+        sources = "; ".join(f"{label}{where}" for label, (_, where) in zip(("ROE", "净利润", "上年净利润"),
+                                                                        taken.values(), strict=True) if where)
+        if sources:
+            verdict.basis = f"{verdict.basis} (规则取自报告: {sources})"
         flags, notes = set(verdict.flags), list(verdict.notes)
         flags |= audit.flags
         notes += audit.notes
@@ -316,3 +315,25 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             published=dates.published and dates.published.isoformat(),
             provenance=provenance,
         )
+
+
+def rule_inputs(inp: StockSample, verified: dict[str, float]) -> dict[str, tuple[float | None, str | None]]:
+    """What the rules take for ROE and the two years' profit, and where from when not the pool's own
+    field (``None``): the report's key-figure table (with its page), or a figure of its text code
+    verified."""
+    rows = read_tables(inp.report_text) if inp.report_text else {}
+
+    def pick(field: float | None, name: str, table: str, column: str) -> tuple[float | None, str | None]:
+        if field is not None:
+            return field, None
+        row = rows.get(table)
+        value = getattr(row, column) if row is not None else None
+        if value is not None:
+            return value, f"表格{value:g}" + (f"(第{row.page}页)" if row.page else "")
+        if name and verified.get(name) is not None:
+            return verified[name], f"文本{verified[name]:g}"
+        return None, None
+
+    return {"roe": pick(inp.roe, "", "roe", "current"),
+            "net_profit": pick(inp.net_profit, "net_profit", "net_profit", "current"),
+            "net_profit_prev": pick(inp.net_profit_prev, "net_profit_prev", "net_profit", "prior")}
