@@ -12,7 +12,8 @@ LAYERS = [
     {"scheduler"},
     {"batcher"},
     {"resolver"},
-    {"pool_screen", "dataframes", "evaluate", "excel", "calc", "cli", "server", "testing", "__init__", "__main__"},
+    {"pool_screen", "dataframes", "evaluate", "excel", "calc", "cells", "cli", "server", "testing", "__init__",
+     "__main__"},
 ]
 
 

@@ -1,6 +1,7 @@
-"""Build the LibreOffice extension (``.oxt``): the function table below is its one source — the UNO
-interface (IDL, compiled to the type library ``XQwenCalc.rdb`` shipped beside this module), the
-function names and help Calc shows (``CalcAddIns.xcu``) and the component's methods."""
+"""Build the LibreOffice extension (``.oxt``): the function table (``xladdin.cells.table``, shared by every
+grid) is its one source — the UNO interface (IDL, compiled to the type library ``XQwenCalc.rdb`` shipped
+beside this module), the function names and help Calc shows (``CalcAddIns.xcu``) and the component's
+methods."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from ..cells.table import FUNCTIONS, Param
 from ..errors import ConfigError
 
 HERE = Path(__file__).parent
@@ -28,34 +30,9 @@ EXTENSION_ID = "org.xladdin.calc"
 RANGE = "sequence< sequence< any > >"
 
 
-@dataclass(frozen=True)
-class Function:
-    name: str  # what the user types, as in Excel
-    method: str  # the UNO method
-    help: str
-    params: tuple[tuple[str, str, str], ...]  # (name, IDL type, help); an `any` may be left out
-
-
-FUNCTIONS = (
-    Function("QWEN_SCREEN", "qwenScreen", "Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a "
-             "table with its header row: risk level, score, reason, flags, figures. Enter it as an array formula "
-             "as wide as its result.",
-             (("values", RANGE, "the row, or the table with its header row"),
-              ("header", "any", "TRUE: the first row is the header (default FALSE)"),
-              ("rules", "any", "a key/value range of rule thresholds (e.g. Rules.$A$2:$B$20)"))),
-    Function("QWEN", "qwen", "Ask the local model.",
-             (("prompt", "any", "the question"), ("context", "any", "cells whose text is given with it"))),
-    Function("QWEN_EXTRACT", "qwenExtract", "A figure from report text as a number in a unit.",
-             (("text", "any", "report text"), ("item", "any", "the figure, e.g. 营业收入"),
-              ("unit", "any", "亿元 (default), 元, 万元, 百万元, %, 元/股 …"))),
-    Function("QWEN_CLASSIFY", "qwenClassify", "One of the labels for a text.",
-             (("text", "any", "the text"), ("labels", "any", "a range or a comma-separated text"))),
-    Function("QWEN_HIGHLIGHTS", "qwenHighlights", "Numbered results highlights of a report, every number checked.",
-             (("report", "any", "report text or a .pdf/.txt/.md/.html path"),
-              ("points", "any", "how many (default 3)"), ("max_chars", "any", "characters per highlight (60)"))),
-    Function("QWEN_STATUS", "qwenStatus", "Engine, model, queue, cache and last error as a two-column table. "
-             "Enter it as an array formula two columns wide.", ()),
-)
+def idl_type(p: Param) -> str:
+    """A parameter's type in the interface: a range that must be given, else an ``any`` (which may be left out)."""
+    return RANGE if p.shape == "range" and not p.optional else "any"
 
 
 def uno_name(name: str) -> str:
@@ -72,7 +49,7 @@ def idl() -> str:
     lines.append(opening)
     lines.append(f"    interface {INTERFACE} : com::sun::star::uno::XInterface {{")
     for f in FUNCTIONS:
-        params = ", ".join(f"[in] {kind} {uno_name(name)}" for name, kind, _ in f.params)
+        params = ", ".join(f"[in] {idl_type(p)} {uno_name(p.name)}" for p in f.params)
         lines.append(f"        any {f.method}({params});")
     lines.append("    };")
     lines.append(" ".join("};" for _ in MODULE.split(".")))
@@ -95,9 +72,9 @@ def xcu() -> str:
                 _text("Description", f.help), '<prop oor:name="Category"><value>Add-In</value></prop>',
                 '<prop oor:name="CompatibilityName"><value xml:lang="en-US">' + f.name + "</value></prop>",
                 '<node oor:name="Parameters">']
-        for name, _, text in f.params:
-            out += [f'<node oor:name="{uno_name(name)}" oor:op="replace">', _text("DisplayName", name),
-                    _text("Description", text), "</node>"]
+        for p in f.params:
+            out += [f'<node oor:name="{uno_name(p.name)}" oor:op="replace">', _text("DisplayName", p.name),
+                    _text("Description", p.help), "</node>"]
         out += ["</node>", "</node>"]
     out += ["</node>", "</node>", "</node>", "</oor:component-data>"]
     return "\n".join(out) + "\n"

@@ -1,0 +1,341 @@
+"""The cell service through real HTTPS on 127.0.0.1 (its own certificate, verified): batches, pending
+calls settling over a long poll, a second client and a restarted service answered from memory and
+the cache, bad arguments, calls too large, a down engine, the service stopped mid-way, the key, the
+origin and the rate bound; and the one function table every grid's declarations come from."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import shutil
+import ssl
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("cryptography")
+
+from conftest import free_port, tiny_settings  # noqa: E402
+
+from xladdin.batcher import Batcher  # noqa: E402
+from xladdin.cells import calls, certs, manifests, service, table  # noqa: E402
+from xladdin.excel import cells  # noqa: E402
+from xladdin.excel.pending import CellRuntime  # noqa: E402
+from xladdin.settings import Settings  # noqa: E402
+from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
+
+OFFICE = Path(__file__).parent.parent / "office"
+WIDTH = len(cells.SPILL_FIELDS)
+
+
+def row(i: int, roe=10.0) -> list:
+    return [600000 + i, f"公司{i}", "银行" if i % 2 else "白酒", 20.0 + i, roe, 1.0, f"营业收入{100 + i}亿元"]
+
+
+class Client:
+    """A client of the service over verified HTTPS (the service's own authority)."""
+
+    def __init__(self, url: str, ca: Path, key: str | None = None):
+        self.url = url.replace("127.0.0.1", "localhost")
+        self.ca, self.key = ca, key
+        self.context = ssl.create_default_context(cafile=str(ca))
+
+    def send(self, path: str, body=None, *, raw: bytes | None = None, headers=None, method=None):
+        data = raw if raw is not None else (json.dumps(body, ensure_ascii=False).encode() if body is not None else None)
+        h = {"Content-Type": "application/json", **({"X-Xladdin-Key": self.key} if self.key else {}), **(headers or {})}
+        req = urllib.request.Request(self.url + path, data=data, headers=h, method=method)
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=60) as r:
+                return r.status, json.loads(r.read() or b"null"), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null"), dict(e.headers)
+
+    def calls(self, items):
+        status, body, _ = self.send("/api/calls", {"calls": items})
+        assert status == 200, body
+        return body["results"]
+
+    def settle_all(self, results, rounds: int = 50) -> dict[str, object]:
+        """Every pending call's value, polled as the add-in polls."""
+        ids = [r["id"] for r in results if r["state"] == "pending"]
+        got: dict[str, object] = {}
+        for _ in range(rounds):
+            if not ids:
+                return got
+            status, body, _ = self.send("/api/settle", {"ids": ids, "wait": 20})
+            assert status == 200, body
+            got.update({k: v["value"] for k, v in body["results"].items()})
+            ids = body["pending"]
+        raise AssertionError(f"{len(ids)} calls never settled")
+
+
+def start(runtime: CellRuntime, tmp_path: Path, **options):
+    cert = certs.ensure(tmp_path / "cert")
+    svc = service.CellService(runtime, port=free_port(), **options)
+    running = service.Running(svc, service.tls(cert.cert, cert.key))
+    return running, cert
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    """A service on a scripted engine (answers after 50 ms), and its client."""
+    engine = ScriptedEngine(lambda m: screen_answer(), delay=0.05)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    yield running, Client(running.url, cert.ca), engine
+    running.stop()
+    runtime.close()
+
+
+def test_a_batch_is_answered_pending_settles_over_a_poll_and_then_comes_from_memory(scripted):
+    running, client, engine = scripted
+    batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(30)]
+    batch += batch[:5]  # the same calls again in the same batch: one call each
+    first = client.calls(batch)
+    assert [r["state"] for r in first] == ["pending"] * 35
+    assert len({r["id"] for r in first}) == 30
+    values = client.settle_all(first)
+    assert len(values) == 30 and len(engine.calls) == 30
+    for v in values.values():
+        assert len(v) == 1 and len(v[0]) == WIDTH and v[0][0].startswith("6000") and v[0][2] in ("低", "中", "高")
+    again = client.calls(batch)  # a recalculation: every call from memory, no engine request
+    assert [r["state"] for r in again] == ["done"] * 35 and len(engine.calls) == 30
+    assert again[0]["value"] == values[first[0]["id"]]
+    other = Client(running.url, client.ca)  # a second client: the same calls from memory
+    assert [r["state"] for r in other.calls(batch[:10])] == ["done"] * 10 and len(engine.calls) == 30
+
+
+def test_a_restarted_service_answers_from_the_disk_cache(tmp_path):
+    engine = ScriptedEngine(lambda m: screen_answer())
+    settings = tiny_settings(tmp_path)
+    batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(8)]
+    for _ in range(2):
+        runtime = CellRuntime(batcher=Batcher.from_settings(settings, engine, own_engine=False))
+        running, cert = start(runtime, tmp_path)
+        client = Client(running.url, cert.ca)
+        results = client.calls(batch)
+        # the second time a new runtime (as a new process): pending only until its engine says which
+        # model it serves (the cache key), then every answer from the disk cache
+        assert len(client.settle_all(results)) == 8
+        assert [r["state"] for r in client.calls(batch)] == ["done"] * 8
+        running.stop()
+        runtime.close()
+    assert len(engine.calls) == 8
+
+
+def test_a_table_with_its_header_spills_and_every_function_answers_through_the_tiny_model(tiny_engine, tmp_path):
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), tiny_engine, own_engine=False))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        header = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
+        batch = [{"fn": "QWEN_SCREEN", "args": [[header, row(1), row(2)], True]},
+                 {"fn": "QWEN", "args": ["用一句话说明市盈率", [["市盈率", 20]]]},
+                 {"fn": "QWEN_EXTRACT", "args": ["营业收入100亿元，同比增长5%", "营业收入"]},
+                 {"fn": "QWEN_CLASSIFY", "args": ["白酒龙头", "白酒,银行"]},
+                 {"fn": "QWEN_HIGHLIGHTS", "args": ["营业收入100亿元，同比增长5%。净利润20亿元。", 2]},
+                 {"fn": "QWEN_STATUS", "args": []}]
+        first = client.calls(batch)
+        assert first[5]["state"] == "done" and len(first[5]["value"]) == 13
+        settled = client.settle_all(first)
+        values = [settled.get(r.get("id"), r.get("value")) for r in first]
+        assert values[0][0] == cells.spill_header() and [len(r) for r in values[0]] == [WIDTH] * 3
+        assert all(not calls.is_pending(v) for v in values)
+        assert isinstance(values[2], float) or str(values[2]).startswith("#QWEN!")
+        assert values[3] in ("白酒", "银行") or str(values[3]).startswith("#QWEN!")
+        status, body, _ = client.send("/api/status", method="GET")
+        assert status == 200 and dict(map(tuple, body["status"]))["pending cells"] == 0
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_bad_calls_are_error_values_and_bad_requests_clear_errors(scripted, tmp_path):
+    running, client, engine = scripted
+    results = client.calls([{"fn": "NOPE", "args": []}, {"fn": "QWEN_SCREEN", "args": "x"},
+                            {"fn": "QWEN_CLASSIFY", "args": ["text"]},
+                            {"fn": "QWEN_SCREEN", "args": [[row(1, roe="abc")]]},
+                            {"fn": "QWEN", "args": [1, 2, 3]}, "not a call"])
+    assert [r["state"] for r in results] == ["error"] * 6
+    assert "no function 'NOPE'" in results[0]["value"] and "args must be a list" in results[1]["value"]
+    assert "labels is missing" in results[2]["value"]
+    assert results[3]["value"][0][0].startswith("#QWEN!") and "roe is not a number" in results[3]["value"][0][0]
+    assert len(results[3]["value"][0]) == WIDTH  # the spill keeps its shape
+    assert "at most 2 arguments" in results[4]["value"]
+    status, body, _ = client.send("/api/calls", raw=b"{not json")
+    assert status == 400 and "not JSON" in body["error"]
+    assert client.send("/api/calls", {"calls": 3})[0] == 400
+    assert client.send("/api/settle", {"ids": "x"})[0] == 400
+    assert engine.calls == []
+
+
+def test_a_request_too_large_or_with_too_many_calls_is_refused_with_its_limit(tmp_path):
+    engine = ScriptedEngine(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path, max_request_bytes=64 << 10, max_calls=10)
+    try:
+        client = Client(running.url, cert.ca)
+        big = [{"fn": "QWEN", "args": ["x" * (100 << 10)]}]
+        status, body, _ = client.send("/api/calls", {"calls": big})
+        assert status == 413 and "request too large" in body["error"]
+        status, body, _ = client.send("/api/calls", {"calls": [{"fn": "QWEN_STATUS"}] * 11})
+        assert status == 413 and "at most 10" in body["error"]
+        assert client.calls([{"fn": "QWEN_STATUS", "args": []}])[0]["state"] == "done"  # still serving
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_a_down_engine_is_an_error_value_never_a_hang(tmp_path):
+    settings = Settings.load({"cache_dir": tmp_path / "cache", "engine_url": f"http://127.0.0.1:{free_port()}/v1",
+                              "timeout": 5}, env={})
+    runtime = CellRuntime(settings)
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        results = client.calls([{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(3)])
+        values = [client.settle_all([r]).popitem()[1] if r["state"] == "pending" else r["value"] for r in results]
+        for v in values:
+            assert v[0][0].startswith("#QWEN!") and len(v[0]) == WIDTH
+        again = client.calls([{"fn": "QWEN_SCREEN", "args": [[row(0)]]}])  # within the error TTL: at once
+        assert again[0]["state"] == "error"
+    finally:
+        running.stop()
+        runtime.close(abort=True)
+
+
+def test_the_service_stopped_mid_way_answers_its_held_polls(tmp_path):
+    gate = threading.Event()
+
+    def respond(messages):
+        gate.wait(30)
+        return screen_answer()
+
+    engine = ScriptedEngine(respond)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    client = Client(running.url, cert.ca)
+    results = client.calls([{"fn": "QWEN_SCREEN", "args": [[row(1)]]}])
+    assert results[0]["state"] == "pending"
+    answer: dict = {}
+
+    def poll():
+        try:
+            answer["reply"] = client.send("/api/settle", {"ids": [results[0]["id"]], "wait": 25})
+        except Exception as e:  # the connection closed under it: the add-in shows an error
+            answer["error"] = e
+
+    t = threading.Thread(target=poll)
+    t.start()
+    while not running.service.counts["polls"]:
+        threading.Event().wait(0.02)
+    running.stop()
+    t.join(20)
+    assert not t.is_alive()
+    assert "error" in answer or answer["reply"][1]["stopping"] is True
+    gate.set()
+    runtime.close(abort=True)
+
+
+def test_the_key_the_origin_and_the_rate_are_enforced(tmp_path):
+    engine = ScriptedEngine(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    with pytest.raises(Exception, match="needs a key"):
+        service.CellService(runtime, host="0.0.0.0")
+    running, cert = start(runtime, tmp_path, key="s3cret", rate=1.0, burst=4)
+    try:
+        plain = Client(running.url, cert.ca)
+        keyed = Client(running.url, cert.ca, key="s3cret")
+        status, body, _ = plain.send("/api/calls", {"calls": []})
+        assert status == 401 and "X-Xladdin-Key" in body["error"]
+        own = f"https://localhost:{running.service.port}"
+        status, _, headers = keyed.send("/api/calls", {"calls": []}, headers={"Origin": own})
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == own
+        status, body, _ = keyed.send("/api/calls", {"calls": []}, headers={"Origin": "https://evil.example"})
+        assert status == 403 and "not the add-in's" in body["error"]
+        codes = [keyed.send("/api/calls", {"calls": []})[0] for _ in range(4)]
+        assert 429 in codes
+        status, body, headers = keyed.send("/api/calls", {"calls": []})
+        assert status == 429 and int(headers["Retry-After"]) >= 1 and "a second" in body["error"]
+        assert plain.send("/addin/functions.json", method="GET")[0] == 200  # the add-in's files need no key
+    finally:
+        running.stop()
+        runtime.close()
+
+
+# -- the one function table ------------------------------------------------------------------------
+
+def test_every_grid_declares_the_functions_of_the_one_table():
+    from xladdin.calc import build
+    from xladdin.excel import udfs
+
+    for f in table.FUNCTIONS:  # Excel: the UDFs' arguments, their defaults and xlwings' conversions
+        sig = inspect.signature(getattr(udfs, f.name))
+        names = [n for n in sig.parameters if n != "caller"]
+        assert names == [p.name for p in f.params], f.name
+        for p in f.params:
+            default = sig.parameters[p.name].default
+            assert (default is not inspect.Parameter.empty) == p.optional, (f.name, p.name)
+            if p.optional:
+                assert default == p.default, (f.name, p.name)
+            ndim = udfs.ARG_OPTIONS.get(f.name, {}).get(p.name, {}).get("ndim")
+            assert ndim == {"range": 2, "list": 1, "value": None}[p.shape], (f.name, p.name)
+        # Calc: the interface and the names and help Calc shows
+        assert f"any {f.method}(" in build.idl() and f"<value xml:lang=\"en\">{f.name}</value>" in build.xcu()
+    assert build.FUNCTIONS is table.FUNCTIONS
+    meta = table.metadata()["functions"]  # Office's functions.json (WPS reads the same)
+    assert [m["id"] for m in meta] == [f.name for f in table.FUNCTIONS]
+    for m, f in zip(meta, table.FUNCTIONS, strict=True):
+        assert [p["name"] for p in m["parameters"]] == [p.name for p in f.params]
+        assert m["result"]["dimensionality"] == ("matrix" if f.spill else "scalar")
+    js = (service.STATIC / "functions.js").read_text(encoding="utf-8")
+    names = json.loads(re.search(r"var NAMES = (\[[^\]]*\]);", js).group(1))
+    assert names == [f.name for f in table.FUNCTIONS]
+    spill = set(re.findall(r"(\w+): true", re.search(r"var SPILL = \{([^}]*)\}", js).group(1)))
+    assert spill == {f.name for f in table.FUNCTIONS if f.spill}
+    pending = json.loads(re.search(r'var PENDING = ("[^"]*");', js).group(1))
+    assert pending == cells.PENDING
+
+
+def test_office_and_wps_files_are_written_by_the_commands(tmp_path):
+    from xladdin.cli.main import main
+
+    out = tmp_path / "manifest.xml"
+    assert main(["cells", "office", "-o", str(out), "--url", "https://localhost:9443"]) == 0
+    text = out.read_text(encoding="utf-8")
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    ns = {"o": "http://schemas.microsoft.com/office/appforoffice/1.1"}
+    assert root.find("o:Id", ns).text == manifests.ADDIN_ID
+    assert "https://localhost:9443/addin/functions.json" in text and 'DefaultValue="XLADDIN"' in text
+    plugins = tmp_path / "wps" / "jsplugins.xml"
+    plugins.parent.mkdir()
+    plugins.write_text('<jsplugins>\n  <jspluginonline name="other" type="et" url="https://x/"/>\n</jsplugins>\n')
+    for _ in range(2):  # written twice: one entry of ours, the other add-in kept
+        assert main(["cells", "wps", "--jsplugins", str(plugins), "--url", "https://localhost:9443"]) == 0
+    entries = ET.fromstring(plugins.read_text()).findall("jspluginonline")
+    assert [e.get("name") for e in entries] == ["xladdin", "other"]
+    assert entries[0].get("url") == "https://localhost:9443/addin/wps/" and entries[0].get("type") == "et"
+    wps = ET.fromstring(manifests.wps_manifest())
+    assert wps.find("Functions/Namespace").text == table.NAMESPACE
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not (OFFICE / "node_modules" / "office-addin-manifest").is_dir(),
+                    reason="office-addin-manifest is not installed (cd office && npm install)")
+def test_microsoft_s_manifest_tool_reads_the_manifest(tmp_path):
+    """``office-addin-manifest info`` parses the manifest offline (its ``validate`` asks Microsoft's
+    online service, which cannot be reached here)."""
+    out = tmp_path / "manifest.xml"
+    out.write_text(manifests.office("https://localhost:8443"), encoding="utf-8")
+    tool = OFFICE / "node_modules" / ".bin" / "office-addin-manifest"
+    r = subprocess.run([str(tool), "info", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert manifests.ADDIN_ID in r.stdout and "xladdin" in r.stdout
+    assert "https://localhost:8443/addin/taskpane.html" in r.stdout

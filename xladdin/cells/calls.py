@@ -1,0 +1,148 @@
+"""One call of a worksheet function as the add-ins send it (its name and its arguments in the table's
+order, as JSON) turned into the arguments xlwings would give the Excel UDF, and run through the
+functions' bodies (``excel/functions.py``) on the process-wide ``CellRuntime``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..errors import XladdinError
+from ..excel import cells, functions
+from ..excel.pending import CellRuntime
+from .table import BY_NAME, Function, Param
+
+MAX_CALL_BYTES = 1 << 20  # one call's arguments as JSON (a whole annual report's text fits)
+
+
+class CallError(XladdinError):
+    """A call the service cannot make: an unknown function, or arguments not of its form."""
+
+
+class Caller:
+    """What a call is known by while it waits: a stable key (``pending.caller_key``) per distinct call."""
+
+    def __init__(self, call_id: str):
+        self.address = call_id
+        self.sheet = _Sheet()
+
+
+class _Book:
+    name = "cells"
+
+
+class _Sheet:
+    name = "service"
+    book = _Book()
+
+
+def call_id(name: str, args: list[Any]) -> str:
+    """The same function with the same arguments is one call, from any client."""
+    text = json.dumps([name, args], ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _number(v: Any) -> Any:
+    """A grid's number as xlwings gives it (a float); an empty cell (``""`` from Office) as ``None``."""
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int):
+        return float(v)
+    return v
+
+
+def _range(v: Any) -> list[list[Any]] | None:
+    if v is None:
+        return None
+    rows = v if isinstance(v, list) else [[v]]
+    rows = [r if isinstance(r, list) else [r] for r in rows]
+    return [[None if c == "" else _number(c) for c in r] for r in rows]
+
+
+def _argument(p: Param, v: Any) -> Any:
+    if isinstance(v, dict):
+        raise CallError(f"{p.name}: a value or a range, not an object")
+    if p.shape == "range":
+        return _range(v)
+    if p.shape == "list":  # xlwings' ndim=1: a range flattened, one value as a list of one
+        rows = _range(v)
+        return None if rows is None else [c for r in rows for c in r]
+    if isinstance(v, list):  # Office gives a one-cell range passed to a value argument as its value
+        flat = [c for r in v for c in (r if isinstance(r, list) else [r])]
+        if len(flat) != 1:
+            raise CallError(f"{p.name}: one value, not a range of {len(flat)} cells")
+        v = flat[0]
+    return _number(v)
+
+
+def arguments(fn: Function, args: Any) -> list[Any]:
+    """The call's arguments as the UDF gets them; a bad one is an ``InputError`` naming it."""
+    if not isinstance(args, list):
+        raise CallError(f"{fn.name}: args must be a list")
+    if len(args) > len(fn.params):
+        raise CallError(f"{fn.name} takes at most {len(fn.params)} arguments, not {len(args)}")
+    args = list(args) + [None] * (len(fn.params) - len(args))
+    out = []
+    for p, v in zip(fn.params, args, strict=True):
+        if v is None and p.default is not None:
+            v = p.default
+        if v is None and not p.optional:
+            raise CallError(f"{fn.name}: {p.name} is missing")
+        out.append(_argument(p, v))
+    return out
+
+
+def function(name: Any) -> Function:
+    if not isinstance(name, str) or name.upper() not in BY_NAME:
+        raise CallError(f"no function {name!r}: one of {', '.join(BY_NAME)}")
+    return BY_NAME[name.upper()]
+
+
+def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: Caller) -> Any:
+    """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it."""
+    width = len(cells.SPILL_FIELDS) if fn.name == "QWEN_SCREEN" else (
+        functions.STATUS_WIDTH if fn.name == "QWEN_STATUS" else 1)
+
+    @functions.cell_errors(lambda: rt, width)
+    def run() -> Any:
+        a = arguments(fn, args)
+        if fn.name == "QWEN_SCREEN":
+            return functions.screen(rt, a[0], a[1], a[2], caller)
+        if fn.name == "QWEN":
+            return functions.ask(rt, a[0], a[1], caller)
+        if fn.name == "QWEN_EXTRACT":
+            return functions.extract(rt, a[0], a[1], a[2], caller)
+        if fn.name == "QWEN_CLASSIFY":
+            return functions.classify(rt, a[0], a[1], caller)
+        if fn.name == "QWEN_HIGHLIGHTS":
+            return functions.highlights(rt, a[0], a[1], a[2], caller)
+        return functions.status(rt)
+
+    return _plain(run())
+
+
+def _plain(value: Any) -> Any:
+    """A cell value as JSON can carry it (numbers, text, booleans, ``None`` for an empty cell)."""
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if hasattr(value, "item"):  # a numpy scalar
+        return _plain(value.item())
+    return str(value)
+
+
+def is_pending(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(is_pending(v) for v in value)
+    return value == cells.PENDING
+
+
+def is_error(value: Any) -> bool:
+    first = value
+    while isinstance(first, list) and first:
+        first = first[0]
+    return isinstance(first, str) and first.startswith("#QWEN!")

@@ -1,0 +1,466 @@
+"""The cell service: the worksheet functions over HTTPS for the Office and WPS add-ins, through one
+process-wide ``CellRuntime`` (the same runtime, cache and engine as the Excel UDFs and Calc).
+
+``POST /api/calls`` takes a batch ``{"calls": [{"fn": "QWEN_SCREEN", "args": [...]}, …]}`` and answers
+each call at once: ``{"state": "done" | "error", "value": …}`` (from memory or the cache; an error is a
+``#QWEN! …`` value) or ``{"state": "pending", "id": …}``. ``POST /api/settle`` with ``{"ids": […]}``
+waits (a long poll, ``wait`` seconds at most) until some of them settle and returns them, with the ids
+still pending. A pending call is watched by the runtime as a waiting cell is in Excel: when its answers
+arrive the runtime calls ``recalculate``, and the call is run again (now from memory). The same call
+from any client is one call (its id is its function and arguments).
+
+Every request is bounded: its size (413), calls per request (413), requests per second per client
+(429 with Retry-After); ``/api`` needs the key when one is set (always when bound beyond loopback),
+and a browser's request from any origin but the add-in's own is refused (403). The add-in's files are
+served under ``/addin/`` (``functions.json`` and the manifests made from the function table)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import hmac
+import ipaddress
+import json
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ..errors import ConfigError
+from ..excel import cells
+from ..excel.pending import CellRuntime
+from . import calls, manifests
+from .table import metadata
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).parent / "static"
+MAX_REQUEST_BYTES = 8 << 20
+MAX_CALLS_PER_REQUEST = 5000
+MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later
+MAX_WAIT = 30.0  # seconds a poll is held at most
+GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it
+
+
+def _json_error(status: int, message: str, **headers: str):
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+@dataclass
+class Entry:
+    """One distinct call: its function and arguments, and its last value once it has settled."""
+
+    fn: Any
+    args: list[Any]
+    caller: calls.Caller
+    settled: bool = False
+    value: Any = None
+    at: float = field(default_factory=time.monotonic)
+
+
+class Bucket:
+    """Requests per second per client: ``rate`` a second, ``burst`` at once."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, burst
+        self._tokens: dict[str, tuple[float, float]] = {}
+
+    def take(self, client: str) -> float:
+        """0 when the request may go, else the seconds until it may."""
+        now = time.monotonic()
+        tokens, last = self._tokens.get(client, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+        if tokens < 1:
+            self._tokens[client] = (tokens, now)
+            return (1 - tokens) / self.rate
+        self._tokens[client] = (tokens - 1, now)
+        return 0.0
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class CellService:
+    """The calls of every client, on one runtime. ``runtime`` is made from the user's settings unless
+    given (its ``rewrite`` becomes this service's)."""
+
+    def __init__(self, runtime: CellRuntime | None = None, *, host: str = "127.0.0.1", port: int = 8443,
+                 key: str | None = None, origins: tuple[str, ...] = (), rate: float = 50.0, burst: int = 200,
+                 max_request_bytes: int = MAX_REQUEST_BYTES, max_calls: int = MAX_CALLS_PER_REQUEST):
+        if not loopback(host) and not key:
+            raise ConfigError(f"bound to {host} (beyond this machine) the cell service needs a key: "
+                              "set XLADDIN_CELLS_KEY in its environment")
+        self.runtime = runtime or CellRuntime()
+        self.runtime.rewrite = self.recalculate
+        self.host, self.port, self.key = host, port, key
+        self.extra_origins = origins
+        self.bucket = Bucket(rate, burst)
+        self.max_request_bytes, self.max_calls = max_request_bytes, max_calls
+        self._entries: collections.OrderedDict[str, Entry] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed: asyncio.Condition | None = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="xladdin-cells")
+        self.stopping = False
+        self.counts = collections.Counter()  # requests, calls, pending, settled, polls
+
+    # -- origins --------------------------------------------------------------------------------
+    def origins(self) -> set[str]:
+        port = "" if self.port == 443 else f":{self.port}"
+        own = {f"https://localhost{port}", f"https://127.0.0.1{port}", f"https://[::1]{port}"}
+        if not loopback(self.host) and self.host not in ("0.0.0.0", "::"):
+            own.add(f"https://{self.host}{port}")
+        return own | set(self.extra_origins)
+
+    # -- calls ----------------------------------------------------------------------------------
+    def answer(self, batch: list[Any]) -> list[dict[str, Any]]:
+        """Each call's value now, or pending (runs on a worker thread: the bodies are synchronous)."""
+        out = []
+        for item in batch:
+            try:
+                if not isinstance(item, dict):
+                    raise calls.CallError("a call is {\"fn\": NAME, \"args\": [...]}")
+                fn = calls.function(item.get("fn"))
+                args = item.get("args", [])
+                if not isinstance(args, list):
+                    raise calls.CallError(f"{fn.name}: args must be a list")
+                cid = calls.call_id(fn.name, args)
+            except (calls.CallError, TypeError, ValueError) as e:
+                error = e if isinstance(e, calls.CallError) else calls.CallError(f"a call's arguments: {e}")
+                out.append({"state": "error", "value": cells.error_value(error)})
+                continue
+            with self._lock:
+                entry = self._entries.get(cid)
+                if entry is None:
+                    entry = self._entries[cid] = Entry(fn, args, calls.Caller(cid))
+                    self._trim()
+            value = calls.evaluate(self.runtime, fn, args, entry.caller)
+            self.counts["calls"] += 1
+            if calls.is_pending(value):
+                self.counts["pending"] += 1
+                out.append({"state": "pending", "id": cid})
+            else:
+                self._settle(cid, value)
+                out.append(self._result(value))
+        return out
+
+    @staticmethod
+    def _result(value: Any) -> dict[str, Any]:
+        return {"state": "error" if calls.is_error(value) else "done", "value": value}
+
+    def _trim(self) -> None:
+        while len(self._entries) > MAX_KEPT:
+            oldest, entry = next(iter(self._entries.items()))
+            if not entry.settled:  # never forget a call that is waited on
+                self._entries.move_to_end(oldest)
+                break
+            del self._entries[oldest]
+
+    def _settle(self, cid: str, value: Any) -> None:
+        with self._lock:
+            entry = self._entries.get(cid)
+            if entry is None:
+                return
+            entry.settled, entry.value, entry.at = True, value, time.monotonic()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._notify)
+
+    def _notify(self) -> None:
+        async def wake() -> None:
+            assert self._changed is not None
+            async with self._changed:
+                self._changed.notify_all()
+
+        asyncio.ensure_future(wake())
+
+    def recalculate(self, caller: Any) -> None:
+        """The runtime's call when a waiting call's answers have arrived: run it again (off the engine's
+        thread), now from memory; still pending (another request it needs), it is watched again."""
+        cid = getattr(caller, "address", None)
+
+        def again() -> None:
+            with self._lock:
+                entry = self._entries.get(cid)
+            if entry is None:
+                return
+            value = calls.evaluate(self.runtime, entry.fn, entry.args, entry.caller)
+            if not calls.is_pending(value):
+                self.counts["settled"] += 1
+                self._settle(cid, value)
+
+        try:
+            self._pool.submit(again)
+        except RuntimeError:  # the service is closing
+            pass
+
+    async def settle(self, ids: list[str], wait: float) -> dict[str, Any]:
+        """The calls of ``ids`` that have settled (waiting up to ``wait`` s for the first), and those
+        still pending; an id this service does not know is ``unknown`` (ask the call again)."""
+        assert self._changed is not None
+        deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT))
+        gathering: float | None = None
+        while True:
+            done, pending, unknown = {}, [], []
+            with self._lock:
+                for cid in ids:
+                    entry = self._entries.get(cid)
+                    if entry is None:
+                        unknown.append(cid)
+                    elif entry.settled:
+                        done[cid] = self._result(entry.value)
+                    else:
+                        pending.append(cid)
+            now = time.monotonic()
+            if (done or unknown) and gathering is None and pending:
+                gathering = min(deadline, now + GATHER)
+            end = gathering if gathering is not None else deadline
+            if not pending or now >= end or self.stopping:
+                return {"results": done, "pending": pending, "unknown": unknown, "stopping": self.stopping}
+            async with self._changed:
+                try:
+                    await asyncio.wait_for(self._changed.wait(), end - now)
+                except TimeoutError:
+                    pass
+
+    # -- HTTP -----------------------------------------------------------------------------------
+    def app(self):
+        app = web.Application(client_max_size=self.max_request_bytes, middlewares=[self._guard])
+        app.router.add_get("/", self._home)
+        app.router.add_get("/healthz", self._health)
+        app.router.add_post("/api/calls", self._calls)
+        app.router.add_post("/api/settle", self._settle_http)
+        app.router.add_get("/api/status", self._status)
+        app.router.add_route("OPTIONS", "/api/{tail:.*}", self._preflight)
+        app.router.add_get("/addin/functions.json", self._metadata)
+        app.router.add_get("/addin/wps/functions.json", self._metadata)
+        app.router.add_get("/addin/manifest.xml", self._office_manifest)
+        app.router.add_get("/addin/wps/manifest.xml", self._wps_manifest)
+        app.router.add_static("/addin/", STATIC, append_version=False)
+        app.on_startup.append(self._started)
+        app.on_shutdown.append(self._stopping)
+        return app
+
+    async def _started(self, app) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Condition()
+
+    async def _stopping(self, app) -> None:
+        """Polls still held answer at once (``stopping``): the add-in shows its calls' errors, never hangs."""
+        self.stopping = True
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+
+    def client(self, request) -> str:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        return peer[0] if peer else "?"
+
+    def _cors(self, request, response) -> None:
+        origin = request.headers.get("Origin")
+        if origin and origin in self.origins():
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"
+
+    @web.middleware
+    async def _guard(self, request, handler):
+        api = request.path.startswith("/api/")
+        origin = request.headers.get("Origin")
+        if api and origin is not None and origin not in self.origins():
+            return _json_error(403, f"origin {origin} is not the add-in's ({', '.join(sorted(self.origins()))}); "
+                                    "start the service with --origin for another")
+        if api and request.method != "OPTIONS":
+            wait = self.bucket.take(self.client(request))
+            if wait:
+                self.counts["limited"] += 1
+                return _json_error(429, f"too many requests: at most {self.bucket.rate:g} a second",
+                                   **{"Retry-After": f"{max(1, round(wait))}"})
+            if self.key:
+                given = request.headers.get("X-Xladdin-Key") or request.headers.get("Authorization", "")
+                given = given.removeprefix("Bearer ").strip()
+                if not hmac.compare_digest(given.encode(), self.key.encode()):
+                    return _json_error(401, "a key is required: send it as X-Xladdin-Key (the add-in's manifest "
+                                            "carries it when written with XLADDIN_CELLS_KEY set)")
+        try:
+            response = await handler(request)
+        except web.HTTPRequestEntityTooLarge:
+            response = _json_error(413, f"request too large: at most {self.max_request_bytes >> 20} MiB")
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            response = _json_error(e.status, e.reason)
+        except Exception as e:  # a request's failure is its answer, never the service's end
+            log.exception("cell service request failed")
+            response = _json_error(500, f"internal error: {e}")
+        self._cors(request, response)
+        return response
+
+    async def _home(self, request):
+        raise web.HTTPFound("/addin/taskpane.html")
+
+    async def _health(self, request):
+        return web.json_response({"ok": True, "stopping": self.stopping})
+
+    async def _preflight(self, request):
+        response = web.Response(status=204)
+        response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+        response.headers["Access-Control-Allow-Headers"] = "Content-Type, X-Xladdin-Key, Authorization"
+        response.headers["Access-Control-Max-Age"] = "600"
+        return response
+
+    async def _body(self, request) -> dict[str, Any]:
+        if request.content_length is not None and request.content_length > self.max_request_bytes:
+            raise _TooLarge()
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError as e:
+            raise calls.CallError(f"the request is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise calls.CallError("the request is a JSON object")
+        return body
+
+    async def _calls(self, request):
+        self.counts["requests"] += 1
+        try:
+            body = await self._body(request)
+        except _TooLarge:
+            return _json_error(413, f"request too large: at most {self.max_request_bytes >> 20} MiB")
+        except calls.CallError as e:
+            return _json_error(400, str(e))
+        batch = body.get("calls")
+        if not isinstance(batch, list):
+            return _json_error(400, "the request is {\"calls\": [{\"fn\": NAME, \"args\": [...]}, ...]}")
+        if len(batch) > self.max_calls:
+            return _json_error(413, f"{len(batch)} calls in one request: at most {self.max_calls}")
+        results = await asyncio.get_running_loop().run_in_executor(self._pool, self.answer, batch)
+        return web.json_response({"results": results}, dumps=_dumps)
+
+    async def _settle_http(self, request):
+        self.counts["polls"] += 1
+        try:
+            body = await self._body(request)
+        except _TooLarge:
+            return _json_error(413, f"request too large: at most {self.max_request_bytes >> 20} MiB")
+        except calls.CallError as e:
+            return _json_error(400, str(e))
+        ids = body.get("ids")
+        wait = body.get("wait", 20)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return _json_error(400, "the request is {\"ids\": [ID, ...], \"wait\": SECONDS}")
+        if not isinstance(wait, int | float) or isinstance(wait, bool):
+            return _json_error(400, "wait: seconds, a number")
+        return web.json_response(await self.settle(ids, float(wait)), dumps=_dumps)
+
+    async def _status(self, request):
+        from ..excel import functions
+
+        table = await asyncio.get_running_loop().run_in_executor(self._pool, functions.status, self.runtime)
+        return web.json_response({"status": calls._plain(table), "service": dict(self.counts),
+                                  "calls": len(self._entries)}, dumps=_dumps)
+
+    async def _metadata(self, request):
+        return web.json_response(metadata(), dumps=_dumps)
+
+    def base_url(self, request=None) -> str:
+        if request is not None and request.host:
+            return f"https://{request.host}"
+        host = "localhost" if loopback(self.host) or self.host in ("0.0.0.0", "::") else self.host
+        return f"https://{host}:{self.port}"
+
+    async def _office_manifest(self, request):
+        return web.Response(text=manifests.office(self.base_url(request)), content_type="application/xml")
+
+    async def _wps_manifest(self, request):
+        return web.Response(text=manifests.wps_manifest(), content_type="application/xml")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def tls(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+class Running:
+    """The service serving on its own thread (tests, benchmarks, ``serve``): ``url``, ``stop()``."""
+
+    def __init__(self, service: CellService, context: ssl.SSLContext | None,
+                 on_ready: Callable[[str], None] | None = None):
+        self.service = service
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._runner: web.AppRunner | None = None
+        self._loop = asyncio.new_event_loop()
+        self._context = context
+        self.thread = threading.Thread(target=self._run, name="xladdin-cells-http", daemon=True)
+        self.thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise ConfigError(f"the cell service cannot start on {service.host}:{service.port}: {self._error}")
+        scheme = "https" if context is not None else "http"
+        host = "127.0.0.1" if service.host in ("0.0.0.0", "::") else service.host
+        self.url = f"{scheme}://{host}:{service.port}"
+        if on_ready:
+            on_ready(self.url)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def start() -> None:
+            self._runner = web.AppRunner(self.service.app(), handle_signals=False, shutdown_timeout=2)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, self.service.host, self.service.port, ssl_context=self._context,
+                               backlog=512)
+            await site.start()
+            if self.service.port == 0:
+                self.service.port = self._runner.addresses[0][1]
+
+        try:
+            self._loop.run_until_complete(start())
+        except BaseException as e:  # noqa: BLE001  (told to the starting thread)
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+
+    def stop(self) -> None:
+        """Stop serving (held polls answer ``stopping``); the runtime is the caller's to close."""
+        if self._runner is None or self._loop.is_closed():
+            return
+
+        async def cleanup() -> None:
+            assert self._runner is not None
+            await self._runner.cleanup()
+
+        try:
+            asyncio.run_coroutine_threadsafe(cleanup(), self._loop).result(15)
+        except Exception as e:
+            log.warning("the cell service stopped uncleanly: %s", e)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.thread.join(10)
+        self.service.close()
