@@ -47,3 +47,20 @@ def test_each_deployable_starts_a_command_the_server_accepts(argv, monkeypatch, 
 def test_there_are_units_for_both_servers():
     engines = {unit_command(u)[unit_command(u).index("--engine") + 1] for u in UNITS}
     assert engines == {"vllm", "cpu"}
+
+
+def test_a_batch_invariant_server_gets_vllm_s_switch_in_its_environment(monkeypatch, capsys):
+    """``--batch-invariant`` (or a profile's ``batch_invariant = true``): vLLM started with
+    VLLM_BATCH_INVARIANT=1 in its environment, not in argv; other servers without it."""
+    from xladdin.server import launcher, profiles
+
+    started = []
+    monkeypatch.setattr(launcher, "run_servers", lambda specs, **kw: started.append(specs) or [0])
+    assert cli.main(["serve", "--profile", "qwen3-8b-h200", "--batch-invariant"]) == 0
+    assert cli.main(["serve", "--profile", "qwen3-8b-h200"]) == 0
+    (invariant,), (plain,) = started
+    assert invariant.env["VLLM_BATCH_INVARIANT"] == "1" and "VLLM_BATCH_INVARIANT" not in " ".join(invariant.cmd)
+    assert plain.env is None or "VLLM_BATCH_INVARIANT" not in plain.env
+    assert "environment: VLLM_BATCH_INVARIANT=1" in capsys.readouterr().out
+    assert profiles.server_env(profiles.get_profile("qwen3-8b-h200").model_copy(update={"batch_invariant": True})) \
+        == {"VLLM_BATCH_INVARIANT": "1"}

@@ -45,6 +45,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cmd = profiles.vllm_command(profile, host=args.host, port=port,
                                     gpus=args.gpus if args.data_parallel else 1)
         env = launcher.key_env(profiles.API_KEY_ENV, api_key)
+        extra = profiles.server_env(profile, batch_invariant=args.batch_invariant)
+        if extra:
+            env = {**(env or os.environ), **extra}
+            print("environment: " + " ".join(f"{k}={v}" for k, v in extra.items()), flush=True)
         timeout = 1800.0
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
     specs = [launcher.ServerSpec(cmd, url, env)]
@@ -111,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-parallel", action="store_true",
                    help="with --gpus N: one server with vLLM's --data-parallel-size N instead (one URL; measured "
                         "slower for screening)")
+    s.add_argument("--batch-invariant", action="store_true",
+                   help="vLLM: the same answer whatever else is in the batch (VLLM_BATCH_INVARIANT=1, beta; slower): "
+                        "with the cache, reruns reproduce")
     s.add_argument("--dry-run", action="store_true", help="print the command, start nothing")
     s.add_argument("--verbose", action="store_true", help="show the server's output")
     s.set_defaults(func=cmd_serve)

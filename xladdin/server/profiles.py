@@ -47,6 +47,9 @@ class Profile(BaseModel):
     cudagraph_capture_size: int | None = Field(None, gt=0)  # largest batch run as a CUDA graph (else vLLM's)
     max_num_batched_tokens: int | None = Field(None, gt=0)  # tokens one engine step may take (else vLLM's)
     disable_thinking: bool = True
+    # the same answer whatever else is in the batch (vLLM's VLLM_BATCH_INVARIANT=1, beta): with the cache, a
+    # rerun of a nightly screen reproduces its verdicts; it costs throughput (BENCHMARKS, batch-invariant)
+    batch_invariant: bool = False
     auto: bool = True  # may --profile auto pick it (a profile that trades accuracy for speed says false)
     why: dict[str, str] = Field(default_factory=dict)
 
@@ -67,6 +70,12 @@ def get_profile(name: str) -> Profile:
 
 
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM's own variable: the key never appears in argv
+BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
+
+
+def server_env(profile: Profile, *, batch_invariant: bool = False) -> dict[str, str]:
+    """What the ``vllm serve`` process gets in its environment beyond the caller's (not its argv)."""
+    return {BATCH_INVARIANT_ENV: "1"} if batch_invariant or profile.batch_invariant else {}
 
 
 def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000, seed: int = 42,
