@@ -50,7 +50,6 @@
     root.XladdinWps = made;
     cells.NAMES.forEach(function (name) {
       root[name] = made.functions[name];  // functions.json's ids, as globals of the add-in's page
-      if (typeof CustomFunctions !== "undefined" && CustomFunctions.associate) CustomFunctions.associate(name, made.functions[name]);
     });
   }
 

@@ -1,0 +1,123 @@
+"""The Office add-in's functions.js in a real browser (Debian's Chromium, headless, driven by
+Playwright) against the live cell service over HTTPS: Microsoft's own custom functions runtime
+(``@microsoft/office-js``'s ``custom-functions-runtime.js``, its real ``CustomFunctions.associate``)
+holds the functions, and the page calls them as Excel does on a recalculation — 500 cells at once,
+then the same cells again; the WPS adapter on the same client; and the service stopped under pending
+calls. Skipped without Chromium, Playwright or the npm package (``cd office && npm install``)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("cryptography")
+playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+
+from conftest import tiny_settings  # noqa: E402
+from test_cells import WIDTH, row, start  # noqa: E402
+
+from xladdin.batcher import Batcher  # noqa: E402
+from xladdin.excel import cells  # noqa: E402
+from xladdin.excel.pending import CellRuntime  # noqa: E402
+from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+RUNTIME = Path(__file__).parent.parent / "office" / "node_modules" / "@microsoft" / "office-js" / "dist" / \
+    "custom-functions-runtime.js"
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="Chromium is not installed (apt-get install chromium)"),
+    pytest.mark.skipif(not RUNTIME.is_file(), reason="@microsoft/office-js is not installed (cd office; npm install)"),
+]
+PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
+<script src="/test/custom-functions-runtime.js"></script>
+<script src="/addin/functions.js"></script></head><body>recalculation</body></html>"""
+HOLD = 603999  # a row whose answer waits (the service is stopped under it)
+
+
+def browser_page(url: str):
+    """A page on the service's own origin (the add-in's), with Office's runtime and functions.js."""
+    pw = playwright.sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+    context = browser.new_context(ignore_https_errors=True)  # the test's own authority is not the system's
+    page = context.new_page()
+    page.route("**/test/page.html", lambda r: r.fulfill(status=200, content_type="text/html", body=PAGE))
+    page.route("**/test/custom-functions-runtime.js",
+               lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(RUNTIME)))
+    sent: list[str] = []
+    page.on("request", lambda req: sent.append(req.url.split("/", 3)[-1]) if "/api/" in req.url else None)
+    page.goto(url.replace("127.0.0.1", "localhost") + "/test/page.html")
+    page.wait_for_function("window.XladdinCells && window.XladdinCells.client")
+    return pw, browser, page, sent
+
+
+RECALCULATE = """async (rows) => {
+  const f = CustomFunctions._association.mappings;  // what Office calls: the functions associated by name
+  const calls = rows.map((r) => f["QWEN_SCREEN"]([r], null, null));  // =XLADDIN.QWEN_SCREEN(A2:G2) per row
+  return await Promise.all(calls);
+}"""
+
+
+def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_asks_no_engine(tmp_path):
+    gate = threading.Event()
+
+    def respond(messages):
+        if str(HOLD) in messages[-1]["content"]:
+            gate.wait(60)
+        return screen_answer()
+
+    engine = ScriptedEngine(respond, delay=0.005, max_parallel=16)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, _ = start(runtime, tmp_path)
+    pw, browser, page, sent = browser_page(running.url)
+    try:
+        rows = [row(i) for i in range(500)]
+        first = page.evaluate(RECALCULATE, rows)
+        assert len(first) == 500 and all(len(v) == 1 and len(v[0]) == WIDTH for v in first)
+        assert all(v[0][0] == f"{600000 + i}.SH" and v[0][2] in ("低", "中", "高") for i, v in enumerate(first))
+        posts, polls = sent.count("api/calls"), sent.count("api/settle")
+        assert posts == 1 and polls <= 20, sent  # 500 calls: one POST, a handful of long polls
+        asked = len(engine.calls)
+        assert asked == 500
+
+        sent.clear()
+        second = page.evaluate(RECALCULATE, rows)  # the same cells recalculated (a row inserted, a group opened)
+        assert second == first and len(engine.calls) == asked  # 0 engine requests
+        assert sent == ["api/calls"]  # all 500 from memory in the one POST, nothing to poll
+
+        # WPS: its adapter on the same functions.js (synchronous functions: the placeholder, then a recalculation)
+        page.add_script_tag(url="/addin/wps/main.js")
+        page.wait_for_function("window.XladdinWpsAdapter && window.QWEN_SCREEN")
+        wps = page.evaluate("""async (r) => {
+          let recalcs = 0;
+          const app = { CalculateFull: () => { recalcs += 1; } };
+          const w = XladdinWpsAdapter(XladdinCells, app);
+          const before = w.functions.QWEN_SCREEN([r]);
+          while (!recalcs) await new Promise((ok) => setTimeout(ok, 20));
+          return { before, after: w.functions.QWEN_SCREEN([r]), recalcs };
+        }""", row(1000))
+        assert wps["before"] == [[cells.PENDING]] and len(wps["after"][0]) == WIDTH and wps["recalcs"] == 1
+
+        # the service stopped under a pending call: the cell gets an error value, never hangs
+        before = len(engine.calls)
+        page.evaluate("(r) => { window.held = CustomFunctions._association.mappings['QWEN_SCREEN']([r]); }",
+                      row(HOLD - 600000))
+        for _ in range(200):  # until the engine has the call and the page holds a poll for it
+            if len(engine.calls) > before:
+                break
+            page.wait_for_timeout(50)
+        page.wait_for_timeout(300)
+        running.stop()
+        value = page.evaluate("async () => await window.held")
+        assert value[0][0].startswith("#QWEN!") and "cell service" in value[0][0]
+        after = page.evaluate("async () => await CustomFunctions._association.mappings['QWEN']('x')")
+        assert after.startswith("#QWEN! cell service unreachable")
+    finally:
+        gate.set()
+        browser.close()
+        pw.stop()
+        running.stop()
+        runtime.close(abort=True)
