@@ -26,6 +26,7 @@ from xladdin.rules import Flag
 from xladdin.tasks import ScreenResult, ScreenTask
 from xladdin.tasks.figures import read_figures
 from xladdin.tasks.tables import read_tables
+from xladdin.testing import write_pdf
 
 pytestmark = pytest.mark.slow
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ashare"
@@ -45,21 +46,7 @@ PAGE_2 = ["(二) 主要财务指标", "主要财务指标 2023年 2022年 本期
           "子公司少数股东分担的当期亏损超过了少数股东在该子公司期初所有者权益中所享有的份额"]
 
 
-def make_pdf(path: Path, pages: list[list[str]], *, encrypt: str | None = None) -> Path:
-    """A PDF with a text layer (reportlab, Chinese through a CID font), one list of lines per page."""
-    from reportlab.pdfbase import pdfmetrics
-    from reportlab.pdfbase.cidfonts import UnicodeCIDFont
-    from reportlab.pdfgen import canvas
-
-    pdfmetrics.registerFont(UnicodeCIDFont("STSong-Light"))
-    c = canvas.Canvas(str(path), encrypt=encrypt)
-    for lines in pages:
-        c.setFont("STSong-Light", 10)
-        for i, line in enumerate(lines):
-            c.drawString(40, 800 - 16 * i, line)
-        c.showPage()
-    c.save()
-    return path
+make_pdf = write_pdf  # a PDF with a text layer, one list of lines per page
 
 
 def scanned_pdf(path: Path) -> Path:

@@ -25,11 +25,13 @@ def layer_of(module: str) -> int:
     raise AssertionError(f"xladdin.{module} is in no layer: add it to LAYERS")
 
 
-def imported(path: Path) -> set[str]:
-    """The xladdin modules ``path`` imports (relative imports resolved), anywhere in the file."""
+def imported(path: Path, *, top_level: bool = False) -> set[str]:
+    """The xladdin modules ``path`` imports (relative imports resolved): anywhere in the file, or with
+    ``top_level`` only what runs when it is imported (not the imports inside functions)."""
     package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in tree.body if top_level else ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(package[: len(package) - node.level + 1])
@@ -99,27 +101,6 @@ def test_the_design_picture_draws_the_layers_top_to_bottom():
     assert layers == sorted(layers, reverse=True), wrong
 
 
-def module_level_imports(path: Path) -> set[str]:
-    """The xladdin modules ``path`` imports when it is imported (its top-level statements; not the
-    imports inside functions, which run later, nor those under ``if TYPE_CHECKING``)."""
-    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
-    found = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = list(package[: len(package) - node.level + 1])
-                parts = base + (node.module.split(".") if node.module else [])
-                names = [".".join(parts)] if node.module else [".".join([*base, a.name]) for a in node.names]
-            elif node.module and node.module.startswith("xladdin."):
-                names = [node.module.removeprefix("xladdin.")]
-            else:
-                continue
-            found.update(_module(n) for n in names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name.removeprefix("xladdin.") for a in node.names if a.name.startswith("xladdin."))
-    return found
-
-
 def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """A cycle of ``graph`` (module → the modules it imports), or ``None``."""
     state: dict[str, int] = {}  # 1: on the path, 2: done
@@ -152,7 +133,7 @@ def test_no_import_cycle():
         module = module.removesuffix(".__init__") if "." in module else module
         # a package stands for its __init__ (that a submodule's package is imported first is no cycle:
         # the package's own imports of its submodules are)
-        graph[module] = {m for m in module_level_imports(path) if m and m != module}
+        graph[module] = {m for m in imported(path, top_level=True) if m and m != module}
     assert import_cycle(graph) is None, " -> ".join(import_cycle(graph) or [])
 
 

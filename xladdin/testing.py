@@ -202,24 +202,29 @@ def misbehaving_read(path: str, max_bytes: int) -> tuple[str, str]:
 def write_report_pdf(path, seed: int = 0):
     """A small annual-report PDF with a text layer (reportlab, a CID font for Chinese): its key-figure
     table as code reads it, the figures changed by ``seed`` so each file is another report."""
-    from pathlib import Path
-
-    from reportlab.pdfbase import pdfmetrics
-    from reportlab.pdfbase.cidfonts import UnicodeCIDFont
-    from reportlab.pdfgen import canvas
-
-    path = Path(path)
     revenue, profit = 52_310.50 + seed, 3_120.40 + seed
     lines = ["2023年年度报告", "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：万元 币种：人民币",
              "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
              f"营业收入 {revenue:,.2f} 48,002.10 {(revenue / 48_002.10 - 1) * 100:.2f} 40,100.00",
              f"归属于上市公司股东的净利润 {profit:,.2f} 2,050.20 {(profit / 2_050.20 - 1) * 100:.2f} 2,300.00",
              "基本每股收益（元／股） 0.25 0.18 38.89 0.19", "加权平均净资产收益率（%） 8.10 6.32 增加1.78个百分点 5.95"]
+    return write_pdf(path, [lines])
+
+
+def write_pdf(path, pages: list[list[str]], *, encrypt: str | None = None):
+    """A PDF with a text layer (reportlab, Chinese through a CID font), one list of lines per page."""
+    from pathlib import Path
+
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.cidfonts import UnicodeCIDFont
+    from reportlab.pdfgen import canvas
+
     pdfmetrics.registerFont(UnicodeCIDFont("STSong-Light"))
-    c = canvas.Canvas(str(path))
-    c.setFont("STSong-Light", 10)
-    for i, line in enumerate(lines):
-        c.drawString(40, 800 - 16 * i, line)
-    c.showPage()
+    c = canvas.Canvas(str(path), encrypt=encrypt)
+    for lines in pages:
+        c.setFont("STSong-Light", 10)
+        for i, line in enumerate(lines):
+            c.drawString(40, 800 - 16 * i, line)
+        c.showPage()
     c.save()
-    return path
+    return Path(path)
