@@ -18,6 +18,7 @@ import queue
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,31 +77,54 @@ def excel(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]
     udfs.set_runtime(runtime)
     values = [[r[k] for k in FIELDS] for r in data]
     callers = [Caller(f"$H${i + 2}") for i in range(len(data))]
-    row_of = {c.address: i for i, c in enumerate(callers)}
-    final: dict[int, Any] = {}
-    calls = 0
     try:
         t0 = time.perf_counter()
-        for i, (row, caller) in enumerate(zip(values, callers, strict=True)):  # the sheet calculated once
-            out = udfs.QWEN_SCREEN([row], False, None, caller)[0]
-            calls += 1
-            if out[0] != cells.PENDING:
-                final[i] = out
-        while len(final) < len(values):  # Excel's thread: each cell it is asked to recalculate
-            caller = recalc.get(timeout=120)
-            i = row_of[caller.address]
-            out = udfs.QWEN_SCREEN([values[i]], False, None, caller)[0]
-            calls += 1
-            if out[0] != cells.PENDING:
-                final[i] = out
+        sheet = fill(values, callers, recalc)
         seconds = time.perf_counter() - t0
         engine_requests = runtime.batcher.snapshot()["engine_requests"]
+        final, calls = sheet.final, sheet.calls
     finally:
         udfs.set_runtime(None)
         runtime.close()
     errors = sum(str(v[0]).startswith("#QWEN") for v in final.values())
     return {"rows": len(final), "seconds": round(seconds, 3), "errors": errors, "udf_calls": calls,
             "engine_requests": engine_requests}
+
+
+@dataclass
+class Sheet:
+    """A sheet filled as Excel fills it: each cell's final value, the UDF calls, and the time spent in
+    them on Excel's thread (the first pass, and in all)."""
+
+    final: dict[int, Any]
+    calls: int
+    first_pass_s: float
+    calling_s: float
+
+
+def fill(values: list[list[Any]], callers: list[Any], recalc: queue.SimpleQueue) -> Sheet:
+    """``QWEN_SCREEN`` for each row with its caller (the sheet calculated once), then each cell the
+    runtime hands back recalculated, until every cell holds its value."""
+    row_of = {c.address: i for i, c in enumerate(callers)}
+    final: dict[int, Any] = {}
+    calls, calling, first_pass = 0, 0.0, 0.0
+
+    def call(i: int, caller: Any) -> None:
+        nonlocal calls, calling
+        t = time.perf_counter()
+        out = udfs.QWEN_SCREEN([values[i]], False, None, caller)[0]
+        calling += time.perf_counter() - t
+        calls += 1
+        if out[0] != cells.PENDING:
+            final[i] = out
+
+    for i, caller in enumerate(callers):
+        call(i, caller)
+    first_pass = calling
+    while len(final) < len(values):  # Excel's thread: each cell it is asked to recalculate
+        caller = recalc.get(timeout=600)
+        call(row_of[caller.address], caller)
+    return Sheet(final, calls, first_pass, calling)
 
 
 def side_by_side(arms: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import RESULTS, SHARED_DATA, machine
-from .excel_path import _server
+from .excel_path import _server, fill
 
 REPORTS = SHARED_DATA / "annual_reports"
 
@@ -116,7 +116,7 @@ def excel_arm(url: str, work: Path, cells_n: int) -> dict[str, Any]:
     """A cell per report file, called as Excel calls it (caller, recalculated when its answer is in):
     the calling thread's time in the first pass, until every answer is in, and in a recalculation."""
     from xladdin.batcher import Batcher
-    from xladdin.excel import cells, udfs
+    from xladdin.excel import udfs
     from xladdin.excel.pending import CellRuntime
     from xladdin.settings import Settings
     from xladdin.testing import write_report_pdf
@@ -130,27 +130,11 @@ def excel_arm(url: str, work: Path, cells_n: int) -> dict[str, Any]:
     udfs.set_runtime(runtime)
     values = [[float(c), f"公司{c}", "制造", 20.0, 10.0, None, f"{c}_年报.pdf"] for c in codes]
     callers = [_Caller(f"$H${i + 2}", book) for i in range(cells_n)]
-    row_of = {c.address: i for i, c in enumerate(callers)}
-    final: dict[int, Any] = {}
-    calling = 0.0
     try:
         t0 = time.perf_counter()
-        for i, (row, caller) in enumerate(zip(values, callers, strict=True)):  # the sheet calculated once
-            t = time.perf_counter()
-            out = udfs.QWEN_SCREEN([row], False, None, caller)[0]
-            calling += time.perf_counter() - t
-            if out[0] != cells.PENDING:
-                final[i] = out
-        first_pass = calling
-        while len(final) < cells_n:  # Excel's thread: each cell it is asked to recalculate
-            caller = recalc.get(timeout=600)
-            i = row_of[caller.address]
-            t = time.perf_counter()
-            out = udfs.QWEN_SCREEN([values[i]], False, None, caller)[0]
-            calling += time.perf_counter() - t
-            if out[0] != cells.PENDING:
-                final[i] = out
+        sheet = fill(values, callers, recalc)
         filled = time.perf_counter() - t0
+        final, first_pass, calling = sheet.final, sheet.first_pass_s, sheet.calling_s
         t = time.perf_counter()
         again = [udfs.QWEN_SCREEN([row], False, None, caller)[0] for row, caller in zip(values, callers, strict=True)]
         recalculation = time.perf_counter() - t
