@@ -207,3 +207,23 @@ def test_a_plain_script_that_screens_report_files_at_its_top_level(tiny_model_pa
                        timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("RESULT") == 1 and "RESULT ['高', '高'] [True, True]" in r.stdout, r.stdout
+
+
+def test_a_damaged_or_encrypted_file_read_by_a_reader_is_its_rows_error_as_it_is(tiny_model_path, tmp_path):
+    """The reader's own errors reach the row as they are (naming the file and what is wrong), not as a
+    crashed reader."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "600001_年报.pdf").write_bytes(b"not a pdf at all")
+    make_pdf(reports / "600002_年报.pdf", [PAGE_1], encrypt="secret")
+    (reports / "600003_年报.txt").write_bytes(b"\xff\xfe\x00\xd8")  # no text in any encoding
+    pool = write_pool(tmp_path / "pool.csv", [["600001", "甲", "设备", "20", "10"], ["600002", "乙", "设备", "20", "10"],
+                                              ["600003", "丙", "设备", "20", "10"]],
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    r = cli(["screen", str(pool), "--reports", str(reports), "-o", str(tmp_path / "out.json"), "--no-progress"],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    errors = [row["错误 error"] for row in json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]]
+    assert "600001_年报.pdf is not a PDF" in errors[0]
+    assert "600002_年报.pdf is encrypted" in errors[1]
+    assert "600003_年报.txt" in errors[2] and "crashed" not in " ".join(errors)

@@ -43,6 +43,7 @@ class InputError(XladdinError):
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.message = message  # without the field's name
         super().__init__(f"{field} {message}")
 
 
