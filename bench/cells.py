@@ -1,0 +1,105 @@
+"""The browser path against the CLI on the same rows and the same stand-in server (``python -m bench.cells``).
+
+The browser arm is the Office add-in's path: ``functions.js`` in headless Chromium (Playwright, the
+system's browser) under Microsoft's custom functions runtime calls ``QWEN_SCREEN`` once per cell, as
+Excel does on a recalculation; its client gathers the calls into POSTs to the cell service (HTTPS on
+127.0.0.1, in this process) and settles the pending ones over long polls. The CLI arm is
+``screen_file`` on a CSV of the same rows. Both reach ``bench/answer_server.py`` (answers after 10-50
+ms, in its own process) with a fresh cache each; the time is until every cell (every report row)
+holds its verdict. Results: ``bench/results/cells.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from xladdin.batcher import Batcher
+from xladdin.excel.pending import CellRuntime
+from xladdin.tasks import ScreenTask
+
+from .common import RESULTS, machine, rows
+from .excel_path import FIELDS, _server, _settings, cli, side_by_side
+
+ROOT = Path(__file__).parent.parent
+RUNTIME = ROOT / "office" / "node_modules" / "@microsoft" / "office-js" / "dist" / "custom-functions-runtime.js"
+PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
+<script src="/test/custom-functions-runtime.js"></script><script src="/addin/functions.js"></script></head></html>"""
+RECALCULATE = """async (rows) => {
+  const f = CustomFunctions._association.mappings;
+  const t0 = performance.now();
+  const values = await Promise.all(rows.map((r) => f["QWEN_SCREEN"]([r], null, null)));
+  return { ms: performance.now() - t0, values, stats: XladdinCells.client.stats };
+}"""
+
+
+def browser(url: str, workdir: Path, data: list[dict[str, Any]], chromium: str) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    from xladdin.cells import certs, service
+
+    runtime = CellRuntime(batcher=Batcher.from_settings(_settings(url, workdir, "browser")))
+    cert = certs.ensure(workdir / "cert")
+    svc = service.CellService(runtime, port=0, rate=1000, burst=1000)
+    running = service.Running(svc, service.tls(cert.cert, cert.key))
+    values = [[r[k] for k in FIELDS] for r in data]
+    pw = sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        page = b.new_context(ignore_https_errors=True).new_page()
+        page.route("**/test/page.html", lambda r: r.fulfill(status=200, content_type="text/html", body=PAGE))
+        page.route("**/test/custom-functions-runtime.js",
+                   lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(RUNTIME)))
+        page.goto(running.url.replace("127.0.0.1", "localhost") + "/test/page.html")
+        page.wait_for_function("window.XladdinCells && window.XladdinCells.client")
+        t0 = time.perf_counter()
+        out = page.evaluate(RECALCULATE, values)
+        seconds = time.perf_counter() - t0
+        b.close()
+        engine_requests = runtime.batcher.snapshot()["engine_requests"]
+    finally:
+        pw.stop()
+        running.stop()
+        runtime.close()
+    errors = sum(str(v[0][0]).startswith("#QWEN") for v in out["values"])
+    stats = out["stats"]
+    return {"rows": len(out["values"]), "seconds": round(seconds, 3), "errors": errors, "posts": stats["posts"],
+            "polls": stats["polls"], "engine_requests": engine_requests}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.cells", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=5400)
+    p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
+    p.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    p.add_argument("--out", default=str(RESULTS / "cells.json"))
+    args = p.parse_args(argv)
+    if not Path(args.chromium).is_file() or not RUNTIME.is_file():
+        print("needs Chromium (apt-get install chromium), Playwright (pip install playwright) and "
+              "@microsoft/office-js (cd office && npm install)")
+        return 2
+    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
+    data = rows(args.rows, seed=900)
+    server, url = _server(low, high)
+    try:
+        runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
+                                   "browser": lambda work: browser(url, work, data, args.chromium)})
+    finally:
+        server.kill()
+        server.join()
+    out = {"task_version": ScreenTask.version, "rows": args.rows,
+           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
+           "cli_over_browser": round(best["cli"] / best["browser"], 3)}
+    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(f"browser path at {out['cli_over_browser']} of the CLI's speed ({args.rows} rows, best of two each)")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
