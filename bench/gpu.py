@@ -6,7 +6,9 @@ server (vLLM on a GPU; the CPU server in CI), every alternative side by side in 
 - the batcher at a sweep of fixed in-flight limits;
 - a bare ``AsyncOpenAI`` client with the same requests, as many at once as the server runs (the ceiling);
 - the market pool (5,400 rows built from ``../shared/data``) through the CLI path, cold, then
-  again from the cache.
+  again from the cache;
+- named parts: ``documents`` (the same rows, each with a document-sized text in a CSV field) and
+  ``files`` (the same rows, each naming its own report PDF, through ``xladdin screen --reports``).
 
 Each part merges its numbers into ``--out`` (default ``bench/results/gpu.json``) as it ends, so a
 run can be split over several commands (``--parts``). Every part uses rows no other part asked,
@@ -19,8 +21,14 @@ import argparse
 import asyncio
 import csv
 import json
+import os
+import resource
+import shutil
+import statistics
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -38,8 +46,10 @@ from .common import RESULTS, SHARED_DATA, rows
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
-PARTS = ("per_cell", "default", "bare", "sweep", "market", "documents")
-DEFAULT_PARTS = PARTS[:-1]  # documents: named (it needs ../shared/data or --doc-source)
+PARTS = ("per_cell", "default", "bare", "sweep", "market", "documents", "files")
+DEFAULT_PARTS = PARTS[:-2]  # documents and files: named (they need texts or PDFs carried to the box)
+# the annual-report PDFs part files copies (carried to the GPU box: cp ../shared/data/ashare/annual_reports/*.pdf)
+PDFS = Path(__file__).parent.parent / ".gpu" / "run" / "pdfs"
 POOL_HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "净利润(万元)", "财报摘要"]
 
 
@@ -163,6 +173,105 @@ def build_document_pool(path: Path, market_pool: Path, source: Path) -> Path:
     return path
 
 
+# ------------------------------------------------------------------ the report-file pool
+def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[bytes]) -> int:
+    """The market pool's rows without their report text, each naming its own report file in ``reports``:
+    a copy of one of ``pdfs`` made distinct by a line after its end (``% copy CODE``), one file per code
+    (``CODE_年报.pdf``). The pool repeats a company (its annual report, half-year report and profitability
+    rows), and a row is matched to its file by code: a code's later rows take codes no row uses. Returns
+    the rows."""
+    with market_pool.open(encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        data = list(reader)
+    at, text_at = header.index("代码"), header.index("财报摘要")
+    used = {row[at] for row in data}
+    free = (f"{n:06d}" for n in (*range(600000, 610000), *range(1, 10000)) if f"{n:06d}" not in used)
+    seen: set[str] = set()
+    reports.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as out:
+        w = csv.writer(out)
+        w.writerow(header[:text_at] + header[text_at + 1 :])
+        for i, row in enumerate(data):
+            code = row[at] if row[at] not in seen else next(free)
+            seen.add(code)
+            row[at] = code
+            (reports / f"{code}_年报.pdf").write_bytes(pdfs[i % len(pdfs)] + f"\n% copy {code}\n".encode())
+            w.writerow(row[:text_at] + row[text_at + 1 :])
+    return len(data)
+
+
+class RunningSampler:
+    """vLLM's ``num_requests_running`` and ``num_requests_waiting`` (``/metrics``, summed over servers),
+    and the share of the machine's CPU time busy (``/proc/stat``, where there is one), sampled about once
+    a second in a thread while a run lasts."""
+
+    NAMES = frozenset({"vllm:num_requests_running", "vllm:num_requests_waiting"})
+
+    def __init__(self, url: str, every: float = 1.0):
+        self.bases = [u.strip().rstrip("/").removesuffix("/v1") for u in url.split(",")]
+        self.every = every
+        self.samples: list[tuple[float, float, float]] = []  # (seconds since start, running, waiting)
+        self.cpu_busy: list[float] = []  # the machine's busy share of each interval between samples
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-sampler", daemon=True)
+
+    def __enter__(self) -> RunningSampler:
+        self._t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @staticmethod
+    def _cpu_times() -> tuple[float, float] | None:
+        """The machine's (busy, total) CPU time so far, from ``/proc/stat``; ``None`` where it is absent."""
+        try:
+            fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
+        return total - fields[3] - fields[4], total
+
+    def _run(self) -> None:
+        last = self._cpu_times()
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            now = self._cpu_times()
+            if last and now and now[1] > last[1]:
+                self.cpu_busy.append((now[0] - last[0]) / (now[1] - last[1]))
+            last = now
+            running = waiting = 0.0
+            for base in self.bases:
+                text = _get_text(base + "/metrics")
+                if text is None:
+                    break
+                found = metric_sums(text, self.NAMES)
+                running += found.get("vllm:num_requests_running", 0.0)
+                waiting += found.get("vllm:num_requests_waiting", 0.0)
+            else:
+                self.samples.append((round(t - self._t0, 1), running, waiting))
+            self._stop.wait(max(0.0, self.every - (time.perf_counter() - t)))
+
+    def summary(self) -> dict[str, Any] | None:
+        """The median of the middle half of the samples (the steady state: ramp-up and tail left out),
+        with its quartiles, and every tenth sample as a timeline."""
+        if not self.samples:
+            return None
+        n = len(self.samples)
+        middle = self.samples[n // 4 : n - n // 4] or self.samples
+        running = [s[1] for s in middle]
+        q = statistics.quantiles(running, n=4) if len(running) > 1 else [running[0]] * 3
+        cpu = self.cpu_busy[len(self.cpu_busy) // 4 : len(self.cpu_busy) - len(self.cpu_busy) // 4]
+        return {"samples": n, "steady_median": statistics.median(running), "steady_quartiles": [q[0], q[2]],
+                "steady_waiting_median": statistics.median(s[2] for s in middle),
+                "peak": max(s[1] for s in self.samples),
+                "steady_machine_cpu_busy": round(statistics.median(cpu), 3) if cpu else None,
+                "every_10th": [[t, int(r), int(w)] for t, r, w in self.samples[::10]]}
+
+
 # ------------------------------------------------------------------ the parts
 def _settings(url: str, workdir: Path, **extra: Any) -> Settings:
     return Settings.load({"engine_url": url, "cache_dir": workdir / "cache", "no_cache": True, **extra})
@@ -270,24 +379,57 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
     return out
 
 
-def market(url: str, workdir: Path, pool: Path, name: str = "market") -> dict[str, Any]:
-    """The CLI path (``screen_file``): cold, then again answered from the cache."""
+def market(url: str, workdir: Path, pool: Path, name: str = "market", rerun: bool = True) -> dict[str, Any]:
+    """The CLI path (``screen_file``): cold, then (``rerun``) again answered from the cache."""
     settings = _settings(url, workdir, no_cache=False, cache_dir=str(workdir / f"{name}-cache"))
     with Batcher.from_settings(settings) as b:
         before, cpu = server_counters(url), time.process_time()
-        cold = screen_file(pool, workdir / f"{name}-report.csv", settings, progress=False, batcher=b)
+        with RunningSampler(url) as sampler:
+            cold = screen_file(pool, workdir / f"{name}-report.csv", settings, progress=False, batcher=b)
         cpu = time.process_time() - cpu
         server = server_side(before, server_counters(url), cold.seconds, len(url.split(",")))
         tokens = getattr(b.engine, "completion_tokens", 0)
         text_chars = b.fit(TASK).text_limit
-    warm = screen_file(pool, workdir / f"{name}-report-2.csv", settings, progress=False)
+    again = {}
+    if rerun:
+        warm = screen_file(pool, workdir / f"{name}-report-2.csv", settings, progress=False)
+        again = {"rerun_seconds": round(warm.seconds, 2), "rerun_cache_hits": warm.cache_hits}
     return {"rows": cold.rows, "seconds": round(cold.seconds, 2), "errors": cold.errors,
-            "rows_per_s": round(cold.rows_per_second, 2), "rerun_seconds": round(warm.seconds, 2),
-            "rerun_cache_hits": warm.cache_hits, "pool": pool.name, "text_chars_per_row": text_chars,
+            "rows_per_s": round(cold.rows_per_second, 2), **again, "pool": pool.name, "text_chars_per_row": text_chars,
             "completion_tokens_per_row": round(tokens / max(1, cold.rows), 1),
             # the client's CPU seconds per second of the run (1.0 = one core busy: the client bounds it)
             "client_cpu_share": round(cpu / cold.seconds, 3) if cold.seconds > 0 else None,
-            "server": server}
+            "server": server, "running_requests": sampler.summary()}
+
+
+def files(url: str, workdir: Path, pool: Path, pdf_dir: Path) -> dict[str, Any]:
+    """The market pool's rows, each naming its own report file (``build_files_pool``), through
+    ``xladdin screen POOL --reports DIR`` in a process of its own (``bench/report_files.py``'s
+    ``cli_run``: its peak RSS is its own), cold; ``XLADDIN_READERS`` sets its reader processes."""
+    from .report_files import cli_run
+
+    pdfs = [p.read_bytes() for p in sorted(pdf_dir.glob("*.pdf"))]
+    reports = workdir / "reports"
+    t0 = time.perf_counter()
+    n = build_files_pool(workdir / "files.csv", pool, reports, pdfs)
+    built = time.perf_counter() - t0
+    readers = int(os.environ["XLADDIN_READERS"]) if os.environ.get("XLADDIN_READERS") else None
+    before, cpu = server_counters(url), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with RunningSampler(url) as sampler:
+        run = cli_run(url, workdir / "files.csv", reports, workdir / "files-cache", workdir / "files-out.json",
+                      readers)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds per second of the run of the client and of the descendants counted as its children (its
+    # reader processes, where the system counts them so: on the H200 box it did); the machine's busy share
+    # is the sampler's
+    used = (after.ru_utime + after.ru_stime) - (cpu.ru_utime + cpu.ru_stime)
+    side = server_side(before, server_counters(url), run["seconds"], len(url.split(",")))
+    shutil.rmtree(reports, ignore_errors=True)
+    return {**run, "pool": f"the market pool's {n} rows, each with its own report file (copies of {len(pdfs)} "
+            "annual-report PDFs, each made distinct)", "pdfs": len(pdfs), "files_built_s": round(built, 1),
+            "readers": readers or os.cpu_count(), "client_and_readers_cpu_share": round(used / run["seconds"], 3),
+            "prompt_tokens_per_row": round(side["prompt_tokens"] / run["rows"]) if side and run["rows"] else None,
+            "server": side, "running_requests": sampler.summary()}
 
 
 # ------------------------------------------------------------------ what was measured on
@@ -408,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build-pool", metavar="CSV", help="only write the market pool to CSV and stop")
     p.add_argument("--build-doc-source", metavar="FILE", help="only write the document pool's texts and stop")
     p.add_argument("--doc-source", help="the document pool's texts (--build-doc-source), for part documents")
+    p.add_argument("--pdfs", default=str(PDFS), help="folder of the annual-report PDFs part files copies")
+    p.add_argument("--no-rerun", action="store_true", help="skip the market and documents reruns from the cache")
     p.add_argument("--server-flags", default="", help="the server's command line, recorded in the results")
     p.add_argument("--out", default=str(RESULTS / "gpu.json"))
     args = p.parse_args(argv)
@@ -419,6 +563,14 @@ def main(argv: list[str] | None = None) -> int:
         built = build_doc_source(Path(args.build_doc_source))
         print(f"wrote {built}" if built else "../shared/data not present: nothing written")
         return 0 if built else 1
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        p.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    if "files" in parts and not any(Path(args.pdfs).glob("*.pdf")):
+        print(f"part files: no PDFs in {args.pdfs} (copy ../shared/data/ashare/annual_reports/*.pdf there, or "
+              "name a folder with --pdfs)", file=sys.stderr)
+        return 2
     if not args.engine_url:
         p.error("--engine-url is required")
     out = Path(args.out)
@@ -428,10 +580,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.server_flags:
         data["server_flags"] = args.server_flags
     workdir = Path(tempfile.mkdtemp(prefix="xladdin-gpu-bench-"))
-    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
-    unknown = set(parts) - set(PARTS)
-    if unknown:
-        p.error(f"unknown parts: {', '.join(sorted(unknown))}")
     for part in parts:
         t0 = time.perf_counter()
         print(f"{part}…", flush=True)
@@ -448,13 +596,18 @@ def main(argv: list[str] | None = None) -> int:
             pool = Path(args.pool) if args.pool else build_market_pool(workdir / "market.csv", args.market_rows)
             pool = pool or synthetic_pool(workdir / "market.csv", args.market_rows)
             if part == "market":
-                data["market"] = market(args.engine_url, workdir, pool)
+                data["market"] = market(args.engine_url, workdir, pool, rerun=not args.no_rerun)
+            elif part == "files":
+                data["files"] = files(args.engine_url, workdir, pool, Path(args.pdfs))
+                if "documents" in data:  # the text-field pool of the same rows, on the same server
+                    data["files"]["over_documents"] = round(data["files"]["seconds"] / data["documents"]["seconds"],
+                                                            3)
             else:
                 source = Path(args.doc_source) if args.doc_source else build_doc_source(workdir / "docs.json.gz")
                 if source is None:
                     p.error("part documents needs --doc-source or ../shared/data")
                 docs = build_document_pool(workdir / "documents.csv", pool, source)
-                run = market(args.engine_url, workdir, docs, name="documents")
+                run = market(args.engine_url, workdir, docs, name="documents", rerun=not args.no_rerun)
                 side = run.get("server") or {}
                 run["prompt_tokens_per_row"] = round(side["prompt_tokens"] / run["rows"]) if side else None
                 data["documents"] = run
@@ -462,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
         shown = {k: v for k, v in data.items()
-                 if k in {"per_cell", "default_run", "market", "documents"} and k.startswith(part[:4])}
+                 if k in {"per_cell", "default_run", "market", "documents", "files"} and k.startswith(part[:4])}
         print(f"{part} done in {time.perf_counter() - t0:.0f} s {json.dumps(shown, ensure_ascii=False)}", flush=True)
     print(json.dumps(summarise(data), indent=2))
     return 0

@@ -2,7 +2,10 @@
 # How bench/results/gpu.json was produced on an offline GPU box (recipe: ../shared/gpu/README.md).
 # Run from the project root there, with the bundle parts (vb.tar.xz.0?) in /tmp/parts and
 # .gpu/run/ holding the market pool (python -m bench gpu --build-pool .gpu/run/market.csv, built
-# where ../shared/data is), the document pool's texts (--build-doc-source .gpu/run/docs.json.gz) and pure-Python wheels the box lacks (diskcache, openpyxl, et-xmlfile, tqdm, pydantic-settings, python-dotenv).
+# where ../shared/data is), the document pool's texts (--build-doc-source .gpu/run/docs.json.gz), the
+# annual-report PDFs for part files (.gpu/run/pdfs/*.pdf, from ../shared/data/ashare/annual_reports) and, in
+# .gpu/run/whl, wheels for Python 3.12 of what the box lacks (diskcache, openpyxl, et-xmlfile, tqdm,
+# pydantic-settings, python-dotenv, pypdfium2; xlwings for part files, whose runner lives beside the Excel bench).
 # BACKEND=guidance picks the structured-output backend (default xgrammar), MAX_SEQS the sequences.
 #   bash bench/gpu_box.sh setup            unpack vLLM 0.26.0 + the client's wheels
 #   bash bench/gpu_box.sh serve [FLAGS…]   start vLLM (CUDA graphs, xgrammar compact JSON), wait until ready
@@ -11,6 +14,8 @@
 #   bash bench/gpu_box.sh stop             stop every server started here
 #   bash bench/gpu_box.sh eval GOLD.csv…   xladdin eval against the server(s), reports in /tmp/eval-NAME.json
 #   bash bench/gpu_box.sh bench PARTS      python -m bench gpu --parts PARTS, results in /tmp/gpu.json
+#                                          (BENCH_FLAGS=--no-rerun: no rerun from the cache; XLADDIN_READERS=N
+#                                          for part files' reader processes)
 #                                          (URLS=http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1 for replicas)
 set -euo pipefail
 MAX_SEQS=${MAX_SEQS:-1024}
@@ -93,7 +98,7 @@ case "${1:-}" in
 --max-num-seqs $MAX_SEQS --generation-config vllm --seed 0 --structured-outputs-config $SO_CONFIG ${EXTRA_FLAGS:-}"
     docs=(); [ -f .gpu/run/docs.json.gz ] && docs=(--doc-source .gpu/run/docs.json.gz)  # python -m bench gpu --build-doc-source
     python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
-      "${docs[@]}" --server-flags "$flags" --out /tmp/gpu.json
+      "${docs[@]}" --server-flags "$flags" --out /tmp/gpu.json ${BENCH_FLAGS:-}
     ;;
   *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|eval GOLD…" >&2; exit 2 ;;
 esac

@@ -47,6 +47,8 @@ def render(d: dict[str, Any]) -> list[str]:
         b = d["before"]
         lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
                      f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")
+    if "report_files_session" in d:
+        lines += _render_report_files(d["report_files_session"])
     if "documents_client_halved" in d:
         lines += _render_documents_again(d["documents_client_halved"])
     if "documents_session" in d:
@@ -77,6 +79,33 @@ def _render_documents(s: dict[str, Any]) -> list[str]:
                      f"| {r['rows_per_s']} | {r['errors']} | {srv.get('prefix_cache_hit_rate')} "
                      f"| {srv.get('engine_steps')} × {srv.get('ms_per_step')} | {r.get('client_cpu_share')} "
                      f"| {r['rerun_seconds']} s |")
+    return lines
+
+
+def _render_report_files(s: dict[str, Any]) -> list[str]:
+    """The market pool's rows each naming its own report file (``bench gpu`` part files) beside the same rows
+    with document-sized texts in a CSV field (part documents), on one server, one after the other."""
+    lines = ["", f"### Report files ({s['when']}, {s['gpu']}, vLLM {s['vllm']}, `{s['task_version']}`)", "",
+             f"{s['note'][0].upper()}{s['note'][1:]}. Server: `{s['server_flags']}`.", "",
+             "| pool | rows | seconds | rows/s | errors | files read | prompt tokens per row | prefix-cache hits "
+             "| running requests (steady median) | machine CPU busy | client peak RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    runs = [("documents (texts in a CSV field)", s["documents"])]
+    runs += [(f"report files, {r['readers']} readers", r) for r in s["files_runs"]]
+    for label, r in runs:
+        srv, run = r.get("server") or {}, r.get("running_requests") or {}
+        rss = r.get("client_peak_rss_mib", "")
+        lines.append(f"| {label} | {r['rows']} | **{r['seconds']}** | {r['rows_per_s']} | {r['errors']} "
+                     f"| {r.get('files_read', '')} | {r.get('prompt_tokens_per_row') or ''} "
+                     f"| {srv.get('prefix_cache_hit_rate', '')} | {run.get('steady_median', '')} "
+                     f"| {run.get('steady_machine_cpu_busy', '')} | {rss} |")
+    first = s["files_runs"][0]
+    lines += ["", f"Report files ÷ documents: **{first['over_documents']}** (goal ≤ 1.15); the whole pool from report "
+              f"files in {first['seconds']} s (goal ≤ 300 s), the client's peak RSS {first['client_peak_rss_mib']} MiB "
+              "(goal ≤ 2,048; its reader processes apart)."]
+    for r in s["files_runs"]:
+        if r.get("note"):
+            lines += ["", f"Report files, {r['readers']} readers: {r['note']}."]
     return lines
 
 
