@@ -122,7 +122,8 @@ def test_a_restarted_service_answers_from_the_disk_cache(tmp_path):
         results = client.calls(batch)
         # the second time a new runtime (as a new process): pending only until its engine says which
         # model it serves (the cache key), then every answer from the disk cache
-        assert len(client.settle_all(results)) == 8
+        done = [r for r in results if r["state"] == "done"]
+        assert len(client.settle_all(results)) + len(done) == 8
         assert [r["state"] for r in client.calls(batch)] == ["done"] * 8
         running.stop()
         runtime.close()
