@@ -227,3 +227,28 @@ def test_a_damaged_or_encrypted_file_read_by_a_reader_is_its_rows_error_as_it_is
     assert "600001_年报.pdf is not a PDF" in errors[0]
     assert "600002_年报.pdf is encrypted" in errors[1]
     assert "600003_年报.txt" in errors[2] and "crashed" not in " ".join(errors)
+
+
+def test_the_notes_to_the_statements_are_not_read_and_nothing_read_is_lost(tiny_model_path, tmp_path):
+    """An annual report's 财务报表附注 (about half its pages) are left out: read after the auditor's report and the
+    合并利润表, they end the reading; the figures code reads stand before them."""
+    from xladdin.documents import read_document
+    from xladdin.testing import write_pdf
+
+    from test_layouts import STATEMENT  # a 合并利润表 as code reads its revenue and cost
+
+    statement = [*STATEMENT, "四、利润总额 300,000.00 200,000.00", "五、净利润 250,000.00 170,000.00"]
+    pages = [["2023年年度报告", "公司基本情况简介"],  # the front matter's 公司基本情况 ends nothing
+             [*PAGE_1], [*PAGE_2], ["第十节 财务报告", "一、审计报告", "审计意见 我们审计了后附的财务报表"],
+             statement, ["三、公司基本情况", "附注里的数字 营业收入 9,999.00 万元"], ["附注第二页 NOTE-PAGE"]]
+    write_pdf(tmp_path / "688001_年报.pdf", pages)
+    text = read_document(tmp_path / "688001_年报.pdf")
+    assert text.count("\f") == 4 and "合并利润表" in text and "公司基本情况简介" in text
+    assert "附注里的数字" not in text and "NOTE-PAGE" not in text
+    pool = write_pool(tmp_path / "pool.csv", [["688001", "华兴源创", "设备", "20", ""]],
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    r = cli(["screen", str(pool), "--reports", str(tmp_path), "-o", str(tmp_path / "out.json"), "--no-progress"],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"][0]
+    assert row["毛利率(%) gross margin"] == 40.0 and row["营收(亿元) revenue"] == pytest.approx(5.23105)

@@ -232,6 +232,28 @@ def decode_text(raw: bytes, name: str, field: str) -> str:
     raise InputError(field, f"{name}: not UTF-8, UTF-16 or GBK text (save it as UTF-8)")
 
 
+# An annual report's notes to its statements (财务报表附注: about half its pages) are not read: the figures
+# code reads (the key-figure tables, the 合并利润表) and what the model is shown (the opening, the
+# management discussion) all stand before them, and reading is most of a report row's CPU
+# (bench/results/gpu.json, report_files_session). They start after the consolidated income statement.
+_STATEMENT_ROWS = ("营业收入", "营业成本", "销售费用", "管理费用", "利润总额", "净利润", "所得税")
+_NOTES = re.compile(r"财务报表附注|公司基本情况|财务报表的编制基础|重要会计政策及会计估计")
+_INCOME_STATEMENT = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?利润表")  # a bank's: 合并及银行利润表
+
+
+def _statement_stage(stage: int, page: str) -> int:
+    """How far into the financial report a page (whitespace removed) takes the reading: the auditor's
+    report, then the 合并利润表's title, then its rows (on that page or the next ones). Only in that order
+    do the notes end what is read (a 公司基本情况 in the front matter ends nothing)."""
+    if stage == 0 and "审计报告" in page and "审计意见" in page:
+        return 1
+    if stage == 1 and _INCOME_STATEMENT.search(page):
+        stage = 2
+    if stage == 2 and sum(row in page for row in _STATEMENT_ROWS) >= 3:
+        return 3
+    return stage
+
+
 def _pdf(p: Path, raw: bytes) -> str:
     import pypdfium2 as pdfium
 
@@ -245,13 +267,19 @@ def _pdf(p: Path, raw: bytes) -> str:
                 from None
         raise InputError(FIELD, f"{p.name} is a damaged PDF ({e})") from None
     try:
-        pages = []
+        pages: list[str] = []
+        stage = 0  # 1: the auditor's report read, 2: the 合并利润表 begun, 3: its rows read
         for i in range(len(doc)):
             page = doc[i]
             textpage = page.get_textpage()
-            pages.append(textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n"))
+            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
             textpage.close()
             page.close()
+            flat = re.sub(r"\s+", "", text)
+            if stage == 3 and _NOTES.search(flat):
+                break  # the notes to the statements: nothing code reads or the model is shown stands there
+            stage = _statement_stage(stage, flat)
+            pages.append(text)
     except pdfium.PdfiumError as e:
         raise InputError(FIELD, f"{p.name}: cannot read its pages ({e})") from None
     finally:
