@@ -25,6 +25,7 @@ from .settings import Settings
 from .tasks.cell_values import parse_number
 from .tasks.figures import FIGURES
 from .tasks.screen import RESULT_FIGURES, ScreenTask
+from .tasks.tables import parse_shown, printed_number
 
 # gold column → the result's figure column (its label in the evidence column comes from FIGURES)
 GOLD_FIGURES = {
@@ -154,6 +155,10 @@ REPORT_FIELDS: dict[str, tuple[str, bool]] = {
     "gross_margin": ("gross_margin", False),
     "gross_margin_prev": ("gross_margin_prev", False),
 }
+# ``segment``: the first 分行业 row of the 主营业务 table, ``{"name", "gross_margin_printed", "change_printed",
+# "page"}`` (``null``: the report has none, a bank's): right when the result's 分行业毛利率 column shows that
+# segment with the printed margin, change and page
+SEGMENT = "segment"
 KEY_FIGURES = tuple(REPORT_FIELDS)[:8]  # the key-figure table's eight; the last two come from the statements
 YUAN_TO_YI = 1e-8
 MONEY_TOLERANCE = 1e-6  # relative: a money figure is the printed one (its unit aside), not a close one
@@ -187,6 +192,11 @@ def read_report_gold(path: str | Path) -> list[dict[str, Any]]:
             value = item.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise InputError(key, f"{path.name} line {n}: '{key}' is {value!r}, expected a number or null")
+        segment = item.get(SEGMENT)
+        if segment is not None and (not isinstance(segment, dict) or not isinstance(segment.get("name"), str)
+                                    or printed_number(str(segment.get("gross_margin_printed", ""))) is None):
+            raise InputError(SEGMENT, f"{path.name} line {n}: '{SEGMENT}' is {segment!r}, expected null or an object "
+                             "with 'name' and 'gross_margin_printed' (and 'change_printed', 'page')")
         out.append(item)
     if not out:
         raise InputError("gold", f"{path.name}: no report lines")
@@ -206,6 +216,27 @@ def report_verdict(read: float | None, gold: float | None, money: bool) -> str:
     return "right" if abs(read - gold) <= RATIO_TOLERANCE else "wrong"
 
 
+def segment_verdict(column: str | None, gold: dict[str, Any] | None) -> tuple[str, str | None]:
+    """``right``, ``wrong``, ``missing`` or ``none`` for a report's gold segment against the result's
+    分行业毛利率 column, and what was read for it. Shown with another margin, change or page is wrong; a
+    segment read where the report has none (a bank) is wrong."""
+    shown = parse_shown(column)
+    if gold is None:
+        return ("none", None) if not shown else ("wrong", column)
+    name = "".join(gold["name"].split())
+    found = sorted((s for s in shown if "".join(str(s["name"]).split()) == name), key=lambda s: s["kind"] != "分行业")
+    if not found:
+        return "missing", None
+    s = found[0]
+    read = f"{s['name']} {s['margin']:g}% change {s['change']} page {s['page']}"
+    margin = printed_number(gold["gross_margin_printed"])
+    change = printed_number(str(gold["change_printed"])) if gold.get("change_printed") is not None else None
+    ok = (margin is not None and abs(s["margin"] - margin) < 0.0051
+          and (change is None or (s["change"] is not None and abs(s["change"] - change) < 0.0051))
+          and (gold.get("page") is None or s["page"] == gold["page"]))
+    return ("right" if ok else "wrong"), read
+
+
 def evaluate_reports(gold_path: str | Path, settings: Settings, *, reports: str | Path | None = None,
                      progress: bool = True, batcher: Batcher | None = None) -> dict[str, Any]:
     """Every report of a gold file screened as ``xladdin screen`` screens a pool naming them (files
@@ -221,12 +252,13 @@ def evaluate_reports(gold_path: str | Path, settings: Settings, *, reports: str 
         allowed = Reports.of(settings, gold_path.parent, reports)
         results, _, _ = screen_records(core, task, [allowed.place(r, folder) for r in records], progress)
         model, engine = core.engine.model_id, core.engine.describe()
-    fields = {name: {"right": 0, "wrong": 0, "missing": 0} for name in REPORT_FIELDS}
+    scored = (*REPORT_FIELDS, *((SEGMENT,) if any(SEGMENT in g for g in items) else ()))
+    fields = {name: {"right": 0, "wrong": 0, "missing": 0} for name in scored}
     rows, errors = [], []
     for g, res in zip(items, results, strict=True):
         if isinstance(res, XladdinError):
             errors.append({"file": g["file"], "error": str(res)})
-            for name in REPORT_FIELDS:
+            for name in scored:
                 if g.get(name) is not None:
                     fields[name]["missing"] += 1
             continue
@@ -237,6 +269,11 @@ def evaluate_reports(gold_path: str | Path, settings: Settings, *, reports: str 
             if verdict != "none":
                 fields[name][verdict] += 1
             row[name] = {"verdict": verdict, "gold": g.get(name), "read": read}
+        if SEGMENT in g:
+            verdict, read = segment_verdict(res.segments, g[SEGMENT])
+            if verdict != "none":
+                fields[SEGMENT][verdict] += 1
+            row[SEGMENT] = {"verdict": verdict, "gold": g[SEGMENT], "read": read}
         row["notes"] = res.notes
         rows.append(row)
     return {"gold": str(gold_path), "reports": len(items), "errors": len(errors), "error_rows": errors,

@@ -29,7 +29,7 @@ from .figures import (
     table_prose_conflicts,
     withheld_figures,
 )
-from .tables import read_tables
+from .tables import Segment, read_segments, read_tables
 
 GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply
 MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue (or EPS and profit ÷ shares)
@@ -43,6 +43,7 @@ class Audit:
     flags: set[Flag] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     loss: str | None = None  # the words (or the figure's quote) by which the text reports a loss
+    segments: tuple[Segment, ...] = ()  # the 主营业务分行业 / 分产品 rows: segments' margins, never the company's
 
     def doubt(self, note: str) -> None:
         self.flags.add(Flag.DOUBTFUL)
@@ -50,8 +51,10 @@ class Audit:
 
     def evidence(self) -> str:
         labels = {**FIGURES, **TABLE_FIGURES}
-        return "; ".join(f"{labels[n][0]}「{q}」" + (f"(第{self.pages[n]}页)" if n in self.pages else "")
-                         for n, q in self.quotes.items())
+        figures = [f"{labels[n][0]}「{q}」" + (f"(第{self.pages[n]}页)" if n in self.pages else "")
+                   for n, q in self.quotes.items()]
+        segments = [f"{s.kind}毛利率「{s.quote}」" + (f"(第{s.page}页)" if s.page else "") for s in self.segments]
+        return "; ".join(figures + segments)
 
 
 def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance: float,
@@ -103,6 +106,8 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             if found.page is not None:
                 a.pages[name] = found.page
     a.notes.extend(table_notes(text))
+    a.segments, left = read_segments(text)
+    a.notes.extend(left)
     for name, table, prose in table_prose_conflicts(text, tolerance):
         a.doubt(f"{FIGURES[name][0]}: 表格{table.value:g}「{table.quote[:30]}」 vs "
                 f"正文{prose.value:g}「{prose.quote[:30]}」")

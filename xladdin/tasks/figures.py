@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import StringConstraints
 
 from . import known
-from .tables import MONEY_UNITS, page_of, read_key_tables
+from .tables import MONEY_UNITS, page_of, read_key_tables, read_segments
 
 # Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
 # answer meets its text again seconds after it was sent): each entry is small (the texts themselves are
@@ -492,8 +492,8 @@ def readings(text: str) -> dict[str, Any]:
     """What code reads of ``text`` (as a row holds it: stripped), for ``known.remember`` in another
     process: its key-figure tables, its prose figures and the width-folded texts they are read from."""
     text = text.strip()
-    return {"tables": read_key_tables(text), "prose": _read_prose(text), "folded": _folded(text),
-            "normalized": normalize(text)}
+    return {"tables": read_key_tables(text), "prose": _read_prose(text), "segments": read_segments(text),
+            "folded": _folded(text), "normalized": normalize(text)}
 
 
 def readings_version() -> str:

@@ -29,7 +29,7 @@ from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .excerpt import Excerpt, excerpt
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
-from .tables import read_tables
+from .tables import read_tables, shown_segments
 
 MAX_REASON = 30
 NO_ANSWER_REASON = "模型未作答: 风险与数字由程序给出"
@@ -145,6 +145,8 @@ class ScreenResult(ResultRow):
     net_profit_deducted: float | None = Field(None, title="扣非净利润(亿元) profit ex. one-offs")
     operating_cash_flow: float | None = Field(None, title="经营现金流(亿元) operating cash flow")
     gross_margin_prev: float | None = Field(None, title="上年毛利率(%) prior-year gross margin")
+    # each segment's margin and its change, with its page (the 主营业务分行业 / 分产品 table): never the company's
+    segments: str | None = Field(None, title="分行业毛利率 segment gross margins")
     basis: str = Field(title="规则依据 rule basis")
     notes: str = Field(title="说明 notes")
     evidence: str = Field(title="出处 evidence")
@@ -306,6 +308,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             flags=[f for f in Flag if f in flags],
             **figures,
             **tables,
+            segments=shown_segments(audit.segments),
             basis=verdict.basis,
             notes="; ".join(dict.fromkeys(notes)),
             evidence=audit.evidence(),

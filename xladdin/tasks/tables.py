@@ -385,3 +385,247 @@ def _read_statement(text: str, out: KeyTables) -> None:
                 out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3])
                 return
     out.withheld.setdefault("gross_margin", "未找到合并利润表的营业收入与营业成本, 不计毛利率")
+
+
+# ------------------------------------------------------------------ the 主营业务分行业 / 分产品 table
+# Each segment's 营业收入, 营业成本, 毛利率 and the margin's change, read from the table of the management
+# discussion (SSE: 主营业务分行业情况 / 主营业务分产品情况; SZSE: 占公司营业收入或营业利润10%以上的行业、产品或地区
+# 情况): a segment's margin, never the company's (the company's is the 合并利润表's). A row is taken only when
+# its printed 毛利率 is the one its 营业收入 and 营业成本 give (the columns placed right); the change is in
+# percent points when the row says so (增加 0.11 个百分点) or when the printed revenue and cost changes give
+# it, a relative change when they give that (华锦股份 2019: -17.44% for -3.05 points), else as printed.
+_SEG_HEAD = ("营业收入", "营业成本", "毛利率")
+_SEG_KINDS = {"分行业": "分行业", "分产品": "分产品", "主营业务分行业情况": "分行业", "主营业务分产品情况": "分产品"}
+_SEG_OTHER = re.compile(r"^(?:主营业务)?分(?:地区|销售模式|渠道|季度|业务)")
+_SEG_END = re.compile(r"说明|统计口径|产销量|成本分析|实物销售收入|^[(（]?\d+[)）]?[.．、]?[(（]?\d*[)）]?$"
+                      r"|^[(（]\d+[)）]|^\(\d+\)\.|^\d+[.．、]")
+_SEG_HEADER_WORDS = re.compile(r"营业收入|营业成本|毛利率|比上年|增减|[(（]%[)）]|同期|^项目$|^[(（]?%[)）]?$")
+_SEG_TOTAL = re.compile(r"^(?:合计|小计|总计|主营业务合计|其中[:：]?)$")
+_PAGE_HEAD = re.compile(r"年度报告(?:全文|正文)?$|^\d+(?:/\d+)?$|^第\d+页(?:/共\d+页)?$")
+SEG_PP_TOLERANCE = 0.15  # percent points between a printed change and the one the printed revenue and cost changes give
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One row of the 主营业务分行业 / 分产品 table: 营业收入 and 营业成本 (亿元), 毛利率 (%) and its change as
+    printed, with what the change is (``pp`` percent points, ``relative`` a relative change of the margin,
+    ``None`` not known), the row as printed and its page."""
+
+    kind: str  # 分行业 / 分产品
+    name: str
+    revenue: float
+    cost: float
+    margin: float
+    margin_printed: str
+    change: float | None
+    change_printed: str
+    change_kind: str | None
+    quote: str
+    page: int | None
+
+    def shown(self) -> str:
+        """``酒类 91.48% (+0.11pct, 第8页)``: the margin and its change, compact."""
+        where = f"第{self.page}页" if self.page else ""
+        if self.change is None:
+            said = ""
+        elif self.change_kind == "pp":
+            said = f"{self.change:+.2f}pct"
+        elif self.change_kind == "relative":
+            said = f"较上年{self.change:+.2f}%, 相对变化非百分点"
+        else:
+            said = f"比上年增减{self.change_printed}"
+        inside = ", ".join(p for p in (said, where) if p)
+        return f"{self.name} {self.margin_printed}%" + (f" ({inside})" if inside else "")
+
+
+@functools.lru_cache(maxsize=2048)
+def read_segments(text: str) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
+    """The 分行业 and 分产品 rows of a report's 主营业务 table (the first such table), and the rows left out
+    with the reason (columns that do not give the printed margin, a cell count that is not the header's)."""
+    if (read := known.get(text, "segments")) is not None:  # read beside the text by a report reader
+        return read
+    if "毛利率" not in text:
+        return (), ()
+    return _SegmentReader(text).read()
+
+
+class _SegmentReader:
+    def __init__(self, text: str):
+        self.text = text
+        self.paged = PAGE_BREAK in text
+        self.rows: list[Segment] = []
+        self.left: list[str] = []
+        self.unit: str | None = None
+        self.head: list[str] = []  # the lines above the rows (the table's header)
+        self.inside = False  # a header naming 营业收入, 营业成本 and 毛利率 seen, with a unit
+        self.kind: str | None = None  # the section the rows are in; None: one not read (分地区)
+        self.label: list[str] = []  # a label's lines before its numbers
+        self.labels_ok = False  # lines before a row are its label (after a section line or a row, not the header)
+        self.last: Segment | None = None
+
+    def read(self) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
+        for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
+            if not self.inside and "毛利率" not in page:
+                continue
+            for raw in page.split("\n"):
+                if self._line(raw.strip(), page_no if self.paged else None):
+                    return tuple(self.rows), tuple(self.left)
+        return tuple(self.rows), tuple(self.left)
+
+    def _line(self, line: str, page_no: int | None) -> bool:
+        """One line; True at the end of the table."""
+        if not line:
+            return False
+        norm = _norm(line)
+        if _PAGE_HEAD.search(norm):  # a page's running head or number, inside a table going over the page
+            return False
+        if "单位" in line and (m := _UNIT.search(norm)) is not None:
+            if self.rows:
+                return True
+            self.unit, self.head, self.inside, self.kind = m.group(2), [], False, None
+            return False
+        if not self.inside:
+            if "。" in line or "，" in line:
+                self.head = []
+                return False
+            tokens = _tokens(line)
+            if _cells(tokens) >= 2:  # another table's row
+                self.head = []
+                return False
+            self.head.append(norm)
+            joined = "".join(self.head)
+            if self.unit is not None and all(w in joined for w in _SEG_HEAD):
+                self.inside, self.label, self.labels_ok = True, [], False
+                self.kind = next((k for w, k in _SEG_KINDS.items() if norm.startswith(w)), None)
+            return False
+        if norm in ("百分点", "个百分点"):  # the end of the last row's change, wrapped
+            if self.last is not None and self.last.change_kind != "pp" and self.last.change is not None:
+                self.rows[-1] = self.last = _with_points(self.last)
+            return False
+        if _SEG_OTHER.match(norm):
+            self.kind, self.label, self.labels_ok = None, [], False
+            return False
+        kind = next((k for w, k in _SEG_KINDS.items() if norm == w or norm.startswith(w + "营业收入")
+                     or (norm.startswith(w) and _SEG_HEADER_WORDS.search(norm[len(w):]))), None)
+        if kind is not None:
+            if self.rows and any(r.kind == kind for r in self.rows):
+                return True  # the section again: another table
+            self.kind, self.label, self.labels_ok = kind, [], norm == next(w for w in _SEG_KINDS if norm.startswith(w))
+            return False
+        tokens = _tokens(line)
+        n = _cells(tokens)
+        if n < 2:
+            if self.rows and _SEG_END.search(norm):
+                return True
+            if self.labels_ok and not _SEG_HEADER_WORDS.search(norm):
+                self.label.append(" ".join(tokens))
+            return False
+        own = " ".join(tokens[: len(tokens) - n])
+        label = "".join([*self.label, own]) if self.labels_ok else own
+        printed = " ".join([*self.label, own]) if self.labels_ok else own
+        self.label, self.labels_ok = [], True
+        if self.kind is None:
+            self.last = None
+            return False
+        name = _norm(label)
+        if not name or _SEG_TOTAL.match(name):
+            self.last = None
+            return False
+        cells = tokens[len(tokens) - n :]
+        where = f"(第{page_no}页)" if page_no else ""
+        quote = f"{printed} {' '.join(cells)}".strip()
+        if n != 6:
+            self.left.append(f"{self.kind}「{name}」{n}个数, 表头为6列(营业收入、营业成本、毛利率及三项增减), "
+                             f"未读{where}")
+            self.last = None
+            return False
+        segment = _segment(self.kind, name, cells, quote, page_no, self.unit or "元",
+                           points="百分点" in "".join(self.head))
+        if isinstance(segment, str):
+            self.left.append(f"{self.kind}「{name}」{segment}, 未读「{quote[:40]}」{where}")
+            self.last = None
+            return False
+        self.rows.append(segment)
+        self.last = segment
+        return False
+
+
+def _decimals(tok: str) -> int:
+    m = re.search(r"\.(\d+)", tok)
+    return len(m.group(1)) if m else 0
+
+
+def _segment(kind: str, name: str, cells: list[str], quote: str, page_no: int | None, unit: str, *,
+             points: bool) -> Segment | str:
+    """A row of six cells (营业收入, 营业成本, 毛利率, and the three changes), or why it is not taken."""
+    rev, cost, margin, rev_change, cost_change, change = (_number(c) for c in cells)
+    if rev is None or cost is None or margin is None or rev <= 0:
+        return "营业收入、营业成本或毛利率不是数"
+    exact = (rev - cost) / rev * 100
+    if abs(exact - margin) > 0.5 * 10 ** -_decimals(_fold(cells[2])) + 0.001:
+        return f"毛利率{cells[2]}与营业收入、营业成本算得的{exact:.2f}%不符, 各列无法确定"
+    words = _fold(cells[5])
+    kind_of: str | None = None
+    if change is not None:
+        if "百分点" in words or points:
+            kind_of = "pp"
+        elif rev_change is not None and cost_change is not None and rev_change > -100 and cost_change > -100:
+            prior = 100 - (cost / rev) * (1 + rev_change / 100) / (1 + cost_change / 100) * 100
+            pp = exact - prior
+            relative = pp / abs(prior) * 100 if abs(prior) > 1e-9 else None
+            rel_tol = SEG_PP_TOLERANCE * 100 / abs(prior) if relative is not None else 0.0
+            near_pp = abs(change - pp) <= SEG_PP_TOLERANCE
+            near_rel = relative is not None and abs(change - relative) <= rel_tol
+            if near_pp and not near_rel:
+                kind_of = "pp"
+            elif near_rel and not near_pp:
+                kind_of = "relative"
+    scale = MONEY_UNITS[unit]
+    return Segment(kind, name, round(rev * scale, 10), round(cost * scale, 10), margin, _fold(cells[2]).rstrip("%"),
+                   change, cells[5], kind_of, quote, page_no)
+
+
+def _with_points(s: Segment) -> Segment:
+    from dataclasses import replace
+
+    return replace(s, change_kind="pp", change_printed=s.change_printed + "个百分点",
+                   quote=s.quote + " 个百分点")
+
+
+def shown_segments(segments: tuple[Segment, ...]) -> str | None:
+    """The result's column: ``分行业: 酒类 91.48% (+0.11pct, 第8页) | 分产品: 茅台酒 93.99% (…); …``."""
+    parts = []
+    for kind in ("分行业", "分产品"):
+        rows = [s.shown() for s in segments if s.kind == kind]
+        if rows:
+            parts.append(f"{kind}: " + "; ".join(rows))
+    return " | ".join(parts) or None
+
+
+_SHOWN = re.compile(r"^(?P<name>.+?) (?P<margin>-?\d+(?:\.\d+)?)%(?: \((?P<rest>.*)\))?$")
+
+
+def printed_number(printed: str) -> float | None:
+    """A cell's number as a report prints it (``38.89%``, ``增加 0.11 个百分点``, ``(344,587)``), or ``None``."""
+    tokens = _tokens(printed.strip())
+    return _number(tokens[0]) if len(tokens) == 1 else None
+
+
+def parse_shown(column: str | None) -> list[dict[str, object]]:
+    """The segments of a result's column as ``shown_segments`` writes it: kind, name, margin, change
+    (its number as shown, ``None`` without one) and page."""
+    out: list[dict[str, object]] = []
+    for part in (column or "").split(" | "):
+        kind, _, items = part.partition(": ")
+        for item in items.split("; ") if items else ():
+            m = _SHOWN.match(item)
+            if m is None:
+                continue
+            rest = m.group("rest") or ""
+            page = re.search(r"第(\d+)页", rest)
+            said = rest[: page.start()] if page else rest
+            number = re.search(r"[-+]?\d+(?:\.\d+)?", said.replace(",", ""))
+            out.append({"kind": kind, "name": m.group("name"), "margin": float(m.group("margin")),
+                        "change": float(number.group(0)) if number else None,
+                        "page": int(page.group(1)) if page else None})
+    return out
