@@ -7,6 +7,7 @@ import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -39,8 +40,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "rules, as-of date, sampling; the engine configured now) into -o [REPORT.replay.xlsx] and list "
                    "what differs; exit status plus 4 when anything does")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ray_options(p)
     add_settings_options(p)
     p.set_defaults(func=run)
+
+
+def add_ray_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Ray (pip install 'xladdin[ray]')")
+    g.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the job as a Ray Data pipeline: report files read by Ray tasks, rows answered by "
+                   "actors asking the servers of --engine-url; ADDRESS: a cluster (auto, ray://head:10001), "
+                   "default a Ray instance of this machine for the job")
+    g.add_argument("--ray-cpus", type=int, metavar="N", help="CPUs of the local Ray instance [default: all]")
+    g.add_argument("--ray-actors", type=int, default=1, metavar="N",
+                   help="Ray actors asking the servers [default: 1]")
+    g.add_argument("--ray-engine", choices=("http", "vllm"), default="http",
+                   help="http: the OpenAI-compatible servers of --engine-url (default); vllm: ray.data.llm's "
+                   "vLLM processor (needs vLLM and GPUs on the Ray nodes)")
+
+
+def ray_options(args: argparse.Namespace) -> Any:
+    from ..ray_job import RayOptions
+
+    return RayOptions(address=args.ray, cpus=args.ray_cpus, engine=args.ray_engine, actors=args.ray_actors)
 
 
 def load_rules(path: str | None) -> Rules:
@@ -56,15 +78,26 @@ def load_rules(path: str | None) -> Rules:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    if args.ray and not args.input and Path(args.ray).is_file():  # `screen --ray POOL`: the pool, run locally
+        args.input, args.ray = args.ray, "local"
     if args.replay:
+        if args.ray:
+            raise ConfigError("--replay runs on this machine: leave out --ray")
         return replay(args, t0)
     if not args.input:
         raise ConfigError("name the pool file to screen (or --replay REPORT)")
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
-    summary = screen_file(args.input, output, settings, rules=load_rules(args.rules), progress=not args.no_progress,
-                          reports=args.reports, compare=args.compare,
-                          as_of=args.as_of)
+    if args.ray:
+        from ..ray_job import screen_ray
+
+        summary = screen_ray(args.input, output, settings, ray_options(args), rules=load_rules(args.rules),
+                             progress=not args.no_progress, reports=args.reports, compare=args.compare,
+                             as_of=args.as_of)
+    else:
+        summary = screen_file(args.input, output, settings, rules=load_rules(args.rules),
+                              progress=not args.no_progress, reports=args.reports, compare=args.compare,
+                              as_of=args.as_of)
     if summary.note:
         print(f"note: {summary.note}", file=sys.stderr)
     if summary.unrecognised:

@@ -1,0 +1,168 @@
+"""``xladdin screen --ray``: the job as a Ray Data pipeline on a local Ray instance of 2 CPUs, against a
+real HTTP server on 127.0.0.1 that counts what it is asked. Skipped where Ray is not installed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'xladdin[ray]')")
+
+from conftest import Server, vllm_models  # noqa: E402
+
+from xladdin.cli.main import main  # noqa: E402
+from xladdin.errors import ConfigError, InputError  # noqa: E402
+from xladdin.ray_job import RayOptions, check, dumps, loads  # noqa: E402
+from xladdin.settings import Settings  # noqa: E402
+from xladdin.testing import screen_answer, write_report_pdf  # noqa: E402
+
+
+class Counting:
+    """A chat-completions server answering one valid screen answer, one request at a time after
+    ``delay`` seconds; ``asked`` holds the pool code each completion was for."""
+
+    def __init__(self, delay: float = 0.0):
+        self.asked: list[str] = []
+        self._lock = threading.Lock()
+
+        def chat(body):
+            with self._lock:
+                time.sleep(delay)
+                text = json.dumps(body, ensure_ascii=False)
+                self.asked.append(next((c for c in CODES if f"公司{c}" in text), "?"))
+            data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": screen_answer()}}],
+                    "usage": {"completion_tokens": 5}}
+            return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+        self.server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B", "qwen"), "/v1/chat/completions": chat})
+        self.url = self.server.url
+
+    def close(self):
+        self.server.close()
+
+
+CODES = [f"{600000 + i:06d}" for i in range(12)]
+
+
+def make_pool(tmp_path, n: int, damaged: str | None = None):
+    """A pool of ``n`` rows and a folder with a report PDF per code (``damaged``: a code whose file is no
+    PDF), the last row without a report file."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for i, code in enumerate(CODES[: n - 1]):
+        if code == damaged:
+            (reports / f"{code}_年报.pdf").write_bytes(b"not a pdf at all")
+        else:
+            write_report_pdf(reports / f"{code}_年报.pdf", i)
+    lines = ["代码,名称,行业,市盈率TTM,ROE"] + [f"{c},公司{c},制造,20,{8 + i}" for i, c in enumerate(CODES[:n])]
+    pool = tmp_path / "pool.csv"
+    pool.write_text("\n".join(lines), encoding="utf-8")
+    return pool, reports
+
+
+def screen(pool, reports, out, url, cache, *extra):
+    return main(["screen", str(pool), "--reports", str(reports), "-o", str(out), "--engine-url", url,
+                 "--cache-dir", str(cache), "--no-progress", *extra])
+
+
+def rows_of(path):
+    return json.loads(path.read_text(encoding="utf-8"))["rows"]
+
+
+def no_ray_left(session: int) -> list[str]:
+    """Processes still running in the process session ``session`` (a job's own, started for it)."""
+    out = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,comm="], capture_output=True, text=True).stdout
+    fields = [line.split() for line in out.splitlines()]
+    return [" ".join(f) for f in fields if f[1] == str(session) and not f[2].startswith("Z")]
+
+
+@pytest.mark.slow
+def test_the_ray_job_gives_the_report_of_xladdin_screen_on_the_same_rows(tmp_path):
+    """The same pool (report PDFs, a damaged one, a row without a file) through ``xladdin screen`` and
+    through ``--ray local``, each on an empty cache against the same server: every row of the two reports
+    is the same (input, verdict and error columns), and the server was asked as often by each."""
+    pool, reports = make_pool(tmp_path, 6, damaged=CODES[3])
+    server = Counting()
+    try:
+        assert screen(pool, reports, tmp_path / "one.json", server.url, tmp_path / "cache-one") == 1  # a row failed
+        asked_one = len(server.asked)
+        assert screen(pool, reports, tmp_path / "ray.json", server.url, tmp_path / "cache-ray",
+                      "--ray", "local", "--ray-cpus", "2") == 1
+        asked_ray = len(server.asked) - asked_one
+    finally:
+        server.close()
+    one, ray_rows = rows_of(tmp_path / "one.json"), rows_of(tmp_path / "ray.json")
+    assert len(one) == len(ray_rows) == 6
+    assert one == ray_rows
+    assert "is not a PDF" in one[3]["错误 error"]
+    assert [r["错误 error"] is None for r in one] == [True, True, True, False, True, True]
+    assert asked_one == asked_ray == 5
+    run = json.loads((tmp_path / "ray.json").read_text(encoding="utf-8"))["run"]
+    assert run["engine_requests"] == 5 and run["files_read"] == 4 and run["rows"] == 6 and run["errors"] == 1
+
+
+@pytest.mark.slow
+def test_a_ray_job_killed_half_way_asks_again_only_the_rows_missing(tmp_path):
+    """The job's process killed (SIGKILL) after a few answers; the same command again: the rows the
+    cache holds are not asked, the server is asked for the others only, and the report is whole."""
+    pool, reports = make_pool(tmp_path, 12)
+    server = Counting(delay=0.4)
+    cache, out = tmp_path / "cache", tmp_path / "report.json"
+    command = [sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "--reports", str(reports), "-o",
+               str(out), "--engine-url", server.url, "--cache-dir", str(cache), "--no-progress", "--ray", "local",
+               "--ray-cpus", "2"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    job = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while len(server.asked) < 4 and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.poll() is None, "the job ended before it was killed"
+        assert len(server.asked) >= 4
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+        for _ in range(100):  # the local Ray instance ends with its driver
+            if not no_ray_left(job.pid):
+                break
+            time.sleep(0.2)
+        left = no_ray_left(job.pid)
+        assert not left, left
+        first = list(server.asked)
+        assert len(set(first)) < 11 and not out.exists()
+        time.sleep(1.0)  # an answer on its way when the job died is counted above, not below
+        asked_before = len(server.asked)
+        assert screen(pool, reports, out, server.url, cache, "--ray", "local", "--ray-cpus", "2") == 0
+        again = server.asked[asked_before:]
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        server.close()
+    rows = rows_of(out)
+    cached = {r["代码"] for r in rows if r["缓存命中 cached"]}
+    assert len(rows) == 12 and all(r["错误 error"] is None for r in rows)
+    assert cached and len(again) == 12 - len(cached)  # only the missing rows reached the server
+    assert set(again) == set(CODES) - cached and len(set(again)) == len(again)
+    assert cached <= set(first)  # what the cache held was answered by the killed job
+
+
+def test_the_vllm_processor_says_what_it_needs_and_the_embedded_engine_is_refused(tmp_path):
+    with_server = Settings.load({"engine_url": "http://127.0.0.1:9/v1", "cache_dir": tmp_path}, env={})
+    with pytest.raises(ConfigError, match="vLLM.*GPUs on the Ray nodes"):
+        check(RayOptions(engine="vllm"), with_server)
+    with pytest.raises(ConfigError, match="--engine-url"):
+        check(RayOptions(), Settings.load({"cache_dir": tmp_path}, env={}))
+
+
+def test_a_rows_error_crosses_between_ray_processes_as_it_was():
+    error = loads(dumps(InputError("report_file", "600000_年报.pdf is not a PDF")))
+    assert isinstance(error, InputError) and error.field == "report_file" and error.message.endswith("not a PDF")
+    assert str(error) == "report_file 600000_年报.pdf is not a PDF"
