@@ -49,6 +49,8 @@ def render(d: dict[str, Any]) -> list[str]:
                      f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")
     if "report_files_session" in d:
         lines += _render_report_files(d["report_files_session"])
+    if "report_files_notes_unread" in d:
+        lines += _render_notes_unread(d["report_files_notes_unread"], d.get("report_files_session"))
     if "documents_client_halved" in d:
         lines += _render_documents_again(d["documents_client_halved"])
     if "documents_session" in d:
@@ -106,6 +108,26 @@ def _render_report_files(s: dict[str, Any]) -> list[str]:
     for r in s["files_runs"]:
         if r.get("note"):
             lines += ["", f"Report files, {r['readers']} readers: {r['note']}."]
+    return lines
+
+
+def _render_notes_unread(s: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
+    """The report-file pool again once the readers leave out the notes to the statements."""
+    r, srv, run = s["files"], s["files"].get("server") or {}, s["files"].get("running_requests") or {}
+    tokens = round(srv.get("generated_tokens", 0) / r["rows"], 1)
+    documents = f", {before['documents']['seconds']} s" if before else ""
+    lines = ["", f"### Report files, the notes not read ({s['when']}, {s['gpu']}, vLLM {s['vllm']}, "
+             f"`{s['task_version']}`)", "", f"{s['note'][0].upper()}{s['note'][1:]}.", "",
+             "| rows | seconds | rows/s | errors | files read | readers | prompt tokens per row "
+             "| running requests (steady median) | machine CPU busy | client peak RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|",
+             f"| {r['rows']} | **{r['seconds']}** | {r['rows_per_s']} | {r['errors']} | {r['files_read']} "
+             f"| {r['readers']} | {r['prompt_tokens_per_row']} | {run.get('steady_median')} "
+             f"| {run.get('steady_machine_cpu_busy')} | {r['client_peak_rss_mib']} |", "",
+             f"The whole pool from report files in **{r['seconds']} s** (goal ≤ 300 s), "
+             f"**{s['files_over_documents_session']}** of the document pool's time (goal ≤ 1.15; that run on another "
+             f"fresh server{documents}), {s['files_over_files_before']} of the same pool before the notes were left "
+             f"out; {tokens} generated tokens per row."]
     return lines
 
 
