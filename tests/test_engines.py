@@ -115,3 +115,40 @@ def test_an_answer_naming_another_model_is_not_used(tmp_path):
         else:
             assert isinstance(result, EngineError) and "answered as 'qwen-7b-other', not 'qwen'" in str(result)
         assert Cache(tmp_path / model).stats()["entries"] == cached
+
+
+def test_an_engine_from_another_package_is_found_through_its_entry_point_and_used_by_the_cli(tmp_path):
+    """A package that registers an engine under ``xladdin.engines`` (as the built-ins are) is built by name:
+    ``XLADDIN_ENGINE=echo`` screens a pool through it; a broken registration is a clear error."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "echo_engine-1.0.dist-info").mkdir(parents=True)
+    (site / "echo_engine-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-engine\n"
+                                                                 "Version: 1.0\n", encoding="utf-8")
+    (site / "echo_engine-1.0.dist-info" / "entry_points.txt").write_text(
+        "[xladdin.engines]\necho = echo_engine:EchoEngine\nbroken = echo_engine:Missing\n", encoding="utf-8")
+    (site / "echo_engine.py").write_text(
+        "from xladdin.engine import Engine\n"
+        "from xladdin.testing import screen_answer\n\n\n"
+        "class EchoEngine(Engine):\n"
+        "    kind = 'echo'\n\n"
+        "    def __init__(self, settings):\n"
+        "        self.model_id = 'echo-1'\n"
+        "        self.max_parallel = 2\n\n"
+        "    async def complete(self, messages, schema, params):\n"
+        "        return screen_answer('回声引擎')\n", encoding="utf-8")
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,30,25\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(site), XLADDIN_ENGINE="echo", XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o", str(tmp_path / "o.json"),
+                        "--no-progress"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]
+    assert row["理由 reason"] == "回声引擎" and row["模型 model"] == "echo-1"
+    broken = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o",
+                             str(tmp_path / "b.json"), "--no-progress"], env={**env, "XLADDIN_ENGINE": "broken"},
+                            capture_output=True, text=True, timeout=120)
+    assert broken.returncode == 2 and "engine 'broken' (echo_engine:Missing) cannot be loaded" in broken.stderr
