@@ -85,6 +85,43 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                            "七、境内外会计准则下会计数据差异"]],
                  {"revenue": 39608340979.04, "net_profit": 992955495.15, "net_profit_prev": 1144409195.72,
                   "net_profit_change_pct": -13.23, "eps": 0.62, "roe": 7.22}),
+    # the unit in a group header in 万元 (no 人民币, nothing after it); 主要会计数据（千元）
+    "group_header_ten_thousands": ([COVER + ["七、主要会计数据和财务指标", "2023年 2022年 本年比上年增减(%) 2021年",
+                                             "经营业绩（万元）", "营业收入 52,310.50 48,002.10 8.98 40,100.00",
+                                             "归属于上市公司股东的净利润 3,120.40 2,050.20 52.20 2,300.00",
+                                             "经营活动产生的现金流量净额 1,200.00 900.00 33.33 800.00",
+                                             "八、境内外会计准则下会计数据差异"]],
+                                   {"revenue": 523105000.0, "net_profit": 31204000.0, "net_profit_prev": 20502000.0,
+                                    "ocf": 12000000.0, "net_profit_change_pct": 52.20}),
+    "group_header_thousands": ([COVER + ["七、近三年主要会计数据和财务指标", "2023年 2022年 本年比上年增减(%) 2021年",
+                                         "主要会计数据（千元）", "营业收入 9,876,543 9,000,000 9.74 8,000,000",
+                                         "归属于上市公司股东的净利润 (344,587) 120,000 不适用 100,000",
+                                         "八、境内外会计准则下会计数据差异"]],
+                               {"revenue": 9876543e3, "net_profit": -344587e3, "net_profit_prev": 120000e3}),
+    # no 单位 line: each label wrapped over three lines, the numbers on the middle one, its unit on the last
+    "three_line_labels": ([COVER + ["六、主要会计数据和财务指标", "2023 年 2022 年 本年比上年增减 2021 年",
+                                    "营业收入", "2,941,412,770.30 2,718,608,796.51 8.20% 2,308,922,170.29", "（元）",
+                                    "归属于上市公司",
+                                    "股东的净利润 770,782,185.09 605,003,820.78 27.40% 342,217,155.60",
+                                    "（元）", "归属于上市公司股东",
+                                    "的扣除非经常性损益 751,209,860.23 604,944,470.09 24.18% 301,310,316.13",
+                                    "的净利润（元）", "经营活动产生的",
+                                    "现金流量净额 612,399,095.31 791,449,237.66 -22.62% 118,141,514.53", "（元）",
+                                    "基本每股收益 0.48 0.38 26.32% 0.22", "（元/股）",
+                                    "七、境内外会计准则下会计数据差异"]],
+                          {"revenue": 2941412770.30, "net_profit": 770782185.09, "net_profit_prev": 605003820.78,
+                           "net_profit_ex": 751209860.23,
+                           "ocf": 612399095.31, "net_profit_change_pct": 27.40, "eps": 0.48}),
+    # an H-share's table in 港币 first, then the 人民币 one: the 人民币 figures are kept, the 港币 never taken
+    "hkd_then_rmb": ([COVER + ["六、主要会计数据和财务指标", "单位：港币千元", "2023年 2022年 本年比上年增减(%) 2021年",
+                               "营业收入 10,816,500 10,022,100 7.93 9,100,000",
+                               "归属于上市公司股东的净利润 1,320,400 1,100,200 20.01 900,000"],
+                      ["（续）主要会计数据", "单位：人民币千元", "2023年 2022年 本年比上年增减(%) 2021年",
+                       "营业收入 9,876,543 9,000,000 9.74 8,000,000",
+                       "归属于上市公司股东的净利润 1,205,600 1,004,500 20.02 800,000",
+                       "八、境内外会计准则下会计数据差异"]],
+                     {"revenue": 9876543e3, "net_profit": 1205600e3, "net_profit_prev": 1004500e3,
+                      "net_profit_change_pct": 20.02}),
     # a row with a cell left out (the header has four columns, the row three): not placed, so missing
     "short_row": ([COVER + ["七、近三年主要会计数据和财务指标", "单位：元 币种：人民币",
                             "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
@@ -93,6 +130,20 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                             "公司全年实现归属于上市公司股东的净利润12万元。"]],
                   {"revenue": 1000000.0, "net_profit": 120000.0}),
 }
+
+
+# a B-share's table in 美元 only (币种：美元): flagged, never converted nor taken as 人民币
+USD_ONLY = [COVER + ["六、主要会计数据和财务指标", "单位：元 币种：美元", "2023年 2022年 本年比上年增减(%) 2021年",
+                     "营业收入 200,193,984.19 179,006,280.31 11.84 170,000,000.00",
+                     "归属于上市公司股东的净利润 10,523,321.20 1,183,162.28 789.42 5,000,000.00",
+                     "基本每股收益 0.057 0.006 850.00 0.03", "加权平均净资产收益率 15.07% 1.82% 13.25% 5.00%",
+                     "七、境内外会计准则下会计数据差异"]]
+# an infographic page before the table repeating its figures as a chart's labels, oldest year first (one
+# row under no header at all, one under the chart's years): the table's rows are taken, with its page
+INFOGRAPHIC = [["第二章 会计数据和财务指标摘要", "主要会计数据和财务指标一览", "单位：人民币百万元",
+                "归属于本行股东的净利润 53,819 34,309 34,381", "2021年 2022年 2023年",
+                "营业收入 180,441 184,951 168,804"],
+               LAYOUTS["bank_group_header"][0][1]]
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +165,8 @@ def verdicts(row: dict) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("layout", ["row_unit_wrapped", "unit_line_two_pages", "bank_group_header",
-                                    "insurer_thousands", "restated"])
+                                    "insurer_thousands", "restated", "group_header_ten_thousands",
+                                    "group_header_thousands", "three_line_labels", "hkd_then_rmb"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])
@@ -148,6 +200,39 @@ def test_a_row_that_cannot_be_placed_is_missing_with_the_reason_and_no_prose_sta
     assert row["net_profit"]["verdict"] == "missing"  # the prose's 12万元 is not taken either
     assert "本行3个数, 表头为4列, 无法确定各数所在年份" in row["notes"]
     assert row["revenue"]["verdict"] == "right"
+
+
+def test_a_money_figure_in_another_currency_is_flagged_never_converted(tiny_model_path, tmp_path):
+    (tmp_path / "reports").mkdir()
+    make_pdf(tmp_path / "reports" / "200512_2023.pdf", USD_ONLY)
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,行业\n200512,闽灿坤B,家电\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "out.json")],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert row["营收(亿元) revenue"] is None and row["净利润(亿元) net profit"] is None
+    assert row["上年净利润(亿元) prior-year profit"] is None and row["文本EPS(元) EPS in text"] is None
+    notes = row["说明 notes"]
+    assert "营收: 以USD计, 未换算为人民币「营业收入 200,193,984.19 179,006,280.31 11.84 170,000,000.00」" in notes
+    assert "上年净利润: 以USD计, 未换算为人民币" in notes and "EPS: 以USD计, 未换算为人民币" in notes
+    assert row["文本ROE(%) ROE in text"] == 15.07  # a ratio is no currency's
+
+
+def test_the_key_figure_table_s_page_is_preferred_over_an_infographic_s(tiny_model_path, tmp_path):
+    (tmp_path / "reports").mkdir()
+    make_pdf(tmp_path / "reports" / "600016_2023.pdf", INFOGRAPHIC)
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,行业\n600016,示例银行,银行\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "out.json")],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert row["营收(亿元) revenue"] == 1688.04 and row["净利润(亿元) net profit"] == 343.81  # not 1804.41, 538.19
+    evidence = row["出处 evidence"]
+    assert "营收「营业收入 168,804 184,951 -8.73 180,441」(第2页)" in evidence
+    assert "净利润「归属于本行股东的净利润 34,381 34,309 0.21 53,819」(第2页)" in evidence
+    assert "(第1页)" not in evidence
 
 
 def test_the_report_s_roe_feeds_the_rules_where_the_pool_has_none_and_the_row_says_from_where(tiny_model_path,

@@ -100,6 +100,8 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
         found = code.get(name)
         if found is None and name in withheld:
             a.notes.append(f"缺{TABLE_FIGURES[name][0]}: {withheld[name]}")
+        if found is not None and found.value is None:
+            a.notes.append(f"{TABLE_FIGURES[name][0]}: 以{found.currency}计, 未换算为人民币「{found.quote}」")
         a.values[name] = found.value if found is not None else None
         if found is not None:
             a.quotes[name] = found.quote

@@ -235,6 +235,12 @@ def _from_tables(text: str) -> dict[str, Reading]:
             out[growth] = Reading(growth, row.change, row.quote, page=row.page)
         if row.prior is not None and f"{name}_prev" in TABLE_FIGURES:  # last year's column of the same row
             out[f"{name}_prev"] = Reading(f"{name}_prev", row.prior, row.quote, page=row.page)
+    for name, row in kt.foreign.items():  # a row in 港元 or 美元 where no 人民币 row is read: flagged, not converted
+        if name in kt.rows or name in kt.withheld:
+            continue
+        for each in (name, f"{name}_prev"):
+            if each == name or each in TABLE_FIGURES:
+                out[each] = Reading(each, None, row.quote, row.currency, row.page)
     s = kt.statement
     if s is not None:
         for name, i in (("gross_margin", 0), ("gross_margin_prev", 1)):

@@ -39,7 +39,21 @@ _PP = re.compile(r"^(增加|减少|上升|下降)?(-?\d+(?:\.\d+)?)(个百分点
 _PP_SPACED = re.compile(r"(增加|减少|上升|下降)\s*(\d+(?:\.\d+)?)\s*(个\s*百分点|百分点|个)?")
 _WORDS = ("-", "--", "–", "—", "——", "不适用", "上年同期为负", "本期为负", "上年为负", "/", "N/A", "n/a")
 _UNIT_SUFFIX = re.compile(r"[(（](?:人民币)?(元|元/股|%|千元|万元|百万元|亿元)[)）]$")
+# another currency than 人民币 (a B-share's 美元 or 港元 figures, an H-share's 港币): recognised, never converted
+_FOREIGN = re.compile(r"港元|港币|美元|HK\$|US\$|HKD|USD")
+_FOREIGN_GROUP = re.compile(r"[(（](?:单位[:：])?(?:港币|港元|美元|HK\$|US\$)(?:千元|万元|百万元|亿元|元|千|百万)?[)）]"
+                            r"|[(（](?:千|万|百万|亿)?(?:港元|美元)[)）]")
+_FOREIGN_SUFFIX = re.compile(r"[(（](?:千|万|百万|亿)?(?:港元|港币|美元)(?:千元|万元|百万元|元)?(?:/股)?[)）]$")
+
+
+def currency_of(norm: str) -> str:
+    """The currency a unit or 币种 names: ``HKD``, ``USD`` or ``CNY``."""
+    m = _FOREIGN.search(norm)
+    if m is None:
+        return "CNY"
+    return "USD" if m.group(0) in ("美元", "US$", "USD") else "HKD"
 _RESTATED = ("调整前", "调整后")
+_CHANGE_WORDS = re.compile(r"增减|变动|比上年|同比")
 # name → (label pattern matched at the end of the row's label, words that make it another row)
 _OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的"
 ROWS: dict[str, tuple[str, str]] = {
@@ -68,6 +82,7 @@ class TableRow:
     quote: str
     page: int | None
     unit: str
+    currency: str = "CNY"  # another: a row in 港元 or 美元 (``KeyTables.foreign``), its values not converted
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,7 @@ class KeyTables:
     notes: list[str] = field(default_factory=list)  # how a figure was placed (上年取调整后)
     withheld: dict[str, str] = field(default_factory=dict)  # name → why code leaves it empty
     statement: Statement | None = None
+    foreign: dict[str, TableRow] = field(default_factory=dict)  # rows in 港元 / 美元, where no 人民币 row is read
     bank: bool = False
     found: bool = False  # a key-figure table is in the report
 
@@ -190,6 +206,11 @@ class _Reader:
         self.restated: list[str] | None = None  # 调整前 / 调整后 under the years, in their order
         self.pending: tuple[str, list[str], int | None, str | None] | None = None  # a row no label matched yet
         self.header = False  # the lines since the last row are a header
+        # a header with a change column (本年比上年增减, 增减(%), 变动百分点) above the rows: the key-figure table
+        # itself. A row read under none (an infographic page repeating the figures as a chart's labels) is
+        # taken only where the table gives no such row: the table's row, with its page, replaces it.
+        self.change_col = False
+        self.loose: set[str] = set()  # rows (or rows withheld) read under no change column
 
     def read(self) -> None:
         for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
@@ -197,7 +218,8 @@ class _Reader:
                 continue
             if self._page(page, page_no if self.paged else None):
                 return
-            if len(self.out.rows) + len(self.out.withheld.keys() & ROWS.keys()) == len(ROWS):
+            firm = (self.out.rows.keys() | (self.out.withheld.keys() & ROWS.keys())) - self.loose
+            if len(firm) == len(ROWS):
                 return
 
     def _page(self, page: str, page_no: int | None) -> bool:
@@ -208,16 +230,20 @@ class _Reader:
                 continue
             if _START.search(line) and not _cells(line.split()):
                 if not self.inside:
-                    self.inside, self.label = True, []
+                    self.inside, self.label, self.change_col = True, [], False
                     self.out.found = True
             if not self.inside:
                 continue
             if _END.search(line):
-                if self.out.rows:
+                self._settle()
+                if self.out.rows.keys() - self.loose:
                     return True
                 self.inside, self.label = False, []
                 continue
             norm = _norm(line)
+            if ("单位" in line or "币种" in line) and (foreign := currency_of(norm)) != "CNY":
+                self.unit, self.label = foreign, []  # 单位：港币千元, 币种：美元
+                continue
             if "单位" in line and (m := _UNIT.search(norm)) is not None:
                 self.unit, self.label = m.group(2), []
                 continue
@@ -228,7 +254,7 @@ class _Reader:
                     if not head and any(_YEAR.match(_fold(c)) for c in cells):
                         self.label = []
                     elif head and len(cells) >= 2 and _cells(cells) == len(cells):
-                        self._take(_norm(head), cells, line, page_no, quote=line)
+                        self._take(_norm(head), cells, line, page_no, quote=line, firm=True)
                     continue
             tokens = _tokens(line)
             n = _cells(tokens)
@@ -236,6 +262,7 @@ class _Reader:
                 self._label_line(line, norm, tokens, page_no)
                 continue
             self.header = False
+            self._settle()
             self.label.append(" ".join(tokens[: len(tokens) - n]))
             name_text = "".join(self.label)
             self.label = []
@@ -245,30 +272,50 @@ class _Reader:
     def _label_line(self, line: str, norm: str, tokens: list[str], page_no: int | None) -> None:
         if norm in ("百分点", "个百分点"):  # the end of a change wrapped to the next line
             return
+        changes = bool(_CHANGE_WORDS.search(norm))
         if all(t in _RESTATED for t in tokens):
-            self.restated, self.label, self.pending = tokens, [], None
+            self._settle()
+            self.restated, self.label = tokens, []
             return
         if _YEAR_IN.search(norm):  # a header row (2019年 2018年 …): the columns start again
             if not self.header:
-                self.years, self.restated = 0, None
+                self.years, self.restated, self.change_col = 0, None, False
+            self.change_col |= changes
             self.header = True
             self.years += len(_YEAR_IN.findall(norm))
-            self.label, self.pending = [], None
+            self._settle()
+            self.label = []
             return
+        self.change_col |= changes
         group = _GROUP_UNIT.search(norm)
-        if group is not None and (group.group(1) or norm[group.end() :]):  # 经营业绩（人民币百万元） 增减(%)
-            self.unit, self.label, self.pending = group.group(2), [], None
+        if group is not None and (group.group(1) or norm[group.end() :] or _group_title(norm[: group.start()])):
+            # 经营业绩（人民币百万元） 增减(%), 主要会计数据（千元）, 经营业绩（万元）; not a row's (营业收入（万元）)
+            self._settle()
+            self.unit, self.label = group.group(2), []
+            return
+        if _FOREIGN_GROUP.search(norm):  # 经营业绩（港币百万元）
+            self._settle()
+            self.unit, self.label = currency_of(norm), []
             return
         if self.pending is not None:  # the label's last line, after the numbers
             label, cells, page, unit = self.pending
-            self.pending = None
             if self._row(label + line, cells, page, retry=False, unit=unit):
+                self.pending = None
                 return
+            self._settle()
         self.label.append(line)
+
+    def _settle(self) -> None:
+        """A row left waiting for its label's last line, which did not come: read as it stands (a row whose
+        unit is nowhere is withheld with the reason)."""
+        if self.pending is not None:
+            label, cells, page, unit = self.pending
+            self.pending = None
+            self._take(_norm(label), cells, label, page, unit=unit)
 
     def _row(self, name_text: str, cells: list[str], page_no: int | None, *, retry: bool = True,
              unit: str | None = None) -> bool:
-        taken = self._take(_norm(name_text), cells, name_text, page_no, unit=unit)
+        taken = self._take(_norm(name_text), cells, name_text, page_no, unit=unit, defer=retry)
         if not taken and retry:
             self.pending = (name_text, cells, page_no, self.unit)
         return taken
@@ -287,22 +334,38 @@ class _Reader:
         return 0, 1, 2 if len(cells) > 2 else None
 
     def _take(self, label: str, cells: list[str], printed: str, page_no: int | None, quote: str | None = None,
-              unit: str | None = None) -> bool:
+              unit: str | None = None, firm: bool = False, defer: bool = False) -> bool:
+        """Read a row if its label is a key figure's (True; or withheld, with the reason); ``defer``: a money
+        row without a unit waits for its label's last line (``（元）`` after the numbers) instead."""
         out = self.out
+        firm = firm or self.change_col
         own = _UNIT_SUFFIX.search(label)
         unit = unit or self.unit
         if own is not None and own.group(1) in MONEY_UNITS:  # 营业收入（元）: the row's own unit
             unit = own.group(1)
+        if (foreign := _FOREIGN_SUFFIX.search(label)) is not None:  # 营业收入（港元）
+            unit = currency_of(foreign.group(0))
+            label = label[: foreign.start()]
         label = _UNIT_SUFFIX.sub("", label)
         for name, (pattern, other) in ROWS.items():
             m = re.search(f"(?:{pattern})$", label)
             if m is None or re.search(other, label[: m.start()]):
                 continue
             if name in out.rows or name in out.withheld:
-                return True
+                if not (firm and name in self.loose):
+                    return True
+                out.rows.pop(name, None), out.withheld.pop(name, None)  # the table's own row replaces it
+                self.loose.discard(name)
             row_quote = quote or f"{printed.strip()} {' '.join(cells)}"
             where = f"(第{page_no}页)" if page_no else ""
             money = name not in PERCENT_ROWS and name not in PER_SHARE_ROWS
+            if unit in ("HKD", "USD") and name not in PERCENT_ROWS:  # never converted nor taken as 人民币
+                out.foreign.setdefault(name, TableRow(name, None, None, None, row_quote, page_no, unit, unit))
+                return True
+            if money and unit is None and defer:
+                return False
+            if not firm:
+                self.loose.add(name)
             if money and unit is None:
                 out.withheld[name] = f"表格未写单位, 未读「{row_quote[:40]}」{where}"
                 return True
@@ -327,6 +390,14 @@ class _Reader:
         return False
 
 
+_GROUP_TITLE = re.compile(r"(?:经营业绩|会计数据|财务指标|财务数据|规模指标|主要数据|每股计)$")
+
+
+def _group_title(before: str) -> bool:
+    """Whether the words before a unit in brackets title a group of rows (经营业绩, 主要会计数据), not a row."""
+    return bool(_GROUP_TITLE.search(before))
+
+
 def _listed(line: str) -> list[str] | None:
     try:
         value = ast.literal_eval(line)
@@ -349,7 +420,7 @@ def _read_statement(text: str, out: KeyTables) -> None:
         out.withheld["gross_margin"] = "银行/保险的利润表无营业成本, 不计毛利率"
         return
     paged = PAGE_BREAK in text
-    inside, unit = False, None
+    inside, unit, foreign = False, None, None
     found: dict[str, tuple[float, float, str, int | None]] = {}
     for page_no, page in enumerate(text.split(PAGE_BREAK), start=1):
         if not inside and "合并利润表" not in page:
@@ -362,6 +433,11 @@ def _read_statement(text: str, out: KeyTables) -> None:
                 continue
             if _STATEMENT_END.search(line) and not _STATEMENT.match(line):
                 inside = False
+                break
+            if ("单位" in line or "币种" in line) and (currency := currency_of(_norm(line))) != "CNY":
+                # a statement in 港元 / 美元: not read (a 人民币 one later in the report is)
+                foreign = f"合并利润表以{currency}计, 未换算为人民币, 不计毛利率「{line[:40]}」(第{page_no}页)"
+                inside, found = False, {}
                 break
             if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
                 unit = m.group(2)
@@ -384,7 +460,7 @@ def _read_statement(text: str, out: KeyTables) -> None:
                 rev, cost = found["revenue"], found["cost"]
                 out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3])
                 return
-    out.withheld.setdefault("gross_margin", "未找到合并利润表的营业收入与营业成本, 不计毛利率")
+    out.withheld.setdefault("gross_margin", foreign or "未找到合并利润表的营业收入与营业成本, 不计毛利率")
 
 
 # ------------------------------------------------------------------ the 主营业务分行业 / 分产品 table
@@ -478,6 +554,11 @@ class _SegmentReader:
             return False
         norm = _norm(line)
         if _PAGE_HEAD.search(norm):  # a page's running head or number, inside a table going over the page
+            return False
+        if ("单位" in line or "币种" in line) and currency_of(norm) != "CNY":  # a table in 港元 / 美元: not read
+            if self.rows:
+                return True
+            self.unit, self.head, self.inside, self.kind = None, [], False, None
             return False
         if "单位" in line and (m := _UNIT.search(norm)) is not None:
             if self.rows:
