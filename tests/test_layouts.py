@@ -122,6 +122,13 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                        "八、境内外会计准则下会计数据差异"]],
                      {"revenue": 9876543e3, "net_profit": 1205600e3, "net_profit_prev": 1004500e3,
                       "net_profit_change_pct": 20.02}),
+    # the 合并利润表 in 港币: no gross margin taken from it (said why), the key figures in 人民币 kept
+    "hkd_statement": ([COVER + ["六、主要会计数据和财务指标", "单位：元", "2023年 2022年 本年比上年增减(%) 2021年",
+                                "营业收入 1,000,000.00 800,000.00 25.00 700,000.00",
+                                "七、境内外会计准则下会计数据差异"],
+                       ["第十节 财务报告", "3、合并利润表", "单位：港币元", "项目 附注 2023 年度 2022 年度",
+                        "其中：营业收入 30 1,100,000.00 880,000.00", "其中：营业成本 30 660,000.00 572,000.00"]],
+                      {"revenue": 1000000.0, "gross_margin": None, "gross_margin_prev": None}),
     # a row with a cell left out (the header has four columns, the row three): not placed, so missing
     "short_row": ([COVER + ["七、近三年主要会计数据和财务指标", "单位：元 币种：人民币",
                             "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
@@ -166,7 +173,8 @@ def verdicts(row: dict) -> dict[str, str]:
 
 @pytest.mark.parametrize("layout", ["row_unit_wrapped", "unit_line_two_pages", "bank_group_header",
                                     "insurer_thousands", "restated", "group_header_ten_thousands",
-                                    "group_header_thousands", "three_line_labels", "hkd_then_rmb"])
+                                    "group_header_thousands", "three_line_labels", "hkd_then_rmb",
+                                    "hkd_statement"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])
@@ -187,6 +195,11 @@ def test_a_bank_has_no_gross_margin_and_says_why(scored):
     row = scored[0]["bank_group_header"]
     assert row["gross_margin"]["read"] is None and row["gross_margin_prev"]["read"] is None
     assert "缺毛利率: 银行/保险的利润表无营业成本, 不计毛利率" in row["notes"]
+
+
+def test_a_statement_in_hkd_gives_no_gross_margin_and_says_why(scored):
+    notes = scored[0]["hkd_statement"]["notes"]
+    assert "缺毛利率: 合并利润表以HKD计, 未换算为人民币, 不计毛利率「单位：港币元」(第2页)" in notes
 
 
 def test_gross_margin_comes_from_the_consolidated_statement_not_the_parents(scored):
