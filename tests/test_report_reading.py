@@ -252,3 +252,25 @@ def test_the_notes_to_the_statements_are_not_read_and_nothing_read_is_lost(tiny_
     assert r.returncode == 0, r.stderr[-2000:]
     row = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"][0]
     assert row["毛利率(%) gross margin"] == 40.0 and row["营收(亿元) revenue"] == pytest.approx(5.23105)
+
+
+def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_the_next_file(tmp_path):
+    """A workbook open all day holds no reader process while it reads no file."""
+    from xladdin.documents import Reports
+
+    (tmp_path / "a.txt").write_text("营业收入12.5亿元。", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("营业收入13.5亿元。", encoding="utf-8")
+    reports = Reports.of(None, tmp_path)
+    reader = Reader(Cache(tmp_path / "c"), processes=1)
+    reader.idle_s = 0.5
+    try:
+        for name in ("a.txt", "b.txt"):
+            _, text = reader.text(reports.place({"report_file": str(tmp_path / name)})["report_file"])
+            assert "营业收入" in text.result(BOUND_S)
+            deadline = time.monotonic() + BOUND_S
+            while reader._workers and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not reader._workers, "the idle reader did not end"
+        assert reader.snapshot()["files_read"] == 2
+    finally:
+        reader.close()

@@ -48,6 +48,7 @@ READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual re
 MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
 ERROR_TTL = 30.0  # a file's read error is its answer for this long (then it is read again)
 CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
+IDLE_S = 120.0  # reader processes with nothing to read end after this long (the next file starts them again)
 
 Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
 
@@ -110,6 +111,7 @@ class Reader:
         self.cache = cache
         self.read = read
         self.python = python
+        self.idle_s = IDLE_S
         self.processes = max(1, processes or os.cpu_count() or 1)
         self.timeout = timeout
         self.files_read = 0  # files parsed by a reader process in this run
@@ -277,10 +279,19 @@ class Reader:
                     idle.job, idle.since = job, time.monotonic()
                 busy = [w for w in self._workers if w.job is not None]
                 more = bool(self._queue) and len(self._workers) < self.processes
+                idle = not busy and not self._queue and bool(self._workers)
             now = time.monotonic()
             wait = 0.0 if more else min((w.since + self.timeout - now for w in busy), default=None)
+            if idle:  # nothing to read: the readers end after a while (a sheet open all day holds none)
+                wait = self.idle_s
             objects: list[Any] = [self._wake_r, *(w.conn for w in busy)]  # a reader that dies closes its end
             ready = multiprocessing.connection.wait(objects, None if wait is None else max(0.0, wait))
+            if idle and not ready:
+                with self._lock:
+                    ended = [w for w in self._workers if w.job is None] if not self._queue else []
+                    for w in ended:
+                        self._replace(w)
+                continue
             if self._wake_r in ready:
                 try:
                     self._wake_r.recv(4096)
