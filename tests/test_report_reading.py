@@ -217,9 +217,8 @@ def test_a_damaged_or_encrypted_file_read_by_a_reader_is_its_rows_error_as_it_is
     (reports / "600001_年报.pdf").write_bytes(b"not a pdf at all")
     make_pdf(reports / "600002_年报.pdf", [PAGE_1], encrypt="secret")
     (reports / "600003_年报.txt").write_bytes(b"\xff\xfe\x00\xd8")  # no text in any encoding
-    pool = write_pool(tmp_path / "pool.csv", [["600001", "甲", "设备", "20", "10"], ["600002", "乙", "设备", "20", "10"],
-                                              ["600003", "丙", "设备", "20", "10"]],
-                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    rows = [["600001", "甲", "设备", "20", "10"], ["600002", "乙", "设备", "20", "10"], ["600003", "丙", "设备", "20", "10"]]
+    pool = write_pool(tmp_path / "pool.csv", rows, header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
     r = cli(["screen", str(pool), "--reports", str(reports), "-o", str(tmp_path / "out.json"), "--no-progress"],
             tiny_model_path, tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
@@ -232,10 +231,10 @@ def test_a_damaged_or_encrypted_file_read_by_a_reader_is_its_rows_error_as_it_is
 def test_the_notes_to_the_statements_are_not_read_and_nothing_read_is_lost(tiny_model_path, tmp_path):
     """An annual report's 财务报表附注 (about half its pages) are left out: read after the auditor's report and the
     合并利润表, they end the reading; the figures code reads stand before them."""
+    from test_layouts import STATEMENT  # a 合并利润表 as code reads its revenue and cost
+
     from xladdin.documents import read_document
     from xladdin.testing import write_pdf
-
-    from test_layouts import STATEMENT  # a 合并利润表 as code reads its revenue and cost
 
     statement = [*STATEMENT, "四、利润总额 300,000.00 200,000.00", "五、净利润 250,000.00 170,000.00"]
     pages = [["2023年年度报告", "公司基本情况简介"],  # the front matter's 公司基本情况 ends nothing
