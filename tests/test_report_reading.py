@@ -217,7 +217,7 @@ def test_a_damaged_or_encrypted_file_read_by_a_reader_is_its_rows_error_as_it_is
     (reports / "600001_年报.pdf").write_bytes(b"not a pdf at all")
     make_pdf(reports / "600002_年报.pdf", [PAGE_1], encrypt="secret")
     (reports / "600003_年报.txt").write_bytes(b"\xff\xfe\x00\xd8")  # no text in any encoding
-    rows = [["600001", "甲", "设备", "20", "10"], ["600002", "乙", "设备", "20", "10"], ["600003", "丙", "设备", "20", "10"]]
+    rows = [[code, name, "设备", "20", "10"] for code, name in (("600001", "甲"), ("600002", "乙"), ("600003", "丙"))]
     pool = write_pool(tmp_path / "pool.csv", rows, header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
     r = cli(["screen", str(pool), "--reports", str(reports), "-o", str(tmp_path / "out.json"), "--no-progress"],
             tiny_model_path, tmp_path)
