@@ -297,12 +297,15 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
 
 
 def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOptions,
-             on_result: Any = None) -> tuple[list[Any], dict[str, int]]:
+             on_result: Any = None) -> tuple[list[Any], dict[str, Any]]:
     """``records`` (placed by a front door) through the pipeline: results in their order, and the job's
     counts (engine requests, report files read, cache writes that failed). A row lost with a worker that
     failed is that row's ``InternalError``."""
+    t0 = time.perf_counter()
     with ray_session(options) as ray:
         import ray.data
+
+        ray_start = time.perf_counter() - t0
 
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
@@ -316,7 +319,8 @@ def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOpti
                             fn_constructor_kwargs={"settings": dumps(settings), "task": dumps(task)})
         results: list[Any] = [None] * len(records)
         seen = [False] * len(records)
-        counts = {"engine_requests": 0, "cache_write_failures": 0, "files_read": 0}
+        counts: dict[str, Any] = {"engine_requests": 0, "cache_write_failures": 0, "files_read": 0,
+                                  "ray_start_s": round(ray_start, 3)}
         try:
             for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 counts["engine_requests"] += int(sum(batch["asked"]))
@@ -389,7 +393,7 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
             "files_read": counts["files_read"],  # report files read by the job's Ray tasks
             "files_from_store": 0,
             "ray": {"address": options.address, "cpus": options.cpus, "engine": options.engine,
-                    "actors": options.actors},
+                    "actors": options.actors, "start_s": counts["ray_start_s"]},  # Ray connected or started
             "seconds": round(seconds, 3),
             "started": began.isoformat(timespec="seconds"),
             "xladdin": __version__,
@@ -408,7 +412,7 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
 
 
 def _screen(records: list[Any], settings: Settings, task: Any, options: RayOptions,
-            progress: bool) -> tuple[list[Any], int, int, dict[str, int]]:
+            progress: bool) -> tuple[list[Any], int, int, dict[str, Any]]:
     """Results in input order through the pipeline, with a progress bar; (results, cache hits, errors, the
     job's counts)."""
     from tqdm import tqdm
