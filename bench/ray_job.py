@@ -32,6 +32,7 @@ def run_arm(url: str, pool: Path, reports: Path, cache: Path, out: Path, extra: 
     facts from the report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
     env.update(XLADDIN_ENGINE_URL=url, XLADDIN_CACHE_DIR=str(cache))
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "--reports", str(reports),
                            "-o", str(out), "--no-progress", *extra], env=env, capture_output=True, text=True)
@@ -42,6 +43,7 @@ def run_arm(url: str, pool: Path, reports: Path, cache: Path, out: Path, extra: 
     return {"seconds": round(seconds, 3), "rows": run["rows"], "errors": run["errors"],
             "cache_hits": run["cache_hits"], "engine_requests": run["engine_requests"],
             "files_read": run["files_read"], "rows_per_s": round(run["rows"] / seconds, 2),
+            "load_1min": [round(load, 2), round(os.getloadavg()[0], 2)],  # the shared machine's, before and after
             **({"ray_start_s": run["ray"]["start_s"]} if run.get("ray") else {})}
 
 
@@ -101,21 +103,27 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(d: dict[str, Any]) -> list[str]:
     """Section 13 of docs/BENCHMARKS.md."""
+    cpus = d["machine"].get("cpus") or 1
+    loaded = max((x for r in d["runs"] for x in r.get("load_1min", [])), default=0)
     lines = ["## 13. The report-file job on Ray Data against the CLI (`python -m bench ray_job`)", "",
              f"{d['rows']} rows each naming its own report file ({d['files']}, each made distinct), the stand-in "
              f"server ({d['server']}), one run on {d['machine'].get('cpus')} CPUs: `xladdin screen --reports` "
              f"(a reader process per core) against the same command with `--ray local --ray-cpus {d['ray_cpus']}` "
              "(a local Ray instance started by the job), each in a process of its own on an empty cache, each arm "
              "first once and second once; wall time of the whole command (the Ray arm's includes starting and "
-             "stopping Ray).", "",
-             "| arm | seconds | rows/s | errors | engine requests | cache hits | files read | of which Ray's start |",
-             "|---|---|---|---|---|---|---|---|"]
+             "stopping Ray). The machine is shared: its load average is beside each run.", "",
+             "| arm | seconds | rows/s | errors | engine requests | cache hits | files read | of which Ray's start "
+             "| load (1 min) before, after |", "|---|---|---|---|---|---|---|---|---|"]
     for r in d["runs"]:
         lines.append(f"| {r['arm']} | {r['seconds']} | {r['rows_per_s']} | {r['errors']} | {r['engine_requests']} "
-                     f"| {r['cache_hits']} | {r['files_read']} | {r.get('ray_start_s', '')} |")
+                     f"| {r['cache_hits']} | {r['files_read']} | {r.get('ray_start_s', '')} "
+                     f"| {', '.join(map(str, r.get('load_1min', [])))} |")
     lines += ["", f"The Ray job: **{d['ray_over_cli']}×** the CLI's speed (best of each); the same report, row for "
               f"row: {d['same_report']}. Run again on its cache it asked the server {d['ray_rerun_engine_requests']} "
               f"times, in {d['ray_rerun_over_first']} of its first run's time (its Ray tasks read every file again).",
+              *(["", f"Other work ran on the machine meanwhile (load up to {loaded} on {cpus} CPUs): both arms "
+                 "competed with it for the CPU, so this ratio is not the one of an idle machine."]
+                if loaded > cpus else []),
               "", "Not run here: `ray.data.llm` with vLLM replicas, and a cluster of several GPU machines (the kinds "
               "with 2, 4 or 8 GPUs are not lent now).", ""]
     return lines
