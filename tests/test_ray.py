@@ -16,9 +16,10 @@ pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install '
 from conftest import Server, vllm_models  # noqa: E402
 
 from xladdin.cli.main import main  # noqa: E402
-from xladdin.errors import ConfigError, InputError  # noqa: E402
-from xladdin.ray_job import RayOptions, check, dumps, loads  # noqa: E402
+from xladdin.errors import ConfigError, InputError, InternalError  # noqa: E402
+from xladdin.ray_job import RayOptions, check, dumps, loads, run_rows  # noqa: E402
 from xladdin.settings import Settings  # noqa: E402
+from xladdin.tasks.screen import ScreenResult, ScreenTask  # noqa: E402
 from xladdin.testing import screen_answer, write_report_pdf  # noqa: E402
 
 
@@ -152,6 +153,29 @@ def test_a_ray_job_killed_half_way_asks_again_only_the_rows_missing(tmp_path):
     assert cached and len(again) == 12 - len(cached)  # only the missing rows reached the server
     assert set(again) == set(CODES) - cached and len(set(again)) == len(again)
     assert cached <= set(first)  # what the cache held was answered by the killed job
+
+
+class DiesWhenRead:
+    """A row that kills the process that unpickles it (as a report file that crashes its reader would)."""
+
+    def __reduce__(self):
+        return os._exit, (1,)
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_loses_only_the_rows_of_its_read_task(tmp_path):
+    rows = [{"code": c, "name": f"公司{c}", "roe": 10, "pe_ttm": 20} for c in CODES[:6]]
+    rows[3] = DiesWhenRead()
+    server = Counting()
+    try:
+        settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "cache"}, env={})
+        results, counts = run_rows(rows, settings, ScreenTask(), RayOptions(cpus=2, read_batch=2))
+    finally:
+        server.close()
+    lost = [i for i, r in enumerate(results) if isinstance(r, InternalError)]
+    assert lost == [2, 3] and "died twice" in str(results[3])  # the read task of rows 2 and 3, retried once
+    assert all(isinstance(results[i], ScreenResult) for i in (0, 1, 4, 5))
+    assert counts["engine_requests"] == 4 == len(server.asked)
 
 
 def test_the_vllm_processor_says_what_it_needs_and_the_embedded_engine_is_refused(tmp_path):

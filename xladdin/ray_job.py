@@ -312,7 +312,9 @@ def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOpti
         context.max_errored_blocks = -1  # a worker lost (a report file that crashes its reader) loses its rows only
         items = [{"row": i, "record": dumps(r)} for i, r in enumerate(records)]
         ds = ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // options.read_batch)))
-        ds = ds.map_batches(read_reports, batch_size=options.read_batch, num_cpus=1)
+        # a file that crashes its reader crashes it again: retried once (Ray Data's default is forever), then its
+        # rows are lost, each that row's error
+        ds = ds.map_batches(read_reports, batch_size=options.read_batch, num_cpus=1, max_retries=1)
         ds = ds.map_batches(Answerer, batch_size=options.answer_batch, num_cpus=0,
                             compute=ray.data.ActorPoolStrategy(size=options.actors,
                                                                max_concurrent_calls_per_actor=options.calls),
@@ -335,7 +337,8 @@ def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOpti
                               "command again)") from e
     for i, done in enumerate(seen):
         if not done:
-            results[i] = InternalError("not answered: a Ray worker failed on this row (a damaged report file?)")
+            results[i] = InternalError("not answered: the Ray worker of this row's read task died twice (a report "
+                                       "file of that task that crashes its reader?)")
             if on_result is not None:
                 on_result(i, results[i])
     return results, counts
