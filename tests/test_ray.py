@@ -87,18 +87,25 @@ def no_ray_left(session: int) -> list[str]:
 @pytest.mark.slow
 def test_the_ray_job_gives_the_report_of_xladdin_screen_on_the_same_rows(tmp_path):
     """The same pool (report PDFs, a damaged one, a row without a file) through ``xladdin screen`` and
-    through ``--ray local``, each on an empty cache against the same server: every row of the two reports
-    is the same (input, verdict and error columns), and the server was asked as often by each."""
+    through ``--ray local``, each on an empty cache against the same two servers (``URL1,URL2``): every row
+    of the two reports is the same (input, verdict and error columns), and the servers were asked as often
+    by each."""
     pool, reports = make_pool(tmp_path, 6, damaged=CODES[3])
-    server = Counting()
+    servers = [Counting(), Counting()]
+    urls = ",".join(s.url for s in servers)
+
+    def asked():
+        return sum(len(s.asked) for s in servers)
+
     try:
-        assert screen(pool, reports, tmp_path / "one.json", server.url, tmp_path / "cache-one") == 1  # a row failed
-        asked_one = len(server.asked)
-        assert screen(pool, reports, tmp_path / "ray.json", server.url, tmp_path / "cache-ray",
+        assert screen(pool, reports, tmp_path / "one.json", urls, tmp_path / "cache-one") == 1  # a row failed
+        asked_one = asked()
+        assert screen(pool, reports, tmp_path / "ray.json", urls, tmp_path / "cache-ray",
                       "--ray", "local", "--ray-cpus", "2") == 1
-        asked_ray = len(server.asked) - asked_one
+        asked_ray = asked() - asked_one
     finally:
-        server.close()
+        for server in servers:
+            server.close()
     one, ray_rows = rows_of(tmp_path / "one.json"), rows_of(tmp_path / "ray.json")
     assert len(one) == len(ray_rows) == 6
     assert one == ray_rows
