@@ -28,7 +28,7 @@ def render(d: dict[str, Any]) -> list[str]:
     m = d["market"]
     lines += [
         "",
-        f"- default ÷ per cell: **{d['batched_over_per_cell']}×**; default ÷ best bare client: "
+        f"- best batched run ÷ per cell: **{d['batched_over_per_cell']}×**; default ÷ best bare client: "
         f"**{d['default_over_best_bare']}**; default ÷ best fixed setting: {d.get('default_over_best_sweep')}.",
         f"- Whole pool ({m['rows']} rows through the CLI path): **{m['seconds']} s** cold ({m['rows_per_s']} rows/s, "
         f"{m['errors']} errors){_server(m)}; again from the cache {m['rerun_seconds']} s.",

@@ -25,7 +25,7 @@ CHANGED = 4  # added to the exit status when --compare found rows that changed, 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("screen", help="screen a stock pool (CSV/XLSX) into an annotated report")
     p.add_argument("input", nargs="?",
-                   help="pool file, .csv or .xlsx (代码/名称/行业/市盈率TTM/ROE/每股收益/财报摘要 …)")
+                   help="pool file: .csv or text export, .xlsx or .xls (代码/名称/行业/市盈率TTM/ROE/财报摘要 …)")
     p.add_argument("-o", "--output", help="report .xlsx (default), .csv or .json [default: INPUT_report.xlsx]")
     p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
     p.add_argument("--reports", metavar="DIR", help="folder of report files (.pdf .txt .md .html) named with the "
