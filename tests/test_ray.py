@@ -25,14 +25,18 @@ from xladdin.testing import screen_answer, write_report_pdf  # noqa: E402
 
 class Counting:
     """A chat-completions server answering one valid screen answer, one request at a time after
-    ``delay`` seconds; ``asked`` holds the pool code each completion was for."""
+    ``delay`` seconds; ``asked`` holds the pool code each completion was for. With ``stop_after`` it
+    answers that many and refuses the rest (503, not counted) until it is set to ``None``."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, stop_after: int | None = None):
         self.asked: list[str] = []
+        self.stop_after = stop_after
         self._lock = threading.Lock()
 
         def chat(body):
             with self._lock:
+                if self.stop_after is not None and len(self.asked) >= self.stop_after:
+                    return 503, "application/json", b'{"error": {"message": "held for the test"}}'
                 time.sleep(delay)
                 text = json.dumps(body, ensure_ascii=False)
                 self.asked.append(next((c for c in CODES if f"公司{c}" in text), "?"))
@@ -121,7 +125,7 @@ def test_a_ray_job_killed_half_way_asks_again_only_the_rows_missing(tmp_path):
     """The job's process killed (SIGKILL) after a few answers; the same command again: the rows the
     cache holds are not asked, the server is asked for the others only, and the report is whole."""
     pool, reports = make_pool(tmp_path, 12)
-    server = Counting(delay=0.4)
+    server = Counting(delay=0.4, stop_after=4)  # four answers, then none until the job is killed
     cache, out = tmp_path / "cache", tmp_path / "report.json"
     command = [sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "--reports", str(reports), "-o",
                str(out), "--engine-url", server.url, "--cache-dir", str(cache), "--no-progress", "--ray", "local",
@@ -144,8 +148,8 @@ def test_a_ray_job_killed_half_way_asks_again_only_the_rows_missing(tmp_path):
         left = no_ray_left(job.pid)
         assert not left, left
         first = list(server.asked)
-        assert len(set(first)) < 11 and not out.exists()
-        time.sleep(1.0)  # an answer on its way when the job died is counted above, not below
+        assert len(set(first)) == 4 and not out.exists()
+        server.stop_after = None
         asked_before = len(server.asked)
         assert screen(pool, reports, out, server.url, cache, "--ray", "local", "--ray-cpus", "2") == 0
         again = server.asked[asked_before:]

@@ -77,6 +77,60 @@ class RunSummary:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
 
 
+def open_pool(input_path: str | Path, output_path: str | Path, settings: Settings, reports: str | Path | None,
+              as_of: Any, compare: str | Path | None, fields: dict[str, Any] | None = None) -> tuple[Any, Any, list]:
+    """A pool job's start, before any row is asked: the output checked, the earlier report to compare
+    with read, the pool read, its report files matched and placed (``documents.Reports``: from the pool's
+    folder and ``--reports``). Returns (the earlier report or ``None``, the pool, its records)."""
+    check_output(output_path, input_path)
+    earlier = read_saved(compare) if compare is not None else None
+    pool = read_pool(input_path)
+    if reports is not None:
+        pool.match_reports(reports, as_of)
+    allowed = Reports.of(settings, pool.path.parent, reports)
+    records = [allowed.place({**r, **(fields or {})}, pool.path.parent) for r in pool.records()]
+    return earlier, pool, records
+
+
+def run_facts(settings: Settings, core: Batcher, task: Task, input_path: str | Path, reports: str | Path | None,
+              pool: Any, rows: int, *, note: str | None, counts: dict[str, Any], facts: dict[str, Any],
+              began: dt.datetime, seconds: float) -> dict[str, Any]:
+    """A pool job's Run sheet: what ran on what (and what a rerun needs), the pool as read, ``counts``
+    (errors, cache hits, engine requests, rows code answered alone, report files …) and the time."""
+    engine, cache = core.engine, core.cache
+    return {
+        "note": note,
+        "model": engine.model_id,
+        "engine": engine.describe(),
+        "task": task.name,
+        "task_version": task.version,
+        **facts,
+        "input": str(input_path),
+        **record(settings, engine, task, input_path, reports, cache.directory if cache.enabled else None),
+        "reports": f"{reports}: {len(pool.reports)} of {rows} rows matched" if reports else None,
+        "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},
+        "columns_not_recognised": pool.unrecognised(),
+        "lines_skipped": pool.skipped,  # a title above the header, notes below the table
+        "rows": rows,
+        **counts,
+        "seconds": round(seconds, 3),
+        "started": began.isoformat(timespec="seconds"),
+        "xladdin": __version__,
+        "cache": str(cache.directory) if cache.enabled else cache.warning or "off",
+    }
+
+
+def write_run(output_path: str | Path, pool: Any, results: list[Any], result_model: type[BaseModel],
+              run: dict[str, Any], kept: str, earlier: Any, compare: str | Path | None) -> tuple[Path, Changes | None]:
+    """The report written, with what changed since ``earlier`` (a Changes sheet) when there is one."""
+    changes = None
+    if earlier is not None:
+        run["compared_with"] = str(compare)
+        changes = compare_reports(earlier, saved_from_table(output_path, *table(pool, results, result_model)))
+        run["changes"] = changes.counts()
+    return write_report(output_path, pool, results, result_model, run, kept, changes), changes
+
+
 def screen_records(batcher: Batcher, task: Task, records: list[Any], progress: bool,
                    bar_class: Any = None) -> tuple[list[Any], int, int]:
     """Results in input order, with a progress bar (rows, cache hits, errors, report files read,
@@ -151,13 +205,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
     (with ``fields`` added) in one batch, the run's facts (``facts`` of the results among them) beside;
     ``compare``: an earlier report (read before any row is asked) compared with this one; ``dated``: each
     row's report dated (报告期, 公告日) and, with ``as_of``, nothing published after that day used."""
-    check_output(output_path, input_path)
-    earlier = read_saved(compare) if compare is not None else None
-    pool = read_pool(input_path)
-    if reports is not None:
-        pool.match_reports(reports, as_of)
-    allowed = Reports.of(settings, pool.path.parent, reports)  # report files: from the pool's folder and --reports
-    records = [allowed.place({**r, **(fields or {})}, pool.path.parent) for r in pool.records()]
+    earlier, pool, records = open_pool(input_path, output_path, settings, reports, as_of, compare, fields)
     records, dating = date_rows(pool, records, as_of) if dated else (records, None)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
@@ -173,39 +221,15 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         engine = core.engine
         note = STARTER_NOTE if engine.starter else None
         snap = core.snapshot()
-        run: dict[str, Any] = {
-            "note": note,
-            "model": engine.model_id,
-            "engine": engine.describe(),
-            "task": task.name,
-            "task_version": task.version,
-            **facts(results),
-            **(dating.facts() if dating is not None else {}),
-            "input": str(input_path),
-            **record(settings, engine, task, input_path, reports, core.cache.directory if core.cache.enabled else None),
-            "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
-            "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},
-            "columns_not_recognised": pool.unrecognised(),
-            "lines_skipped": pool.skipped,  # a title above the header, notes below the table
-            "rows": len(records),
-            "errors": errors,
-            "cache_hits": hits,
-            "engine_requests": snap["engine_requests"],
-            "without_answer": alone,  # rows the rules and code answered alone
-            # report files parsed in this run, and found already read in the cache (no file opened)
-            **{name: count for name, count in core.reader.snapshot().items() if name != "files_reading"},
-            "seconds": round(seconds, 3),
-            "started": began.isoformat(timespec="seconds"),
-            "xladdin": __version__,
-            "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
-        }
-        changes = None
-        if earlier is not None:
-            run["compared_with"] = str(compare)
-            changes = compare_reports(earlier, saved_from_table(output_path, *table(pool, results, result_model)))
-            run["changes"] = changes.counts()
-        out = write_report(output_path, pool, results, result_model, run, cache_kept(core.cache, results),
-                           changes)
+        counts = {"errors": errors, "cache_hits": hits, "engine_requests": snap["engine_requests"],
+                  "without_answer": alone,  # rows the rules and code answered alone
+                  # report files parsed in this run, and found already read in the cache (no file opened)
+                  **{name: n for name, n in core.reader.snapshot().items() if name != "files_reading"}}
+        run = run_facts(settings, core, task, input_path, reports, pool, len(records), note=note, counts=counts,
+                        facts={**facts(results), **(dating.facts() if dating is not None else {})}, began=began,
+                        seconds=seconds)
+        out, changes = write_run(output_path, pool, results, result_model, run, cache_kept(core.cache, results),
+                                 earlier, compare)
     if snap["timed_out"]:  # what to do about it, said where the run is summed up
         timeout = settings.options_for(engine.kind).timeout
         hint = (f"{snap['timed_out']} of {len(records)} rows timed out: the engine made no progress for "

@@ -42,21 +42,16 @@ from typing import Any
 from . import documents
 from .as_of import date_rows, parse_as_of
 from .batcher import Batcher, started
-from .changes import compare_reports, read_saved, saved_from_table
 from .engine import engine_kind
 from .errors import ConfigError, InputError, InternalError, XladdinError
 from .gguf_files import STARTER_NOTE
-from .pool import read_pool
-from .pool_screen import RunSummary, cache_kept
+from .pool_screen import RunSummary, cache_kept, open_pool, run_facts, write_run
 from .reading import stamp_of
-from .replay import record
-from .report import check_output, table, write_report
 from .resolver import Resolver
 from .rules import DEFAULT_RULES, Flag, Rules
 from .settings import Settings
 from .tasks import figures, known
 from .tasks.screen import ScreenResult, ScreenTask
-from .version import __version__
 
 log = logging.getLogger(__name__)
 INSTALL = "pip install 'xladdin[ray]'"
@@ -356,13 +351,7 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
     check(options, settings)
     as_of = parse_as_of(as_of)
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
-    check_output(output_path, input_path)
-    earlier = read_saved(compare) if compare is not None else None
-    pool = read_pool(input_path)
-    if reports is not None:
-        pool.match_reports(reports, as_of)
-    allowed = documents.Reports.of(settings, pool.path.parent, reports)
-    records = [allowed.place(r, pool.path.parent) for r in pool.records()]
+    earlier, pool, records = open_pool(input_path, output_path, settings, reports, as_of, compare)
     records, dating = date_rows(pool, records, as_of)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
@@ -374,42 +363,18 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
         alone = sum(isinstance(r, ScreenResult) and Flag.NO_ANSWER in r.flags for r in results)
         engine = core.engine
         note = STARTER_NOTE if engine.starter else None
-        run: dict[str, Any] = {
-            "note": note,
-            "model": engine.model_id,
-            "engine": engine.describe(),
-            "task": task.name,
-            "task_version": task.version,
-            "rules": rules.model_dump(),
-            **dating.facts(),
-            "input": str(input_path),
-            **record(settings, engine, task, input_path, reports, core.cache.directory if core.cache.enabled else None),
-            "reports": f"{reports}: {len(pool.reports)} of {len(records)} rows matched" if reports else None,
-            "columns_read": {name: pool.columns[i] for name, i in pool.mapping.items()},
-            "columns_not_recognised": pool.unrecognised(),
-            "lines_skipped": pool.skipped,
-            "rows": len(records),
-            "errors": errors,
-            "cache_hits": hits,
-            "engine_requests": counts["engine_requests"],
-            "without_answer": alone,
-            "files_read": counts["files_read"],  # report files read by the job's Ray tasks
-            "files_from_store": 0,
-            "ray": {"address": options.address, "cpus": options.cpus, "engine": options.engine,
-                    "actors": options.actors, "start_s": counts["ray_start_s"]},  # Ray connected or started
-            "seconds": round(seconds, 3),
-            "started": began.isoformat(timespec="seconds"),
-            "xladdin": __version__,
-            "cache": str(core.cache.directory) if core.cache.enabled else core.cache.warning or "off",
-        }
-        changes = None
-        if earlier is not None:
-            run["compared_with"] = str(compare)
-            changes = compare_reports(earlier, saved_from_table(output_path, *table(pool, results, ScreenResult)))
-            run["changes"] = changes.counts()
+        run_counts = {"errors": errors, "cache_hits": hits, "engine_requests": counts["engine_requests"],
+                      "without_answer": alone,
+                      "files_read": counts["files_read"],  # report files read by the job's Ray tasks
+                      "files_from_store": 0,
+                      "ray": {"address": options.address, "cpus": options.cpus, "engine": options.engine,
+                              "actors": options.actors, "start_s": counts["ray_start_s"]}}  # Ray connected or started
+        run = run_facts(settings, core, task, input_path, reports, pool, len(records), note=note, counts=run_counts,
+                        facts={"rules": rules.model_dump(), **dating.facts()}, began=began, seconds=seconds)
         kept = types.SimpleNamespace(enabled=core.cache.enabled, warning=core.cache.warning,
                                      write_failures=counts["cache_write_failures"])
-        out = write_report(output_path, pool, results, ScreenResult, run, cache_kept(kept, results), changes)
+        out, changes = write_run(output_path, pool, results, ScreenResult, run, cache_kept(kept, results), earlier,
+                                 compare)
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone,
                       pool.unrecognised(), changes)
 
