@@ -257,3 +257,16 @@ def _warn_unknown(env: Mapping[str, str]) -> None:
         close = difflib.get_close_matches(name.upper(), known, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
         log.warning("%s is not a setting and is ignored%s", name, hint)
+
+
+def loopback(host: str) -> bool:
+    """Whether a bind address stays on this machine (``localhost``, 127.0.0.1, ::1): beyond it a server
+    needs an API key."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

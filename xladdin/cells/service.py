@@ -20,7 +20,6 @@ import asyncio
 import collections
 import concurrent.futures
 import hmac
-import ipaddress
 import json
 import logging
 import ssl
@@ -36,6 +35,7 @@ from aiohttp import web
 from ..errors import ConfigError
 from ..excel import cells
 from ..excel.pending import CellRuntime
+from ..settings import loopback
 from . import calls, manifests
 from .table import metadata
 
@@ -83,13 +83,6 @@ class Bucket:
         return 0.0
 
 
-def loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class CellService:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import sys
@@ -12,21 +11,13 @@ from pathlib import Path
 from xladdin.errors import ConfigError, XladdinError
 from xladdin.settings import Settings
 
+from ..settings import loopback
 from . import launcher, profiles, verify
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("XLADDIN_API_KEY")
-    if not _loopback(args.host) and not api_key:
+    if not loopback(args.host) and not api_key:
         raise ConfigError(f"--host {args.host} exposes the server to the network: set --api-key or XLADDIN_API_KEY")
     if args.engine == "cpu":
         if args.gpus > 1:
