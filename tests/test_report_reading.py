@@ -159,7 +159,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
-def test_ctrl_c_while_reading_exits_130_and_leaves_no_reader(tiny_model_path, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+def test_a_run_stopped_while_reading_leaves_no_reader(tiny_model_path, tmp_path, stop):
+    """Ctrl-C: exit 130 and the readers ended; killed outright (SIGKILL, nothing of the run's code runs):
+    readers hung in a read end with it too (the kernel's parent-death signal, else their watcher)."""
     for i in range(60):
         (tmp_path / f"6000{i:02d}_hang.txt").write_text("营业收入12.5亿元。", encoding="utf-8")
     pool = write_pool(tmp_path / "pool.csv", [[f"6000{i:02d}", f"公司{i}", "设备", "20", "10"] for i in range(60)],
@@ -180,9 +183,12 @@ def test_ctrl_c_while_reading_exits_130_and_leaves_no_reader(tiny_model_path, tm
             everything = _descendants(proc.pid)  # its two reader processes
             time.sleep(0.1)
         assert proc.poll() is None and len(everything) >= 2, "no reader processes started"
-        proc.send_signal(signal.SIGINT)
+        while len(list(tmp_path.glob("*.hanging"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # both readers hung in a read
+        assert len(list(tmp_path.glob("*.hanging"))) >= 2
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=BOUND_S)
-        assert proc.returncode == 130, err[-2000:]
+        assert proc.returncode == (130 if stop == signal.SIGINT else -signal.SIGKILL), err[-2000:]
         deadline = time.monotonic() + BOUND_S
         while any(_alive(p) for p in everything) and time.monotonic() < deadline:
             time.sleep(0.1)

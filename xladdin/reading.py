@@ -41,6 +41,7 @@ from typing import Any
 
 from .cache import Cache
 from .documents import FIELD, InputError, ReportPath, locate, read_file
+from .lifecycle import end_with_parent, watch_parent
 from .tasks import figures, known
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ class Reader:
             process = subprocess.Popen(command, stdin=subprocess.PIPE,
                                        env=env, close_fds=True)
             try:
-                hello = {"port": server.getsockname()[1], "token": token,
+                hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
                          "read": f"{self.read.__module__}:{self.read.__qualname__}"}
                 assert process.stdin is not None
                 process.stdin.write(json.dumps(hello).encode() + b"\n")
@@ -383,6 +384,10 @@ def main() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it ends this process
     hello = json.loads(sys.stdin.readline())
+    # a parent killed outright (SIGKILL) closes no connection a hung read would see: the kernel, or a
+    # watcher thread, ends this reader with it
+    end_with_parent(hello["parent"])
+    threading.Thread(target=watch_parent, args=(hello["parent"],), daemon=True).start()
     module, name = hello["read"].split(":")
     read = getattr(importlib.import_module(module), name)
     sock = socket.create_connection(("127.0.0.1", hello["port"]))

@@ -192,6 +192,8 @@ def misbehaving_read(path: str, max_bytes: int) -> tuple[str, str]:
 
     name = os.path.basename(path)
     if "hang" in name:
+        with open(path + ".hanging", "w"):  # a mark beside the file: a test waits for it, not for a clock
+            pass
         while True:
             time.sleep(3600)
     if "crash" in name:

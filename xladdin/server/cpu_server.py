@@ -12,10 +12,10 @@ import threading
 
 from xladdin.engine.embedded import EmbeddedEngine
 from xladdin.errors import XladdinError
+from xladdin.lifecycle import end_with_parent
 from xladdin.settings import Settings
 
 STOP_WAIT_S = 5.0
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     stop = threading.Event()
     if args.exit_with:
-        _end_with_parent(args.exit_with)
+        end_with_parent(args.exit_with)
         threading.Thread(target=_watch_parent, args=(args.exit_with, stop), daemon=True).start()
     # Ctrl-C (SIGINT) stops the server in order. SIGTERM and SIGHUP (a closing terminal) end the process
     # at once, by the kernel's default action: under load llama.cpp's threads hold the interpreter, so a
@@ -86,24 +86,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _end_with_parent(pid: int) -> None:
-    """On Linux, when ``pid`` is this process's parent: the kernel kills this process when the parent
-    dies (``PR_SET_PDEATHSIG``), however busy it is — no Python code has to run for it. The kernel
-    sends it when the parent's *thread* that started this process ends, so that thread must live as
-    long as the parent (the Calc runtime starts its server from such a thread)."""
-    if not sys.platform.startswith("linux") or os.getppid() != pid:
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return  # the watcher thread is left
-    if os.getppid() != pid:  # the parent died before the signal was asked for
-        os._exit(0)
 
 
 def _watch_parent(pid: int, stop: threading.Event) -> None:
