@@ -12,7 +12,6 @@ holds its verdict. Results: ``bench/results/cells.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import time
 from pathlib import Path
@@ -20,10 +19,9 @@ from typing import Any
 
 from xladdin.batcher import Batcher
 from xladdin.excel.pending import CellRuntime
-from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows
-from .excel_path import FIELDS, _server, _settings, cli, side_by_side
+from .common import RESULTS
+from .excel_path import FIELDS, _settings, against_cli
 
 ROOT = Path(__file__).parent.parent
 RUNTIME = ROOT / "office" / "node_modules" / "@microsoft" / "office-js" / "dist" / "custom-functions-runtime.js"
@@ -82,20 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         print("needs Chromium (apt-get install chromium), Playwright (pip install playwright) and "
               "@microsoft/office-js (cd office && npm install)")
         return 2
-    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
-    data = rows(args.rows, seed=900)
-    server, url = _server(low, high)
-    try:
-        runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
-                                   "browser": lambda work: browser(url, work, data, args.chromium)})
-    finally:
-        server.kill()
-        server.join()
-    out = {"task_version": ScreenTask.version, "rows": args.rows,
-           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
-           "cli_over_browser": round(best["cli"] / best["browser"], 3)}
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    print(f"browser path at {out['cli_over_browser']} of the CLI's speed ({args.rows} rows, best of two each)")
+    against_cli("browser", lambda url, work, data: browser(url, work, data, args.chromium), args.rows,
+                args.delay_ms, args.out, "browser path")
     return 0
 
 

@@ -146,21 +146,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
     p.add_argument("--out", default=str(RESULTS / "excel_path.json"))
     args = p.parse_args(argv)
-    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
-    data = rows(args.rows, seed=900)
+    against_cli("excel", excel, args.rows, args.delay_ms, args.out, "Excel path")
+    return 0
+
+
+def against_cli(name: str, arm: Any, rows_n: int, delay_ms: str, out_path: str, label: str) -> dict[str, Any]:
+    """``arm(url, work, data)`` beside the CLI on the same rows and the stand-in server (answers after
+    ``delay_ms`` "low,high"), side by side; the results, with ``cli_over_NAME``, written to ``out_path``."""
+    low, high = (float(x) / 1000 for x in delay_ms.split(","))
+    data = rows(rows_n, seed=900)
     server, url = _server(low, high)
     try:
         runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
-                                   "excel": lambda work: excel(url, work, data)})
+                                   name: lambda work: arm(url, work, data)})
     finally:
         server.kill()
         server.join()
-    out = {"task_version": ScreenTask.version, "rows": args.rows,
-           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
-           "cli_over_excel": round(best["cli"] / best["excel"], 3)}
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    print(f"Excel path at {out['cli_over_excel']} of the CLI's speed ({args.rows} rows, best of two each)")
-    return 0
+    ratio = f"cli_over_{name}"
+    out = {"task_version": ScreenTask.version, "rows": rows_n, "server": f"bench/answer_server.py, {delay_ms} ms",
+           "machine": machine(), "runs": runs, ratio: round(best["cli"] / best[name], 3)}
+    Path(out_path).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(f"{label} at {out[ratio]} of the CLI's speed ({rows_n} rows, best of two each)")
+    return out
 
 
 def render(d: dict[str, Any]) -> list[str]:

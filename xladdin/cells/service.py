@@ -325,14 +325,20 @@ class CellService:
             raise calls.CallError("the request is a JSON object")
         return body
 
+    async def _json_body(self, request) -> tuple[dict[str, Any] | None, Any]:
+        """The request's JSON object, or ``None`` and the error response that says why (413, 400)."""
+        try:
+            return await self._body(request), None
+        except _TooLarge:
+            return None, _json_error(413, f"request too large: at most {self.max_request_bytes >> 20} MiB")
+        except calls.CallError as e:
+            return None, _json_error(400, str(e))
+
     async def _calls(self, request):
         self.counts["requests"] += 1
-        try:
-            body = await self._body(request)
-        except _TooLarge:
-            return _json_error(413, f"request too large: at most {self.max_request_bytes >> 20} MiB")
-        except calls.CallError as e:
-            return _json_error(400, str(e))
+        body, refused = await self._json_body(request)
+        if body is None:
+            return refused
         batch = body.get("calls")
         if not isinstance(batch, list):
             return _json_error(400, "the request is {\"calls\": [{\"fn\": NAME, \"args\": [...]}, ...]}")
@@ -343,12 +349,9 @@ class CellService:
 
     async def _settle_http(self, request):
         self.counts["polls"] += 1
-        try:
-            body = await self._body(request)
-        except _TooLarge:
-            return _json_error(413, f"request too large: at most {self.max_request_bytes >> 20} MiB")
-        except calls.CallError as e:
-            return _json_error(400, str(e))
+        body, refused = await self._json_body(request)
+        if body is None:
+            return refused
         ids = body.get("ids")
         wait = body.get("wait", 20)
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
