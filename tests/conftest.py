@@ -121,13 +121,23 @@ class _Routes:
 
 
 class Server(_Routes):
-    """A real HTTP server on 127.0.0.1 answering ``routes``."""
+    """A real HTTP server on 127.0.0.1 answering ``routes`` (on ``port``, default a free one). With
+    ``keep_alive`` it speaks HTTP/1.1 and keeps connections open, and ``close`` ends every one it holds, as
+    a server process that exits."""
 
-    def __init__(self, routes):
+    def __init__(self, routes, *, port: int = 0, keep_alive: bool = False):
         super().__init__(routes)
         outer = self
+        self.conns: list[socket.socket] = []
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+            def setup(self):
+                super().setup()
+                if keep_alive:
+                    outer.conns.append(self.connection)
+
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 status, ctype, body = outer.answer(self.path, self.rfile.read(length) if length else b"")
@@ -142,13 +152,19 @@ class Server(_Routes):
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class MockServer(_Routes):

@@ -215,15 +215,22 @@ def test_a_row_that_cannot_be_placed_is_missing_with_the_reason_and_no_prose_sta
     assert row["revenue"]["verdict"] == "right"
 
 
-def test_a_money_figure_in_another_currency_is_flagged_never_converted(tiny_model_path, tmp_path):
+def screen_one(tiny_model_path, tmp_path, row: str, pages: list[list[str]]) -> dict:
+    """``xladdin screen --reports`` of a one-row pool (``row``: 代码,名称,行业) whose report is a PDF of
+    ``pages``: the report's row."""
     (tmp_path / "reports").mkdir()
-    make_pdf(tmp_path / "reports" / "200512_2023.pdf", USD_ONLY)
+    make_pdf(tmp_path / "reports" / f"{row.split(',')[0]}_2023.pdf", pages)
     pool = tmp_path / "pool.csv"
-    pool.write_text("代码,名称,行业\n200512,闽灿坤B,家电\n", encoding="utf-8")
+    pool.write_text(f"代码,名称,行业\n{row}\n", encoding="utf-8")
     r = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "out.json")],
             tiny_model_path, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    (found,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    return found
+
+
+def test_a_money_figure_in_another_currency_is_flagged_never_converted(tiny_model_path, tmp_path):
+    row = screen_one(tiny_model_path, tmp_path, "200512,闽灿坤B,家电", USD_ONLY)
     assert row["营收(亿元) revenue"] is None and row["净利润(亿元) net profit"] is None
     assert row["上年净利润(亿元) prior-year profit"] is None and row["文本EPS(元) EPS in text"] is None
     notes = row["说明 notes"]
@@ -233,14 +240,7 @@ def test_a_money_figure_in_another_currency_is_flagged_never_converted(tiny_mode
 
 
 def test_the_key_figure_table_s_page_is_preferred_over_an_infographic_s(tiny_model_path, tmp_path):
-    (tmp_path / "reports").mkdir()
-    make_pdf(tmp_path / "reports" / "600016_2023.pdf", INFOGRAPHIC)
-    pool = tmp_path / "pool.csv"
-    pool.write_text("代码,名称,行业\n600016,示例银行,银行\n", encoding="utf-8")
-    r = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "out.json")],
-            tiny_model_path, tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    row = screen_one(tiny_model_path, tmp_path, "600016,示例银行,银行", INFOGRAPHIC)
     assert row["营收(亿元) revenue"] == 1688.04 and row["净利润(亿元) net profit"] == 343.81  # not 1804.41, 538.19
     evidence = row["出处 evidence"]
     assert "营收「营业收入 168,804 184,951 -8.73 180,441」(第2页)" in evidence

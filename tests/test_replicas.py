@@ -5,7 +5,6 @@ but working embedded engine."""
 import json
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import Server, tiny_settings, vllm_models
@@ -122,59 +121,13 @@ def test_requests_on_a_replica_that_stops_answering_go_to_the_other(tmp_path, mo
 
 
 # ------------------------------------------------------------------ 2. a server answering under any name
-class KeepAlive:
-    """A real HTTP/1.1 server (connections kept open) answering ``routes`` on ``port``; ``close`` ends it
-    and every connection it holds, as a server process that exits."""
-
-    def __init__(self, routes, port=0):
-        self.routes, self.conns = routes, []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self):
-                super().setup()
-                outer.conns.append(self.connection)
-
-            def _answer(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                posted = json.loads(self.rfile.read(length)) if length else None
-                route = outer.routes.get(self.path, (404, "text/plain", b"not found"))
-                status, ctype, body = route(posted) if callable(route) else route
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        for c in self.conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
 def test_a_server_replaced_by_one_answering_under_any_name_never_stores_under_the_old_key(tmp_path, monkeypatch):
     """The model at the URL is replaced by another that lists another name but answers a chat under
     whatever name it is asked for: after the first "does not serve" error no answer is stored under
     the first model's key (the next request reuses the new server's connection within IDENTIFY_S)."""
     monkeypatch.setattr(openai_http, "IDENTIFY_S", 1000.0)
     echo = chat(lambda body: body["model"])
-    first = KeepAlive({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": echo})
+    first = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": echo}, keep_alive=True)
     settings = tiny_settings(tmp_path, engine_url=first.url, retries=0, max_parallel=1)
     second = None
     try:
@@ -183,8 +136,8 @@ def test_a_server_replaced_by_one_answering_under_any_name_never_stores_under_th
             [before] = resolver.map(ScreenTask(), ROWS[:1])
             assert isinstance(before, ScreenResult) and Cache(tmp_path / "cache").stats()["entries"] == 1
             first.close()
-            second = KeepAlive({"/v1/models": vllm_models("Qwen/Qwen3-4B", served="other"),
-                                "/v1/chat/completions": echo}, port=first.port)
+            second = Server({"/v1/models": vllm_models("Qwen/Qwen3-4B", served="other"),
+                             "/v1/chat/completions": echo}, port=first.port, keep_alive=True)
             after = [resolver.map(ScreenTask(), [row])[0] for row in ROWS[1:4]]  # one at a time
     finally:
         first.close()

@@ -254,29 +254,38 @@ def test_serve_cli_prints_the_url_and_stops_on_ctrl_c(stop, tiny_model_path):
         s.bind(("127.0.0.1", port))
 
 
+def long_answers(port: int, n: int, *, timeout: float) -> list:
+    """``n`` threads each asking the CPU server on ``port`` for a long answer (the server busy answering);
+    a server that goes away mid-answer ends a thread quietly, as it should."""
+    import threading
+    import urllib.request
+
+    body = json.dumps({"messages": [{"role": "user", "content": "写一篇很长的文章"}], "max_tokens": 4000}).encode()
+
+    def ask():
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=timeout).read()
+        except OSError:
+            pass
+
+    load = [threading.Thread(target=ask, daemon=True) for _ in range(n)]
+    for t in load:
+        t.start()
+    return load
+
+
 @pytest.mark.slow
 def test_the_cpu_server_under_load_stops_on_sigterm_before_the_kill_fallback(tiny_model_path):
     import threading
-    import urllib.request
 
     port = free_port()
     cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
     server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
     with server:
         server.wait_ready(120)
-        body = json.dumps({"messages": [{"role": "user", "content": "写一篇很长的文章"}], "max_tokens": 4000}).encode()
-
-        def ask():
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-                                         headers={"Content-Type": "application/json"})
-            try:
-                urllib.request.urlopen(req, timeout=60).read()
-            except OSError:
-                pass  # the server went away mid-answer, as it should
-
-        load = [threading.Thread(target=ask, daemon=True) for _ in range(4)]
-        for t in load:
-            t.start()
+        load = long_answers(port, 4, timeout=60)
         threading.Event().wait(1.0)  # the requests reach the server and are being answered
         assert any(t.is_alive() for t in load)  # still answering: the server is under load when stopped
         code = server.stop(timeout=20)
@@ -296,19 +305,8 @@ def test_a_busy_cpu_server_stops_at_once_not_after_the_interrupt_wait(tiny_model
     server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
     try:
         server.wait_ready(120)
-        body = json.dumps({"messages": [{"role": "user", "content": "写一篇很长的文章"}], "max_tokens": 4000}).encode()
+        long_answers(port, 2, timeout=120)
 
-        def ask():
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-                                         headers={"Content-Type": "application/json"})
-            try:
-                urllib.request.urlopen(req, timeout=120).read()
-            except OSError:
-                pass
-
-        load = [threading.Thread(target=ask, daemon=True) for _ in range(2)]
-        for t in load:
-            t.start()
         def computing():
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/slots", timeout=30) as resp:
                 return any(s.get("is_processing") for s in json.loads(resp.read()))
