@@ -26,6 +26,7 @@ import hashlib
 import html.parser
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,9 +147,9 @@ def looks_like_path(text: str) -> bool:
             and not _SENTENCE.search(t))
 
 
-def locate(path: ReportPath) -> Path:
-    """The file ``path`` names, resolved, once it is found inside its folders and within the size
-    bound (a stat, no read). Raises ``InputError`` naming the file and the setting."""
+def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
+    """The file ``path`` names, resolved, and its stat, once it is found inside its folders and within
+    the size bound (one stat, no read). Raises ``InputError`` naming the file and the setting."""
     reports = path.reports
     given = Path(path)
     if ".." in given.parts:
@@ -166,12 +167,12 @@ def locate(path: ReportPath) -> Path:
         where = ", ".join(map(str, reports.folders)) or "none"
         raise InputError(FIELD, f"{path}: outside the folders report files are read from ({where}); to read it, "
                          f"{ALLOW_HINT}")
-    if not real.is_file():
+    if not stat.S_ISREG(st.st_mode):
         raise InputError(FIELD, f"{path}: not a file")
     if st.st_size > reports.max_bytes:
         raise InputError(FIELD, f"{given.name}: {st.st_size / MIB:.1f} MiB, over the {reports.max_bytes / MIB:g} MiB "
                          "limit for report files (max_report_mib, XLADDIN_MAX_REPORT_MIB)")
-    return real
+    return real, st
 
 
 def read_document(path: str | Path) -> str:
@@ -181,8 +182,7 @@ def read_document(path: str | Path) -> str:
     if not isinstance(path, ReportPath):
         real = Path(path).expanduser().resolve()
         path = ReportPath(str(real), Reports((real.parent,)))
-    real = locate(path)
-    st = real.stat()
+    real, st = locate(path)
     return _read(str(real), st.st_mtime_ns, st.st_size, path.reports.max_bytes)
 
 

@@ -56,8 +56,7 @@ Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
 
 def stamp_of(path: ReportPath) -> Stamp:
     """The file ``path`` names as a stamp, once it is allowed (``documents.locate``: a stat)."""
-    real = locate(path)
-    st = real.stat()
+    real, st = locate(path)
     return str(real), st.st_size, st.st_mtime_ns
 
 
