@@ -99,13 +99,15 @@ class CellRuntime:
         return self._settings.max_text_chars if self._settings else Settings.model_fields["max_text_chars"].default
 
     def reports(self, folder: Path | None) -> Reports:
-        """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting."""
-        return Reports.of(self._folder_settings, folder)
+        """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting
+        (made once per workbook folder, not resolved again on every cell's call)."""
+        return self._reports_of(folder)
 
     @functools.cached_property
-    def _folder_settings(self) -> Settings:
+    def _reports_of(self) -> Callable[[Path | None], Reports]:
         self.batcher  # noqa: B018  (settings are loaded with the batcher)
-        return self._settings or Settings.load()  # a batcher given without them (Calc's): the user's
+        settings = self._settings or Settings.load()  # a batcher given without them (Calc's): the user's
+        return functools.lru_cache(maxsize=64)(functools.partial(Reports.of, settings))
 
     @property
     def pending_cells(self) -> int:
