@@ -282,12 +282,6 @@ def findings(env: dict[str, str] | None = None) -> list[Finding]:
     return out
 
 
-def python_problem() -> str | None:
-    """Why the extension built here cannot load in this machine's LibreOffice, or ``None``."""
-    fatal = [f.text for f in findings() if f.fatal]
-    return fatal[0] if fatal else None
-
-
 def _root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
