@@ -9,14 +9,16 @@ first, then the file's name, then its text). Under ``as_of``:
   alone and says which report was left out and why (so are the files ``--reports`` passed over);
 - a row whose report has no known publication date is flagged 公告日未知.
 
-Every front door that screens a table (the CLI, ``xladdin.screen(df)``) runs ``date_rows`` on its
-placed records before the run and ``Dating.finish`` on the results: the result columns 报告期 and 公告日
-and, under ``as_of``, where each was read.
+Every front door that screens a table (the CLI, ``xladdin.screen(df)``, a workbook's ``QWEN_SCREEN`` cells
+and Refresh macro, as of the ``as_of`` setting) runs ``date_rows`` on its placed records before the run
+and ``Dating.finish`` (a cell: ``Dating.result`` of each row) on the results: the result columns 报告期
+and 公告日 and, under ``as_of``, where each was read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +33,10 @@ from .tasks.screen import ScreenResult
 
 def parse_as_of(value: Any) -> dt.date | None:
     """``--as-of`` / ``as_of=``: a date (``2021-03-31``, ``20210331``, a ``date``), or ``None``."""
-    if value is None or value == "":
-        return None
-    day = periods.parse_date(value)
-    if day is None:
-        raise InputError("as_of", f"{value!r} is not a date (write it as 2021-03-31)")
-    return day
+    try:
+        return periods.as_of_day(value)
+    except ValueError as e:
+        raise InputError("as_of", str(e)) from None
 
 
 @dataclass
@@ -58,13 +58,13 @@ class Dating:
         screen verdict with its report's 报告期 and 公告日 (the pool's own columns first), and under
         ``as_of`` where they were read, the reports left out, and 公告日未知."""
         given = iter(results)
-        out = []
-        for i in range(len(self.dates)):
-            res = self.refused[i] if i in self.refused else next(given)
-            if isinstance(res, ScreenResult):
-                res = self._dated(res, i)
-            out.append(res)
-        return out
+        return [self.result(i, None if i in self.refused else next(given)) for i in range(len(self.dates))]
+
+    def result(self, i: int, res: Any) -> Any:
+        """Row ``i``'s result as ``finish`` gives it: its error if it was refused, else ``res`` dated."""
+        if i in self.refused:
+            return self.refused[i]
+        return self._dated(res, i) if isinstance(res, ScreenResult) else res
 
     def _dated(self, res: ScreenResult, i: int) -> ScreenResult:
         dates = self.dates[i]
@@ -89,10 +89,11 @@ class Dating:
                 "undated": sum(self.undated)}
 
 
-def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None) -> tuple[list[Any], Dating]:
+def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
+              read: Callable[[Any], str] | None = None) -> tuple[list[Any], Dating]:
     """The placed ``records`` of ``pool`` as of ``as_of`` (``None``: as they are), and what was found
     (``Dating``). A file's text is read for its dates only under ``as_of`` when neither the pool nor
-    its name dates it."""
+    its name dates it: by ``read`` (default ``read_document``; the cells: their runtime's reader)."""
     dating = Dating(as_of)
     out = []
     for i, (rec, own) in enumerate(zip(records, pool.report_dates(), strict=True)):
@@ -104,7 +105,7 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None) -> tuple[li
             found = found.merged(periods.from_text(text))
         if as_of is not None and path and own.published is None and found.published is None:
             try:
-                found = found.merged(periods.from_text(read_document(path)))
+                found = found.merged(periods.from_text((read or read_document)(path)))
             except XladdinError:
                 pass  # the row's own reading says why
         dates = own.merged(found)

@@ -122,6 +122,17 @@ def parse_date(value: Any) -> dt.date | None:
     return _date(*m.groups()) if m else None
 
 
+def as_of_day(value: Any) -> dt.date | None:
+    """An as-of day (``--as-of``, ``as_of=``, the ``as_of`` setting): a date as ``parse_date`` reads it, or
+    ``None`` for none given; anything else is a ``ValueError`` saying how to write it."""
+    if value is None or value == "":
+        return None
+    day = parse_date(value)
+    if day is None:
+        raise ValueError(f"{value!r} is not a date (write it as 2021-03-31)")
+    return day
+
+
 def parse_period(value: Any) -> Period | None:
     """A 报告期 as a cell holds it: ``2021年报``, ``2021年第一季度报告``, ``2021Q3``, ``2021中报``, the period's
     last day (``2021-06-30``, ``20211231``), or a year alone (an annual report)."""

@@ -16,6 +16,7 @@ layer the nested name wins over the short one; a higher layer wins either way.
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import difflib
 import functools
 import logging
@@ -29,6 +30,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict, TomlConfigSettingsSource
 
+from . import periods
 from .errors import ConfigError
 
 log = logging.getLogger("xladdin")
@@ -183,6 +185,9 @@ class Settings(BaseSettings):
     max_report_mib: float = Field(64, gt=0, description="largest report file read, in MiB")
     readers: int | None = Field(None, ge=1, le=256, description="processes reading report files (default: one "
                                 "per CPU core)")
+    as_of: dt.date | None = Field(None, description="the workbook cells (QWEN_SCREEN, the Refresh macro) screen as "
+                                  "of this day, as --as-of does: no report published after it is used "
+                                  "(2021-03-31; the CLI and xladdin.screen take --as-of / as_of= instead)")
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     openai_http: HTTPOptions = Field(default_factory=HTTPOptions)
     embedded: EmbeddedOptions = Field(default_factory=EmbeddedOptions)
@@ -193,6 +198,11 @@ class Settings(BaseSettings):
         if isinstance(value, str | Path):
             return tuple(p for p in str(value).split(os.pathsep) if p.strip())
         return value
+
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _day(cls, value: Any) -> Any:
+        return periods.as_of_day(value)  # 20210331 is that day, not a count of seconds
 
     def options_for(self, kind: str) -> EngineOptions:
         """The options of engine ``kind``: its own section, or (an engine registered from outside) the

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InputError, XladdinError, first_error
-from ..pool import pool_from_frame, pool_from_table
+from ..pool import Pool, pool_from_frame, pool_from_table
 from ..report import error_text
 from ..rules import DEFAULT_RULES, Rules
 from ..tasks.screen import ScreenResult
@@ -57,6 +57,13 @@ def _blank(row: list[Any]) -> bool:
 
 def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None], list[str] | None]:
     """Task input dicts (``None`` for a blank row, kept so the spill lines up) and the header if any."""
+    records, pool = screen_table(value, header)
+    return records, pool.columns if header else None
+
+
+def screen_table(value: Any, header: bool) -> tuple[list[dict[str, Any] | None], Pool]:
+    """``screen_records``'s dicts and the range as a pool, one row per record (a row without a header has
+    the ``POSITIONAL`` columns: no 公告日期 / 报告期), for ``as_of.date_rows``."""
     rows = to_rows(value)
     if header:
         if not rows:
@@ -67,14 +74,14 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
         else:
             pool = pool_from_table(rows[0], rows[1:], Path("range"))
         records = pool.records()
-        return [None if _blank(r) else rec for r, rec in zip(rows[1:], records, strict=True)], pool.columns
+        return [None if _blank(r) else rec for r, rec in zip(rows[1:], records, strict=True)], pool
     out: list[dict[str, Any] | None] = []
     for row in rows:
         if len(row) > len(POSITIONAL):
             raise InputError("range", f"has {len(row)} columns; without a header at most {len(POSITIONAL)} "
                              f"({'/'.join(POSITIONAL[:7])}…)")
         out.append(None if _blank(row) else dict(zip(POSITIONAL, row, strict=False)))
-    return out, None
+    return out, Pool(Path("range"), list(POSITIONAL), rows, {name: i for i, name in enumerate(POSITIONAL)})
 
 
 def result_row(res: ScreenResult) -> list[Any]:

@@ -9,6 +9,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from ..as_of import date_rows
 from ..errors import XladdinError
 from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
 from . import cells
@@ -42,12 +43,17 @@ def _single(rows: list[list[Any]]) -> Any:
 
 def screen(rt: CellRuntime, values: Any, header: bool, rules: Any, caller: Any = None,
            folder: Path | None = None) -> list[list[Any]]:
-    """One row, or a table with its header row: the spill rows (with the spill's header for a table)."""
-    records, _ = cells.screen_records(values, bool(header))
+    """One row, or a table with its header row: the spill rows (with the spill's header for a table),
+    each dated as the CLI's (报告期, 公告日) and, under the ``as_of`` setting, as of that day (``as_of``)."""
+    records, pool = cells.screen_table(values, bool(header))
     reports = rt.reports(folder)  # a report file's relative path: from the workbook's folder
-    records = [reports.place(r, folder) for r in records]
+    records, dating = date_rows(pool, [reports.place(r, folder) for r in records], rt.as_of, rt.read_text)
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
-    rows = rt.rows(task, records, cells.result_row, len(cells.SPILL_FIELDS), caller)
+    width = len(cells.SPILL_FIELDS)
+    sent = [None if i in dating.refused else r for i, r in enumerate(records)]  # a refused row asks nothing
+    rows = rt.rows(task, sent, cells.result_row, width, caller, dating.result)
+    for i, error in dating.refused.items():  # published after the day: the row's error, as the CLI's
+        rows[i] = cells.error_row(error, width)
     return [cells.spill_header(), *rows] if header else rows
 
 

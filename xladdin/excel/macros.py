@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..as_of import date_rows
 from ..errors import XladdinError
 from ..pool import is_empty_row, pool_from_table
 from ..tasks import ScreenTask
@@ -50,8 +51,10 @@ def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable
     rt = runtime or shared_runtime()
     pool = pool_from_table(table[0], table[1:], Path(POOL_SHEET))
     reports = rt.reports(folder)
-    records = [reports.place(rec, folder) for row, rec in zip(pool.rows, pool.records(), strict=True)
-               if not is_empty_row(row)]
+    # as the formulas will ask: under the as_of setting without a report published after the day
+    placed, dating = date_rows(pool, [reports.place(rec, folder) for rec in pool.records()], rt.as_of, rt.read_text)
+    records = [rec for i, (row, rec) in enumerate(zip(pool.rows, placed, strict=True))
+               if not is_empty_row(row) and i not in dating.refused]
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     counts = {"rows": len(records), "done": 0, "cached": 0, "errors": 0}
 

@@ -29,6 +29,7 @@ answers instead, up to the request timeout.
 from __future__ import annotations
 
 import concurrent.futures
+import datetime as dt
 import functools
 import logging
 import threading
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..batcher import Batcher
-from ..documents import Reports
+from ..documents import ReportPath, Reports
 from ..errors import EngineStalled, XladdinError
 from ..resolver import Done, Failed, Pending, Resolver
 from ..settings import Settings
@@ -98,6 +99,25 @@ class CellRuntime:
         self.batcher  # noqa: B018  (settings are loaded with the batcher)
         return self._settings.max_text_chars if self._settings else Settings.model_fields["max_text_chars"].default
 
+    @functools.cached_property
+    def settings(self) -> Settings:
+        """The settings the cells read (``report_dirs``, ``as_of``): the runtime's, or for a batcher given
+        without them (Calc's) the user's."""
+        self.batcher  # noqa: B018  (settings are loaded with the batcher)
+        return self._settings or Settings.load()
+
+    @property
+    def as_of(self) -> dt.date | None:
+        """The ``as_of`` setting: the day the workbook's cells screen as of (``as_of.date_rows``)."""
+        return self.settings.as_of
+
+    def read_text(self, path: ReportPath) -> str:
+        """A report file's text, read by the batcher's reader (in its processes, waited for here): what
+        ``as_of.date_rows`` dates a file from that neither its name nor its row dates; its request then
+        finds it read."""
+        _, text = self.batcher.reader.text(path)
+        return text if isinstance(text, str) else text.result()
+
     def reports(self, folder: Path | None) -> Reports:
         """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting
         (made once per workbook folder, not resolved again on every cell's call)."""
@@ -105,9 +125,7 @@ class CellRuntime:
 
     @functools.cached_property
     def _reports_of(self) -> Callable[[Path | None], Reports]:
-        self.batcher  # noqa: B018  (settings are loaded with the batcher)
-        settings = self._settings or Settings.load()  # a batcher given without them (Calc's): the user's
-        return functools.lru_cache(maxsize=64)(functools.partial(Reports.of, settings))
+        return functools.lru_cache(maxsize=64)(functools.partial(Reports.of, self.settings))
 
     @property
     def pending_cells(self) -> int:
@@ -121,9 +139,15 @@ class CellRuntime:
         to_row: Callable[[Any], list[Any]],
         width: int,
         caller: Any = None,
+        finish: Callable[[int, Any], Any] | None = None,
     ) -> list[list[Any]]:
-        """One row of cell values per record (``None`` → a blank row)."""
+        """One row of cell values per record (``None`` → a blank row); ``finish(i, result)``: record ``i``'s
+        result as its row shows it (``as_of.Dating.result``), on every call, memo hits too."""
         resolver = self.resolver
+
+        def row_of(i: int) -> Callable[[Any], list[Any]]:
+            return to_row if finish is None else lambda r: to_row(finish(i, r))
+
         out: list[list[Any] | None] = [None] * len(records)
         waiting: dict[int, concurrent.futures.Future] = {}
         for i, rec in enumerate(records):
@@ -132,7 +156,7 @@ class CellRuntime:
                 continue
             outcome = resolver.resolve(task, rec)
             if isinstance(outcome, Done):
-                out[i] = self._convert(lambda r=outcome.result: r, to_row, width)
+                out[i] = self._convert(lambda r=outcome.result: r, row_of(i), width)
             elif isinstance(outcome, Failed):
                 self.last_error = str(outcome.error)
                 out[i] = error_row(outcome.error, width)
@@ -147,7 +171,7 @@ class CellRuntime:
             done, _ = concurrent.futures.wait(waiting.values(), timeout=timeout)
             for i, fut in waiting.items():
                 if fut in done:
-                    out[i] = self._convert(fut.result, to_row, width)
+                    out[i] = self._convert(fut.result, row_of(i), width)
                 else:
                     out[i] = error_row(EngineStalled(f"no answer within {timeout:g}s"), width)
         return out  # type: ignore[return-value]
