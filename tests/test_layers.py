@@ -12,7 +12,7 @@ LAYERS = [
     {"scheduler"},
     {"batcher"},
     {"resolver"},
-    {"pool_screen", "ray_job", "dataframes", "evaluate", "excel", "calc", "cells", "cli", "server", "testing",
+    {"pool_screen", "ray_job", "ray_llm", "ray_values", "dataframes", "evaluate", "excel", "calc", "cells", "cli", "server", "testing",
      "__init__", "__main__"},
 ]
 

@@ -28,8 +28,9 @@ class Counting:
     ``delay`` seconds; ``asked`` holds the pool code each completion was for. With ``stop_after`` it
     answers that many and refuses the rest (503, not counted) until it is set to ``None``."""
 
-    def __init__(self, delay: float = 0.0, stop_after: int | None = None):
+    def __init__(self, delay: float = 0.0, stop_after: int | None = None, wrong_first: bool = False):
         self.asked: list[str] = []
+        self.bodies: list[dict] = []
         self.stop_after = stop_after
         self._lock = threading.Lock()
 
@@ -39,10 +40,15 @@ class Counting:
                     return 503, "application/json", b'{"error": {"message": "held for the test"}}'
                 time.sleep(delay)
                 text = json.dumps(body, ensure_ascii=False)
-                self.asked.append(next((c for c in CODES if f"公司{c}" in text), "?"))
+                code = next((c for c in CODES if f"公司{c}" in text), "?")
+                first = code not in self.asked
+                self.asked.append(code)
+                self.bodies.append(body)
+            # wrong_first: a code's first answer lacks the required reason (it does not validate)
+            content = '{"risk": "高"}' if wrong_first and first else screen_answer()
             data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
                     "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": screen_answer()}}],
+                                 "message": {"role": "assistant", "content": content}}],
                     "usage": {"completion_tokens": 5}}
             return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
 
@@ -118,6 +124,39 @@ def test_the_ray_job_gives_the_report_of_xladdin_screen_on_the_same_rows(tmp_pat
     assert asked_one == asked_ray == 5
     run = json.loads((tmp_path / "ray.json").read_text(encoding="utf-8"))["run"]
     assert run["engine_requests"] == 5 and run["files_read"] == 4 and run["rows"] == 6 and run["errors"] == 1
+
+
+@pytest.mark.slow
+def test_the_ray_data_llm_pipeline_gives_the_report_of_xladdin_screen_and_asks_a_wrong_answer_again(tmp_path):
+    """``--ray-engine llm-http``: the rows answered through ray.data.llm's processor (its HTTP one against
+    a server on 127.0.0.1; on GPU nodes the vLLM one, ``ray_llm``), prepared, validated, audited and cached
+    by the same code. Each code's first answer does not validate, so each row is asked once more with the
+    fault in its messages, on one box and in the pipeline alike: the two reports are the same, row for row.
+    Run again on its cache, the job asks nothing."""
+    pool, reports = make_pool(tmp_path, 6, damaged=CODES[3])
+    server = Counting(wrong_first=True)
+    try:
+        assert screen(pool, reports, tmp_path / "one.json", server.url, tmp_path / "cache-one") == 1
+        asked_one = list(server.asked)
+        server.asked.clear()
+        ray_args = ("--ray", "local", "--ray-cpus", "2", "--ray-engine", "llm-http")
+        assert screen(pool, reports, tmp_path / "ray.json", server.url, tmp_path / "cache-ray", *ray_args) == 1
+        asked_ray, bodies = list(server.asked), list(server.bodies[len(asked_one):])
+        assert screen(pool, reports, tmp_path / "again.json", server.url, tmp_path / "cache-ray", *ray_args) == 1
+        asked_again = server.asked[len(asked_ray):]
+    finally:
+        server.close()
+    one, ray_rows = rows_of(tmp_path / "one.json"), rows_of(tmp_path / "ray.json")
+    assert len(one) == 6 and one == ray_rows
+    assert "is not a PDF" in one[3]["错误 error"] and [r["错误 error"] is None for r in one].count(True) == 5
+    answered = [c for i, c in enumerate(CODES[:6]) if i != 3]
+    assert sorted(asked_ray) == sorted(asked_one) == sorted(answered * 2)  # each row asked twice
+    again = [b for b in bodies if "这个回答不符合要求" in json.dumps(b, ensure_ascii=False)]
+    assert len(again) == 5 and all(b["response_format"]["type"] == "json_schema" for b in bodies)
+    run = json.loads((tmp_path / "ray.json").read_text(encoding="utf-8"))["run"]
+    assert run["engine_requests"] == 10 and run["files_read"] == 4 and run["ray"]["engine"] == "llm-http"
+    assert asked_again == [] and all(r["缓存命中 cached"] for r in rows_of(tmp_path / "again.json")
+                                     if r["错误 error"] is None)
 
 
 @pytest.mark.slow

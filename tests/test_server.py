@@ -332,3 +332,18 @@ def test_the_client_window_is_the_cpu_server_s_slots(tiny_model_path, tmp_path):
         with Batcher.from_settings(tiny_settings(tmp_path, engine_url=f"http://127.0.0.1:{port}/v1")) as b:
             b.start()
             assert (b.engine.max_parallel, b.window.limit) == (3, 3)  # not 32 requests queued in a 3-slot server
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_the_ray_vllm_processor_runs_a_profile_as_vllm_serve_does(name):
+    """``engine_kwargs`` (ray.data.llm's vLLM engine arguments) is the profile's ``vllm serve`` command, less
+    the server's own flags: each engine setting the same value under vLLM's argument name."""
+    cmd = profiles.vllm_command(ALL[name], seed=7)
+    args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    server_only = {"--served-model-name", "--host", "--port", "--default-chat-template-kwargs"}
+    expected = {flag[2:].replace("-", "_"): json.loads(v) if v[:1] in "{[" else v
+                for flag, v in args.items() if flag not in server_only}
+    kwargs = profiles.engine_kwargs(ALL[name], seed=7)
+    assert {k: v if isinstance(v, dict) else str(v) for k, v in kwargs.items()} == {
+        k: v if isinstance(v, dict) else str(v) for k, v in expected.items()}
+

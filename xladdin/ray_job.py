@@ -27,25 +27,24 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib.util
-import io
 import logging
 import os
-import pickle
 import threading
 import time
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import documents
+from . import documents, ray_llm
 from .as_of import date_rows, parse_as_of
 from .batcher import Batcher, started
 from .engine import engine_kind
 from .errors import ConfigError, InputError, InternalError, XladdinError
 from .gguf_files import STARTER_NOTE
 from .pool_screen import RunSummary, cache_kept, open_pool, run_facts, write_run
+from .ray_values import column, dumps, loads
 from .reading import stamp_of
 from .resolver import Resolver
 from .rules import DEFAULT_RULES, Flag, Rules
@@ -57,7 +56,7 @@ log = logging.getLogger(__name__)
 INSTALL = "pip install 'xladdin[ray]'"
 VLLM_NEEDS = ("--ray-engine vllm runs ray.data.llm's vLLM processor: it needs vLLM (pip install 'ray[data,llm]' "
               "vllm) and GPUs on the Ray nodes")
-ENGINES = ("http", "vllm")
+ENGINES = ("http", "vllm", "llm-http")
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,10 @@ class RayOptions:
     and shut down after it), else what ``ray.init(address=...)`` takes (``auto``, ``ray://head:10001``);
     ``cpus``: the local instance's CPUs (default: the machine's); ``engine``: ``http`` (the servers of
     ``--engine-url``) or ``vllm`` (``ray.data.llm``); ``actors``: the actors asking the servers, each with
-    ``calls`` batches of ``answer_batch`` rows in hand at once; ``read_batch``: files per read task."""
+    ``calls`` batches of ``answer_batch`` rows in hand at once; ``read_batch``: files per read task. For
+    ``vllm`` (``ray_llm``): the vLLM ``profile`` whose engine settings it runs, the ``model`` (its source:
+    a folder or a hub id; default the profile's), ``engine_kwargs`` over the profile's, ``replicas`` vLLM
+    engines (one GPU each) and ``llm_batch`` rows per batch given to an engine."""
 
     address: str = "local"
     cpus: int | None = None
@@ -75,6 +77,11 @@ class RayOptions:
     calls: int = 2
     answer_batch: int = 16
     read_batch: int = 2
+    profile: str = "qwen3-8b-h200"
+    model: str | None = None
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    replicas: int = 1
+    llm_batch: int = 64
 
 
 def available() -> bool:
@@ -93,11 +100,13 @@ def check(options: RayOptions, settings: Settings) -> None:
         missing = [name for name in ("ray.data.llm", "vllm") if _missing(name)]
         if missing:
             raise ConfigError(f"{VLLM_NEEDS}; not installed here: {', '.join(missing)}")
-        raise ConfigError(f"{VLLM_NEEDS}; that stage is not built in this version: name the servers with "
-                          "--engine-url URL1,URL2 (--ray-engine http)")
-    if engine_kind(settings) != "openai_http":
+    elif engine_kind(settings) != "openai_http":
         raise ConfigError("--ray asks OpenAI-compatible servers: name them with --engine-url URL1,URL2 "
                           "(XLADDIN_ENGINE_URL); the embedded engine does not run in Ray workers")
+    if options.engine != "http":
+        if importlib.util.find_spec("ray.data.llm") is None:
+            raise ConfigError(f"--ray-engine {options.engine} needs ray.data.llm: pip install 'ray[data,llm]'")
+        ray_llm.check(options)
     if options.actors < 1 or options.calls < 1 or options.answer_batch < 1 or options.read_batch < 1:
         raise ConfigError("--ray-actors must be at least 1")
     if options.cpus is not None and options.cpus < 1:
@@ -111,33 +120,6 @@ def _missing(name: str) -> bool:
         return True
 
 
-# ------------------------------------------------------------------ values between processes
-class _Pickler(pickle.Pickler):
-    """Pickles a row's value; an ``XladdinError`` travels as its class, arguments and attributes (an
-    ``InputError``'s own ``__init__`` takes two arguments, which plain pickling of exceptions loses)."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, XladdinError):
-            return _error, (type(obj), obj.args, dict(obj.__dict__))
-        return NotImplemented
-
-
-def _error(cls: type[XladdinError], args: tuple[Any, ...], attrs: dict[str, Any]) -> XladdinError:
-    error = cls.__new__(cls)
-    Exception.__init__(error, *args)
-    error.__dict__.update(attrs)
-    return error
-
-
-def dumps(value: Any) -> bytes:
-    buffer = io.BytesIO()
-    _Pickler(buffer, pickle.HIGHEST_PROTOCOL).dump(value)
-    return buffer.getvalue()
-
-
-loads = pickle.loads
-
-
 # ------------------------------------------------------------------ stage 2: the report files, in Ray tasks
 def read_reports(batch: dict[str, Any]) -> dict[str, Any]:
     """A Ray task: each row's report file read as a reader process reads it (``documents.locate`` then
@@ -147,7 +129,7 @@ def read_reports(batch: dict[str, Any]) -> dict[str, Any]:
     for blob in batch["record"]:
         _, path = _path_of(loads(blob))
         out.append(dumps(None if path is None else read_one(path)))
-    return {"row": batch["row"], "record": batch["record"], "read": _column(out)}
+    return {"row": batch["row"], "record": batch["record"], "read": column(out)}
 
 
 def _path_of(record: Any) -> tuple[Any, documents.ReportPath | None]:
@@ -170,14 +152,6 @@ def read_one(path: documents.ReportPath) -> tuple[Any, str, Any] | InputError:
     except Exception:  # the answering actor reads them then; the text stands
         readings = None
     return stamp, text, readings
-
-
-def _column(values: list[Any]) -> Any:
-    import numpy as np
-
-    column = np.empty(len(values), dtype=object)
-    column[:] = values
-    return column
 
 
 # ------------------------------------------------------------------ stage 3: the answers, in actors
@@ -264,8 +238,8 @@ class Answerer:
         counts[0] = asked
         failed = [0] * len(records)
         failed[0] = failures
-        return {"row": batch["row"], "result": _column([dumps(r) for r in results]),
-                "asked": _column(counts), "write_failures": _column(failed), "file_read": _column(read_ok)}
+        return {"row": batch["row"], "result": column([dumps(r) for r in results]),
+                "asked": column(counts), "write_failures": column(failed), "file_read": column(read_ok)}
 
 
 # ------------------------------------------------------------------ the job
@@ -292,10 +266,11 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
 
 
 def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOptions,
-             on_result: Any = None) -> tuple[list[Any], dict[str, Any]]:
+             on_result: Any = None, llm: tuple[ray_llm.Model, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
     """``records`` (placed by a front door) through the pipeline: results in their order, and the job's
     counts (engine requests, report files read, cache writes that failed). A row lost with a worker that
-    failed is that row's ``InternalError``."""
+    failed is that row's ``InternalError``. ``llm``: the model and the ray.data.llm processor config that
+    answer the rows (``ray_llm``) instead of actors asking the servers of the settings."""
     t0 = time.perf_counter()
     with ray_session(options) as ray:
         import ray.data
@@ -310,6 +285,14 @@ def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOpti
         # a file that crashes its reader crashes it again: retried once (Ray Data's default is forever), then its
         # rows are lost, each that row's error
         ds = ds.map_batches(read_reports, batch_size=options.read_batch, num_cpus=1, max_retries=1)
+        if llm is not None:
+            try:
+                results, counts = ray_llm.run_rows(ds, len(records), settings, task, options, *llm, on_result)
+            except ray.exceptions.RayError as e:
+                raise XladdinError(f"the Ray job failed: {_first_line(e)} (rows answered are in the cache: run "
+                                   "the same command again)") from e
+            counts.update(ray_start_s=round(ray_start, 3))
+            return results, counts
         ds = ds.map_batches(Answerer, batch_size=options.answer_batch, num_cpus=0,
                             compute=ray.data.ActorPoolStrategy(size=options.actors,
                                                                max_concurrent_calls_per_actor=options.calls),
@@ -355,9 +338,12 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
     records, dating = date_rows(pool, records, as_of)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
-    with started(settings) as core:  # the servers reached (and their model named) before any Ray worker starts
+    described = ray_llm.described_core(settings, options) if options.engine == "vllm" else None
+    # the servers reached (and their model named) before any Ray worker starts; for vllm, the model measured
+    with started(settings, described) as core, contextlib.closing(described) if described else contextlib.nullcontext():
         sent = dating.sent(records)
-        results, hits, errors, counts = _screen(sent, settings, task, options, progress)
+        llm = ray_llm.answering(core, options, settings) if options.engine != "http" else None
+        results, hits, errors, counts = _screen(sent, settings, task, options, progress, llm)
         results, errors = dating.finish(results), errors + len(dating.refused)
         seconds = time.perf_counter() - t0
         alone = sum(isinstance(r, ScreenResult) and Flag.NO_ANSWER in r.flags for r in results)
@@ -368,7 +354,9 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
                       "files_read": counts["files_read"],  # report files read by the job's Ray tasks
                       "files_from_store": 0,
                       "ray": {"address": options.address, "cpus": options.cpus, "engine": options.engine,
-                              "actors": options.actors, "start_s": counts["ray_start_s"]}}  # Ray connected or started
+                              "actors": options.actors, "start_s": counts["ray_start_s"],  # Ray connected or started
+                              **({"replicas": options.replicas, "profile": options.profile,
+                                  "answering_s": counts["llm_seconds"]} if llm else {})}}
         run = run_facts(settings, core, task, input_path, reports, pool, len(records), note=note, counts=run_counts,
                         facts={"rules": rules.model_dump(), **dating.facts()}, began=began, seconds=seconds)
         kept = types.SimpleNamespace(enabled=core.cache.enabled, warning=core.cache.warning,
@@ -380,7 +368,7 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
 
 
 def _screen(records: list[Any], settings: Settings, task: Any, options: RayOptions,
-            progress: bool) -> tuple[list[Any], int, int, dict[str, Any]]:
+            progress: bool, llm: Any = None) -> tuple[list[Any], int, int, dict[str, Any]]:
     """Results in input order through the pipeline, with a progress bar; (results, cache hits, errors, the
     job's counts)."""
     from tqdm import tqdm
@@ -398,5 +386,5 @@ def _screen(records: list[Any], settings: Settings, task: Any, options: RayOptio
             bar.update(1)
             bar.set_postfix(cached=hits, errors=errors, refresh=False)
 
-        results, counts = run_rows(records, settings, task, options, on_result)
+        results, counts = run_rows(records, settings, task, options, on_result, llm)
     return results, hits, errors, counts

@@ -35,9 +35,14 @@ async def structured_call(engine: Engine, request: Prepared, params: SamplingPar
         except (ValidationError, ValueError) as e:
             last = OutputError(f"model answer does not match the schema: {first_error(e)}", answer=text)
         attempts.append(Attempt(text, str(last)))
-        fix = f"这个回答不符合要求（{last}）。请改正，只输出符合 JSON Schema 的 JSON。"
-        sent = [*messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
+        sent = ask_again(messages, text, last)
     assert last is not None
     if len(attempts) == 1:
         raise last
     raise RetryError(str(last), attempts=tuple(attempts))
+
+
+def ask_again(messages: list[dict[str, str]], text: str, fault: Exception) -> list[dict[str, str]]:
+    """The messages that ask once more: the answer given and its fault, to be corrected."""
+    fix = f"这个回答不符合要求（{fault}）。请改正，只输出符合 JSON Schema 的 JSON。"
+    return [*messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]

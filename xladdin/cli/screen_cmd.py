@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import tomllib
@@ -54,15 +55,37 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ray-cpus", type=int, metavar="N", help="CPUs of the local Ray instance [default: all]")
     g.add_argument("--ray-actors", type=int, default=1, metavar="N",
                    help="Ray actors asking the servers [default: 1]")
-    g.add_argument("--ray-engine", choices=("http", "vllm"), default="http",
-                   help="http: the OpenAI-compatible servers of --engine-url (default); vllm: ray.data.llm's "
-                   "vLLM processor (needs vLLM and GPUs on the Ray nodes)")
+    g.add_argument("--ray-engine", choices=("http", "vllm", "llm-http"), default="http",
+                   help="http: actors asking the OpenAI-compatible servers of --engine-url (default); vllm: "
+                   "ray.data.llm's vLLM processor, vLLM engines on the Ray nodes' GPUs (needs vLLM there); "
+                   "llm-http: ray.data.llm's HTTP processor against the first server of --engine-url")
+    g.add_argument("--ray-profile", default="qwen3-8b-h200", metavar="NAME",
+                   help="--ray-engine vllm: the vLLM profile whose engine settings it runs (xladdin-server "
+                   "profiles) [default: qwen3-8b-h200]")
+    g.add_argument("--ray-model", metavar="SOURCE",
+                   help="--ray-engine vllm: the model, a folder or a hub id [default: the profile's]")
+    g.add_argument("--ray-engine-kwargs", type=_json_object, default={}, metavar="JSON",
+                   help='--ray-engine vllm: vLLM engine arguments over the profile\'s, e.g. \'{"max_num_seqs": 512}\'')
+    g.add_argument("--ray-replicas", type=int, default=1, metavar="N",
+                   help="--ray-engine vllm: vLLM engines, one GPU each; llm-http: processor actors [default: 1]")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("a JSON object of vLLM engine arguments")
+    return value
 
 
 def ray_options(args: argparse.Namespace) -> Any:
     from ..ray_job import RayOptions
 
-    return RayOptions(address=args.ray, cpus=args.ray_cpus, engine=args.ray_engine, actors=args.ray_actors)
+    return RayOptions(address=args.ray, cpus=args.ray_cpus, engine=args.ray_engine, actors=args.ray_actors,
+                      profile=args.ray_profile, model=args.ray_model, engine_kwargs=args.ray_engine_kwargs,
+                      replicas=args.ray_replicas)
 
 
 def load_rules(path: str | None) -> Rules:

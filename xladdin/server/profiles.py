@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,6 +110,25 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
         cmd += ["--data-parallel-size", str(gpus)]
     check_flags(cmd)
     return cmd
+
+
+def engine_kwargs(profile: Profile, *, seed: int = 42) -> dict[str, Any]:
+    """The profile as vLLM engine arguments (``AsyncEngineArgs``, what ``ray.data.llm``'s vLLM processor
+    takes): the settings ``vllm_command`` passes ``vllm serve``, less the server's own (host, port, name,
+    chat template defaults: the processor's requests disable thinking themselves)."""
+    kwargs: dict[str, Any] = {
+        "dtype": profile.dtype, "max_model_len": profile.max_model_len,
+        "gpu_memory_utilization": profile.gpu_memory_utilization, "max_num_seqs": profile.max_num_seqs,
+        "structured_outputs_config": {"backend": profile.structured_outputs_backend, "disable_any_whitespace": True},
+        "generation_config": "vllm", "seed": seed,
+    }
+    if profile.quantization:
+        kwargs["quantization"] = profile.quantization
+    if profile.cudagraph_capture_size:
+        kwargs["compilation_config"] = {"max_cudagraph_capture_size": profile.cudagraph_capture_size}
+    if profile.max_num_batched_tokens:
+        kwargs["max_num_batched_tokens"] = profile.max_num_batched_tokens
+    return kwargs
 
 
 def check_flags(cmd: list[str]) -> None:
