@@ -46,8 +46,8 @@ from .common import RESULTS, SHARED_DATA, rows
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
-PARTS = ("per_cell", "default", "bare", "sweep", "market", "documents", "files")
-DEFAULT_PARTS = PARTS[:-2]  # documents and files: named (they need texts or PDFs carried to the box)
+PARTS = ("per_cell", "default", "bare", "sweep", "market", "documents", "files", "ray_files")
+DEFAULT_PARTS = PARTS[:-3]  # documents, files, ray_files: named (they need texts or PDFs carried to the box)
 # the annual-report PDFs part files copies (carried to the GPU box: cp ../shared/data/ashare/annual_reports/*.pdf)
 PDFS = Path(__file__).parent.parent / ".gpu" / "run" / "pdfs"
 POOL_HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "净利润(万元)", "财报摘要"]
@@ -432,6 +432,32 @@ def files(url: str, workdir: Path, pool: Path, pdf_dir: Path) -> dict[str, Any]:
             "server": side, "running_requests": sampler.summary()}
 
 
+def ray_files(workdir: Path, pool: Path, pdf_dir: Path, model: str, engine_kwargs: str, actors: int) -> dict[str, Any]:
+    """Part ``files``'s rows (the same pool, the same files) through ``xladdin screen --reports --ray local
+    --ray-engine vllm``: ray.data.llm's vLLM processor, one vLLM engine inside the job (no server: stop it
+    first, the GPU is the engine's), in a process of its own on an empty cache; its wall seconds from start
+    to end (Ray's start and the engine's load included, as the server's are not in part ``files``)."""
+    pdfs = [p.read_bytes() for p in sorted(pdf_dir.glob("*.pdf"))]
+    reports, out = workdir / "reports", workdir / "ray-out.json"
+    n = build_files_pool(workdir / "files.csv", pool, reports, pdfs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    env["XLADDIN_CACHE_DIR"] = str(workdir / "ray-cache")
+    command = [sys.executable, "-m", "xladdin.cli.main", "screen", str(workdir / "files.csv"), "--reports",
+               str(reports), "-o", str(out), "--no-progress", "--ray", "local", "--ray-engine", "vllm",
+               "--ray-model", model, "--ray-engine-kwargs", engine_kwargs, "--ray-actors", str(actors)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    shutil.rmtree(reports, ignore_errors=True)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"xladdin screen --ray failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    run = json.loads(out.read_text(encoding="utf-8"))["run"]
+    return {"seconds": round(seconds, 3), "rows": run["rows"], "errors": run["errors"],
+            "engine_requests": run["engine_requests"], "without_answer": run.get("without_answer"),
+            "files_read": run["files_read"], "rows_per_s": round(run["rows"] / seconds, 2), "ray": run.get("ray"),
+            "pool": f"part files' {n} rows and files", "command": " ".join(command[3:])}
+
+
 # ------------------------------------------------------------------ what was measured on
 def _get_text(url: str) -> str | None:
     try:
@@ -553,6 +579,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pdfs", default=str(PDFS), help="folder of the annual-report PDFs part files copies")
     p.add_argument("--no-rerun", action="store_true", help="skip the market and documents reruns from the cache")
     p.add_argument("--server-flags", default="", help="the server's command line, recorded in the results")
+    p.add_argument("--ray-model", default=os.environ.get("MODEL_DIR", "Qwen/Qwen3-8B"),
+                   help="part ray_files: the model's source [default: $MODEL_DIR]")
+    p.add_argument("--ray-engine-kwargs", default='{"load_format": "dummy"}',
+                   help="part ray_files: vLLM engine arguments over the qwen3-8b-h200 profile's")
+    p.add_argument("--ray-actors", type=int, default=4, help="part ray_files: actors preparing and finishing rows")
     p.add_argument("--out", default=str(RESULTS / "gpu.json"))
     args = p.parse_args(argv)
     if args.build_pool:
@@ -571,11 +602,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"part files: no PDFs in {args.pdfs} (copy ../shared/data/ashare/annual_reports/*.pdf there, or "
               "name a folder with --pdfs)", file=sys.stderr)
         return 2
-    if not args.engine_url:
+    if not args.engine_url and parts != ["ray_files"]:
         p.error("--engine-url is required")
     out = Path(args.out)
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
-    data.update(server_facts(args.engine_url))
+    if args.engine_url:
+        data.update(server_facts(args.engine_url))
     data["task_version"] = TASK.version
     if args.server_flags:
         data["server_flags"] = args.server_flags
@@ -597,6 +629,11 @@ def main(argv: list[str] | None = None) -> int:
             pool = pool or synthetic_pool(workdir / "market.csv", args.market_rows)
             if part == "market":
                 data["market"] = market(args.engine_url, workdir, pool, rerun=not args.no_rerun)
+            elif part == "ray_files":
+                data["ray_files"] = ray_files(workdir, pool, Path(args.pdfs), args.ray_model, args.ray_engine_kwargs,
+                                              args.ray_actors)
+                if "files" in data:  # the CLI against one vLLM server, same rows, same box
+                    data["ray_files"]["over_cli"] = round(data["ray_files"]["seconds"] / data["files"]["seconds"], 3)
             elif part == "files":
                 data["files"] = files(args.engine_url, workdir, pool, Path(args.pdfs))
                 if "documents" in data:  # the text-field pool of the same rows, on the same server
@@ -615,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
         shown = {k: v for k, v in data.items()
-                 if k in {"per_cell", "default_run", "market", "documents", "files"} and k.startswith(part[:4])}
+                 if k in {"per_cell", "default_run", "market", "documents", "files", "ray_files"}
+                 and k.startswith(part[:4])}
         print(f"{part} done in {time.perf_counter() - t0:.0f} s {json.dumps(shown, ensure_ascii=False)}", flush=True)
     print(json.dumps(summarise(data), indent=2))
     return 0

@@ -13,7 +13,8 @@
 #   bash bench/gpu_box.sh gpus N [FLAGS…]  one vLLM server per GPU on ports 8000…, started together
 #   bash bench/gpu_box.sh stop             stop every server started here
 #   bash bench/gpu_box.sh eval GOLD.csv…   xladdin eval against the server(s), reports in /tmp/eval-NAME.json
-#   bash bench/gpu_box.sh bench PARTS      python -m bench gpu --parts PARTS, results in /tmp/gpu.json
+#   bash bench/gpu_box.sh ray              part ray_files (ray.data.llm's vLLM processor; servers stopped first)
+#   bash bench/gpu_box.sh bench PARTS      python -m bench gpu --parts PARTS, results in $OUT_JSON (/tmp/gpu.json)
 #                                          (BENCH_FLAGS=--no-rerun: no rerun from the cache; XLADDIN_READERS=N
 #                                          for part files' reader processes)
 #                                          (URLS=http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1 for replicas)
@@ -97,8 +98,17 @@ case "${1:-}" in
     flags=$(cat /tmp/vb/vllm-8000.flags 2>/dev/null) || flags="$RECIPE --gpu-memory-utilization 0.90 \
 --max-num-seqs $MAX_SEQS --generation-config vllm --seed 0 --structured-outputs-config $SO_CONFIG ${EXTRA_FLAGS:-}"
     docs=(); [ -f .gpu/run/docs.json.gz ] && docs=(--doc-source .gpu/run/docs.json.gz)  # python -m bench gpu --build-doc-source
-    python3 -m bench gpu --engine-url "${URLS:-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
-      "${docs[@]}" --server-flags "$flags" --out /tmp/gpu.json ${BENCH_FLAGS:-}
+    python3 -m bench gpu --engine-url "${URLS-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
+      "${docs[@]}" --server-flags "$flags" --out "${OUT_JSON:-/tmp/gpu.json}" ${BENCH_FLAGS:-}
     ;;
-  *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|eval GOLD…" >&2; exit 2 ;;
+  ray)
+    # part ray_files: the report-file rows through ray.data.llm's vLLM processor, one engine in the job (stop the
+    # servers first: the GPU is the engine's); Ray's wheel (.gpu/run/ray/*.whl, not in the bundle) installed first
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/run/ray/*.whl
+    export PYTHONPATH=/tmp/site:/tmp/vb/site:$PWD PYTHONUNBUFFERED=1
+    . /tmp/vb/scripts/env.sh
+    python3 -m bench gpu --parts ray_files --pool .gpu/run/market.csv --ray-model "$MODEL_DIR" \
+      --out "${OUT_JSON:-/tmp/gpu.json}" ${BENCH_FLAGS:-}
+    ;;
+  *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|ray|eval GOLD…" >&2; exit 2 ;;
 esac
