@@ -218,7 +218,9 @@ def vllm_config(options: Any, params: SamplingParams) -> Any:
     return vLLMEngineProcessorConfig(model_source=options.model or profile.model, engine_kwargs=kwargs,
                                      runtime_env={"env_vars": env} if env else None,
                                      concurrency=options.replicas, batch_size=options.llm_batch,
-                                     should_continue_on_error=True, chat_template_stage={"enabled": True},
+                                     should_continue_on_error=True, log_engine_metrics=False,  # (Ray's metrics
+                                     # wrapper of vLLM 0.26 fails to import Ray's metrics without ray[default])
+                                     chat_template_stage={"enabled": True},
                                      tokenize_stage={"enabled": True}, detokenize_stage={"enabled": True})
 
 
