@@ -12,8 +12,8 @@ LAYERS = [
     {"scheduler"},
     {"batcher"},
     {"resolver"},
-    {"pool_screen", "ray_job", "ray_llm", "ray_values", "dataframes", "evaluate", "excel", "calc", "cells", "cli", "server", "testing",
-     "__init__", "__main__"},
+    {"pool_screen", "ray_job", "ray_llm", "ray_values", "dataframes", "evaluate", "excel", "calc", "cells", "cli",
+     "server", "testing", "__init__", "__main__"},
 ]
 
 

@@ -181,7 +181,7 @@ def test_a_pool_row_published_after_as_of_is_refused(tiny_model_path, tmp_path):
     assert r.returncode == 1, r.stderr[-2000:]  # one row refused
     refused, public, undated = rows_of(out)
     assert refused["风险等级 risk"] is None
-    assert "公告日期 2021-04-23 is after --as-of 2021-03-31" in refused["错误 error"]
+    assert "公告日期 2021-04-23 is after the as-of day 2021-03-31" in refused["错误 error"]
     assert public["错误 error"] is None and "公告日未知" not in public["标记 flags"]
     assert (public["报告期 period"], public["公告日 published"]) == ("2020年度", "2021-03-20")
     assert "公告日 2021-03-20 (列 公告日期)" in public["说明 notes"]
@@ -261,6 +261,6 @@ def test_screen_a_frame_as_of_a_date(tmp_path):
                        "公告日期": ["2021-04-23", None, "2021-02-01"], "报告文件": [None, str(late), None]})
     with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
         out = xladdin.screen(df, batcher=b, progress=False, reports=tmp_path, as_of="2021-03-31")
-    assert "is after --as-of 2021-03-31" in out.loc[0, "错误 error"]
+    assert "is after the as-of day 2021-03-31" in out.loc[0, "错误 error"]
     assert f"未用 {late.name}" in out.loc[1, "说明 notes"] and "公告日未知" in out.loc[1, "标记 flags"]
     assert out.loc[2, "公告日 published"] == "2021-02-01" and "公告日未知" not in out.loc[2, "标记 flags"]

@@ -177,8 +177,8 @@ def test_calc_cells_as_of_a_day_refuse_a_row_published_after_it_and_leave_out_a_
         left, public = dict(zip(cells.SPILL_FIELDS, left, strict=True)), dict(zip(cells.SPILL_FIELDS, public,
                                                                                    strict=True))
         assert LEFT_OUT in left["notes"] and "公告日未知" in left["flags"] and left["published"] == ""
-        assert refused[0] == ("#QWEN! published 公告日期 2021-04-28 is after --as-of 2021-03-31: this row's figures "
-                              "were not public then (refused)") and set(refused[1:]) == {""}
+        assert refused[0] == ("#QWEN! published 公告日期 2021-04-28 is after the as-of day 2021-03-31: this row's "
+                              "figures were not public then (refused)") and set(refused[1:]) == {""}
         assert (public["period"], public["published"]) == ("2020年度", "2021-03-20") and public["code"] == "000001.SZ"
         assert "公告日 2021-03-20 (列 公告日期)" in public["notes"] and "公告日未知" not in public["flags"]
         assert len(engine.calls) == 2 and asked_with_report(engine) == [False, False]  # the refused row asked nothing

@@ -117,8 +117,8 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
                                                f"screened as of {as_of}")
             elif own.published is not None and own.published > as_of:
                 dating.refused[i] = InputError(
-                    "published", f"公告日期 {own.published} is after --as-of {as_of}: this row's figures were not "
-                    "public then (refused)")
+                    "published", f"公告日期 {own.published} is after the as-of day {as_of}: this row's figures were "
+                    "not public then (refused)")
             elif own.published is None and found.published is not None and found.published > as_of:
                 name = Path(path).name if path else "财报摘要"
                 notes.append(f"未用 {name}: 公告日 {found.published} ({found.published_source}) 晚于 as-of {as_of}")
