@@ -28,7 +28,7 @@ def make(tmp_path):
     made = []
 
     def _make(respond=lambda m: screen_answer(), **kw):
-        opts = {k: kw.pop(k) for k in ("window_ms", "max_parallel") if k in kw}
+        opts = {k: kw.pop(k) for k in ("window_ms",) if k in kw}  # max_parallel: the engine's own
         engine = ScriptedEngine(respond, **kw)
         b = Batcher(engine, Cache(tmp_path / f"cache{len(made)}"), **opts)
         made.append(b)

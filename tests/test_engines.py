@@ -152,3 +152,21 @@ def test_an_engine_from_another_package_is_found_through_its_entry_point_and_use
                              str(tmp_path / "b.json"), "--no-progress"], env={**env, "XLADDIN_ENGINE": "broken"},
                             capture_output=True, text=True, timeout=120)
     assert broken.returncode == 2 and "engine 'broken' (echo_engine:Missing) cannot be loaded" in broken.stderr
+
+
+def test_an_engine_alone_says_its_limits_and_the_batcher_takes_them_as_they_are(tmp_path):
+    """One meaning of ``timeout`` (it bounds one request, the engine's retries included: the batcher does
+    not multiply it by the retries) and one road for the in-flight limit (the engine's options)."""
+    from xladdin.batcher import Batcher
+    from xladdin.engine.base import STALL_MARGIN_S
+
+    s = Settings.load({"engine_url": "http://127.0.0.1:9", "timeout": 7, "retries": 3, "max_parallel": 12,
+                       "cache_dir": str(tmp_path)}, env={})
+    with Batcher.from_settings(s) as b:
+        assert b.engine.timeout == 7 and b.request_timeout == b.engine.stall_s == 7 + STALL_MARGIN_S
+        assert b.engine.parallel_limit == 12 and not b.window.adaptive and b.window.limit == 12
+    default = Settings.load({"engine_url": "http://127.0.0.1:9", "cache_dir": str(tmp_path)}, env={})
+    with Batcher.from_settings(default) as b:
+        assert b.engine.parallel_limit is None  # the server's own default, adapted to its load once known
+    embedded = EmbeddedEngine(Settings.load({"timeout": 30, "max_parallel": 2, "models_dir": str(tmp_path)}, env={}))
+    assert (embedded.stall_s, embedded.parallel_limit, embedded.max_parallel) == (30 + STALL_MARGIN_S, 2, 2)

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import TINY_MAX_TOKENS, MockServer, Server, free_port, tiny_settings, vllm_models
 
-from xladdin import scheduler as scheduler_module
+from xladdin import inflight as inflight_module
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
@@ -59,7 +59,7 @@ class LoadedEngine(ScriptedEngine):
 
 
 def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
-    monkeypatch.setattr(scheduler_module, "CONTROL_INTERVAL_S", 0.05)
+    monkeypatch.setattr(inflight_module, "CONTROL_INTERVAL_S", 0.05)
     engine = LoadedEngine(capacity=100, delay=0.1, max_parallel=ADAPTIVE_CAP)
     rows = [{"code": 600000 + i % 1000, "name": f"公司{i}", "roe": 10, "pe_ttm": 20} for i in range(3000)]
     with Batcher(engine, Cache(tmp_path / "c"), window_ms=0) as b:
@@ -77,7 +77,8 @@ def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
 
 def test_a_user_limit_is_kept(tmp_path):
     engine = LoadedEngine(capacity=100, max_parallel=ADAPTIVE_CAP)
-    with Batcher(engine, Cache(tmp_path / "c"), max_parallel=16) as b:
+    engine.parallel_limit = 16  # the user's, from the engine's options (its max_parallel)
+    with Batcher(engine, Cache(tmp_path / "c")) as b:
         b.start()
         assert not b.window.adaptive and b.window.limit == 16
 

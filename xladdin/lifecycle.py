@@ -1,4 +1,4 @@
-"""What the scheduler needs around its queue: an asyncio loop on its own thread, and one shared
+"""What the batcher needs around its queue: an asyncio loop on its own thread, and one shared
 start of the engine whose failure is remembered.
 
 The engine starts on the loop, once, shared by every request that arrives meanwhile; its failure

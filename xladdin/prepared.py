@@ -2,7 +2,7 @@
 
 Everything the rest of its way needs travels with it: the messages and the schema sent, the
 validator of the answer and the finisher that turns it into the result, what code alone gives
-without an answer, and the key and the model it was asked under. The scheduler, the structured
+without an answer, and the key and the model it was asked under. The batcher, the structured
 call and the cache use these and never call back into the task; an answer is stored only under
 ``key``, and only when the engine still serves ``model``.
 """

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 from ..settings import EngineOptions, SamplingParams
 
+STALL_MARGIN_S = 5.0  # beyond an engine's own timeout before the batcher calls it stalled
+
 __all__ = ["Engine", "EngineOptions", "SamplingParams", "request_fields", "response_format"]
 
 
@@ -22,11 +24,21 @@ class Engine(ABC):
     # served last (remembered under this URL) still keys the answers cached for it
 
     model_id: str = ""
-    max_parallel: int = 1
+    max_parallel: int = 1  # requests it may hold at once (an embedded engine's slots, a server's default)
+    parallel_limit: int | None = None  # a limit the user set in its options: kept as given, never adapted
+    timeout: float | None = None  # seconds one request may go without an answer or a sign of progress,
+    # its retries included (its options' ``timeout``); None: no bound
     context_tokens: int | None = None  # tokens one request may hold (prompt and answer), when known
     starter: bool = False  # True when serving the offline starter model, not a configured Qwen
     last_progress: float = 0.0  # when the engine last showed it is working (monotonic): a token made, a
     # server's slots moving; 0 when it does not say (then only answers count)
+
+    @property
+    def stall_s(self) -> float | None:
+        """How long a request may go without an answer or a sign of life before the engine is taken to
+        have stalled: its own ``timeout`` and a margin, so that the engine's own timeout error (which
+        names what it waited for) comes first. ``None``: never."""
+        return None if self.timeout is None else self.timeout + STALL_MARGIN_S
 
     async def start(self) -> None:
         """Load or connect; after this ``model_id`` is set."""

@@ -30,6 +30,7 @@ class EmbeddedEngine(Engine):
     def __init__(self, settings: Settings | EmbeddedOptions, model: ModelFile | None = None):
         self.options = settings if isinstance(settings, EmbeddedOptions) else settings.embedded
         self.max_parallel = self.options.max_parallel or DEFAULT_SLOTS
+        self.parallel_limit, self.timeout = self.options.max_parallel, self.options.timeout
         self.context_tokens = self.options.n_ctx
         self._model = model
         self._server: Any = None

@@ -292,6 +292,7 @@ class OpenAIHTTPEngine(Engine):
         self.urls = split_urls(self.options.url)
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
+        self.parallel_limit, self.timeout = self.options.max_parallel, self.options.timeout  # (retries within it)
         self._openai = openai
         self._pools = _Pools(openai, self.urls, self.options, transport)
         self.replicas = _Replicas(self.urls)
