@@ -304,8 +304,8 @@ class Batcher:
             self.shared_start.raise_recent_failure()
             return self.loop.submit(self._start_then_ask(task, inp))
         request = self.prepare(task, inp)
-        hit = self._from_cache(request)
-        if hit is not None:
+        hit = self._from_cache(request)  # its one read of the disk cache, where a reopened workbook's cells get
+        if hit is not None:  # their values at once
             return hit
         return self.loop.submit(self._ask(request))
 
@@ -342,15 +342,15 @@ class Batcher:
     # ---------------------------------------------------------------- async core
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
         await self._ensure_started()
-        return await self._ask(self.prepare(task, inp))  # it looks in the cache first
+        request = self.prepare(task, inp)  # keyed now the engine has named its model
+        hit = self._from_cache(request)  # its one read of the disk cache
+        return hit if hit is not None else await self._ask(request)
 
     async def _ask(self, request: Prepared) -> Any:
-        if self.queue is None or request.key not in self.queue.inflight:
-            # Answers are cached and leave the queue's in-flight map on this loop thread, so a
-            # request that missed the cache in its caller thread checks once more.
-            hit = self._from_cache(request)
-            if hit is not None:
-                return hit
+        """``request``, its one read of the disk cache done (a miss): joined to the same request in flight,
+        or queued. (A second read here once covered an identical request answered between a caller's miss
+        and its queueing; the resolver's fate table now gives a second caller of the same input the first
+        one's ticket, so only two inputs that differ in what the key leaves out can still meet that way.)"""
         with self._lock:
             self.stats.submitted += 1
         try:

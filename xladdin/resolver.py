@@ -1,9 +1,11 @@
 """What a request comes to, at once: ``Done``, ``Pending`` or ``Failed``.
 
-The resolver owns each request's fate for every front door. It answers from memory (results
-already read in this process), else the disk cache through the batcher, joins a request in
-flight, or remembers a recent failure for ``ERROR_TTL`` seconds so that a down engine is not
-asked again in a loop. ``resolve`` never blocks on the engine (Excel cells): before the engine
+The resolver owns each request's fate for every front door, in one table (``Fates``): by the
+request's input (the task and the row's values; a report file by its stamp) its result once
+answered, its ticket while it is asked (a second caller gets the same ticket: nothing is prepared,
+keyed or looked up in the disk cache again), or its failure for ``ERROR_TTL`` seconds (a down engine
+is not asked again in a loop). What the table does not hold goes to the disk cache through the
+batcher, then the engine. ``resolve`` never blocks on the engine (Excel cells): before the engine
 has started, the ticket covers the start too. ``map`` (the CLI, the Refresh macro, pandas)
 resolves a whole table the same way, then waits for its tickets, with a bound.
 """
@@ -56,17 +58,85 @@ def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
     return key
 
 
+class Fates:
+    """One request's fate by its input (``_memo_key``): ``Done`` (the result), ``Pending`` (the ticket
+    every caller of it waits on) or ``Failed`` (the error, and since when). The done are bounded by
+    ``rows`` (the oldest forgotten first: they are in the disk cache); a failure counts for ``ttl``
+    seconds, then the request is asked again."""
+
+    def __init__(self, rows: int, ttl: float):
+        self.rows, self.ttl = rows, ttl
+        self._lock = threading.Lock()
+        self._table: collections.OrderedDict[Hashable, Done | Pending | tuple[float, Failed]] = (
+            collections.OrderedDict())
+
+    def get(self, key: Hashable | None) -> Outcome | None:
+        if key is None:
+            return None
+        fate = self._table.get(key)
+        if isinstance(fate, tuple):  # failed: for ttl seconds
+            if time.monotonic() - fate[0] < self.ttl:
+                return fate[1]
+            with self._lock:
+                if self._table.get(key) is fate:
+                    del self._table[key]
+            return None
+        return fate
+
+    def done(self, key: Hashable | None, result: Any) -> None:
+        self._set(key, Done(result))
+
+    def pending(self, key: Hashable | None, ticket: concurrent.futures.Future) -> None:
+        """``ticket`` is the request's until it settles; then its result or its failure."""
+        if key is None:
+            return
+        self._set(key, Pending(ticket))
+        ticket.add_done_callback(functools.partial(self._settled, key))  # before any caller's own callback
+
+    def _settled(self, key: Hashable, ticket: concurrent.futures.Future) -> None:
+        """A ticket's outcome, kept for the callers that asked: the result (so the cell recalculated when
+        its ticket settles gets it whether or not the disk cache works), or the failure for ``ttl``."""
+        with self._lock:
+            if not (isinstance(self._table.get(key), Pending) and self._table[key].ticket is ticket):
+                return  # replaced meanwhile
+            if ticket.cancelled():
+                del self._table[key]
+                return
+        error = ticket.exception()
+        if error is None:
+            self._set(key, Done(ticket.result()))
+        else:
+            error = error if isinstance(error, XladdinError) else internal_error(error)
+            self._set(key, (time.monotonic(), Failed(error)))
+
+    def _set(self, key: Hashable | None, fate: Any) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._table[key] = fate
+            self._table.move_to_end(key)
+            if len(self._table) > self.rows:
+                self._table.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
 class Resolver:
     def __init__(self, batcher: Batcher, *, error_ttl: float = ERROR_TTL, memo_rows: int = MEMO_ROWS):
         self.batcher = batcher
-        self.error_ttl = error_ttl
-        self.memo_rows = memo_rows
-        self._lock = threading.Lock()
-        # (task identity, input values) → result, for answers already read: a recalculation of an
-        # open workbook skips parsing, hashing and the disk entirely
-        self._memo: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
-        self._failed: dict[str, tuple[float, XladdinError]] = {}  # request key → (when, error)
+        # (task identity, input values) → the request's fate: a recalculation of an open workbook skips
+        # parsing, hashing and the disk entirely, and a cell asked again while its request is out joins it
+        self.fates = Fates(memo_rows, error_ttl)
         self.memo_hits = 0  # requests answered from memory (QWEN_STATUS's hit rate counts them)
+
+    @property
+    def error_ttl(self) -> float:
+        return self.fates.ttl
+
+    @error_ttl.setter
+    def error_ttl(self, seconds: float) -> None:
+        self.fates.ttl = seconds
 
     def resolve(self, task: Task, record: Any) -> Outcome:
         """What ``record`` comes to now. A report file is known by a stat: an answered one is found in
@@ -81,14 +151,16 @@ class Resolver:
                 memo_key = _memo_key(task.identity(), {**record, documents.FIELD: stamp})
         except XladdinError as e:
             return Failed(e)
-        if memo_key is not None and (hit := self._memo.get(memo_key)) is not None:
-            self.memo_hits += 1
-            return Done(hit)
+        fate = self.fates.get(memo_key)
+        if fate is not None:
+            self.memo_hits += isinstance(fate, Done)
+            return fate
         if path is None:
             return self._resolve(task, record, memo_key)
         if isinstance(text, str):
             return self._resolve(task, documents.with_text(record, path, text), memo_key)
         ticket: concurrent.futures.Future = concurrent.futures.Future()
+        self.fates.pending(memo_key, ticket)
         text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
         return Pending(ticket)
 
@@ -98,7 +170,7 @@ class Resolver:
         if not ticket.set_running_or_notify_cancel():
             return
         try:
-            outcome = self._resolve(task, documents.with_text(record, path, text.result()), memo_key)
+            outcome = self._resolve(task, documents.with_text(record, path, text.result()), None)
         except XladdinError as e:
             outcome = Failed(e)
         except Exception as e:  # a bug on one row is that row's value
@@ -112,20 +184,13 @@ class Resolver:
 
     def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
-            inp = task.parse(record)
-            if self._failed:
-                failed = self._failed.get(self.batcher.key(task, inp))
-                if failed is not None and time.monotonic() - failed[0] < self.error_ttl:
-                    return Failed(failed[1])
-            res = self.batcher.resolve(task, inp)
+            res = self.batcher.resolve(task, task.parse(record))
         except XladdinError as e:
             return Failed(e)
         if isinstance(res, concurrent.futures.Future):
-            # keyed when it settles: before the engine has named its model no key is final
-            res.add_done_callback(functools.partial(self._settled, memo_key,
-                                                    functools.partial(self.batcher.key, task, inp)))
+            self.fates.pending(memo_key, res)
             return Pending(res)
-        self.remember(memo_key, res)
+        self.fates.done(memo_key, res)
         return Done(res)
 
     def map(self, task: Task, rows: Iterable[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
@@ -135,7 +200,7 @@ class Resolver:
         stalled and every row still waiting is that error (its request is cancelled)."""
         rows = list(rows)
         results: list[Any] = [None] * len(rows)
-        tickets: dict[concurrent.futures.Future, int] = {}
+        tickets: dict[concurrent.futures.Future, list[int]] = {}  # a ticket, the rows waiting on it (one fate)
 
         def settle(i: int, value: Any) -> None:
             results[i] = value
@@ -154,7 +219,7 @@ class Resolver:
             except Exception as e:  # a bug on one row is that row's value
                 outcome = Failed(internal_error(e))
             if isinstance(outcome, Pending):
-                tickets[outcome.ticket] = i
+                tickets.setdefault(outcome.ticket, []).append(i)
             else:
                 settle(i, outcome.result if isinstance(outcome, Done) else outcome.error)
         # Each ticket reports itself as it settles. (concurrent.futures.wait(FIRST_COMPLETED) in a loop
@@ -174,18 +239,21 @@ class Resolver:
                     wait = timeout - quiet
                     continue
                 stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
-                self.batcher.count_timed_out(len(waiting))
+                self.batcher.count_timed_out(sum(len(tickets[t]) for t in waiting))
                 for ticket in waiting:
                     ticket.cancel()
-                    settle(tickets[ticket], self._alone(task, rows[tickets[ticket]], stalled))
+                    for i in tickets[ticket]:
+                        settle(i, self._alone(task, rows[i], stalled))
                 break
             waiting.discard(ticket)
             try:
-                settle(tickets[ticket], ticket.result())
+                value = ticket.result()
             except XladdinError as e:
-                settle(tickets[ticket], e)
+                value = e
             except Exception as e:  # a bug in one row never loses the others
-                settle(tickets[ticket], internal_error(e))
+                value = internal_error(e)
+            for i in tickets[ticket]:
+                settle(i, value)
         return results
 
     def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
@@ -195,31 +263,6 @@ class Resolver:
         except Exception:  # the row parsed once already; whatever fails now, the error stands
             alone = None
         return error if alone is None else alone
-
-    def remember(self, memo_key: Hashable | None, result: Any) -> None:
-        if memo_key is None:
-            return
-        with self._lock:
-            self._memo[memo_key] = result
-            if len(self._memo) > self.memo_rows:
-                self._memo.popitem(last=False)
-
-    def _settled(self, memo_key: Hashable | None, key: Callable[[], str], fut: concurrent.futures.Future) -> None:
-        """A ticket's outcome, kept for the callers that asked: the result in memory (so the cell that
-        is recalculated when its ticket settles gets it whether or not the disk cache works), an error
-        for ``error_ttl``. Runs before the cell's own recalculation callback (added after this one)."""
-        if fut.cancelled():
-            return
-        error = fut.exception()
-        if error is None:
-            self.remember(memo_key, fut.result())
-            return
-        if not isinstance(error, XladdinError):
-            error = internal_error(error)
-        now = time.monotonic()
-        with self._lock:
-            self._failed = {k: v for k, v in self._failed.items() if now - v[0] < self.error_ttl}
-            self._failed[key()] = (now, error)
 
 
 def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:
