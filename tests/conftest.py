@@ -60,16 +60,6 @@ def tiny_model(tiny_model_path) -> ModelFile:
     return resolve_model(str(tiny_model_path), tiny_model_path.parent)
 
 
-def workbook_caller(book_path, address: str = "$H$2", sheet: str = "Pool"):
-    """What xlwings passes as ``caller`` for a cell of the workbook saved at ``book_path``: its address,
-    its sheet and that sheet's book (name, fullname)."""
-    import types
-    from pathlib import Path
-
-    book = types.SimpleNamespace(name=Path(book_path).name, fullname=str(book_path))
-    return types.SimpleNamespace(address=address, sheet=types.SimpleNamespace(name=sheet, book=book))
-
-
 def run_python(code: str, model_path, timeout: float = 120):
     """``python -c code`` in a fresh process on the tiny model (a plain Python session, as a user's)."""
     import os
@@ -94,12 +84,6 @@ def tiny_engine(tiny_model, tmp_path_factory):
     engine.load()
     yield engine
     engine.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Routes:

@@ -9,9 +9,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
+from kit import run_cli
 
 from xladdin.calc import build
 from xladdin.calc.build import FUNCTIONS
@@ -46,7 +46,7 @@ def sheet_job() -> tuple[dict, dict[str, int]]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], capture_output=True, text=True)
+    r = run_cli(*args, timeout=None)
     assert r.returncode == 0, r.stderr
     return r
 

@@ -14,11 +14,11 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from kit import run_cli, wait_until
 
 from xladdin.calc import build
 from xladdin.excel import functions
@@ -39,15 +39,6 @@ def _gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has stopped
     except FileNotFoundError:
         return True
-
-
-def _until(condition, bound: float = BOUND_S) -> bool:
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 VENV_BIN = str(Path(sys.executable).parent)
@@ -77,8 +68,7 @@ needs_foreign = pytest.mark.skipif(not _foreign_python_on_path(), reason="this e
 
 
 def xladdin(*args: str, env: dict[str, str], cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=600)
+    return run_cli(*args, env=env, cwd=cwd, timeout=600)
 
 
 @needs_foreign
@@ -178,7 +168,7 @@ def test_the_private_cpu_server_ends_with_its_parent_killed_while_busy(tiny_mode
         assert answering.wait(BOUND_S), "the server never started answering"
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(BOUND_S)
-        assert _until(lambda: _gone(child), DEATH_BOUND_S), "the private server outlived its parent"
+        wait_until(lambda: _gone(child), DEATH_BOUND_S, 0.1, message="the private server outlived its parent")
         assert not _listening(port)
     finally:
         for pid in (parent.pid, locals().get("child")):

@@ -21,7 +21,8 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("cryptography")
 
-from conftest import free_port, tiny_settings  # noqa: E402
+from conftest import tiny_settings  # noqa: E402
+from kit import free_port  # noqa: E402
 
 from xladdin.batcher import Batcher  # noqa: E402
 from xladdin.cells import calls, certs, manifests, service, table  # noqa: E402

@@ -4,12 +4,11 @@ figures code read in the reports (the tiny test model's own readings never pass 
 import csv
 import os
 import statistics
-import subprocess
-import sys
 
 import openpyxl
 import pytest
 from conftest import TINY_MAX_TOKENS, tiny_settings
+from kit import run_cli
 
 import xladdin
 from xladdin.compare import HEADER, PRIOR_YEAR, THIS_YEAR
@@ -55,8 +54,7 @@ def test_the_summary_sheet_and_compare_agree_industry_by_industry(tiny_model_pat
         w.writerows([code, name, ind, pe, roe, report_text(*nums)] for code, name, ind, pe, roe, nums in ROWS)
     env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
                XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o", str(tmp_path / "r.xlsx"),
-                        "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    r = run_cli("screen", pool, "-o", tmp_path / "r.xlsx", "--no-progress", env=env)
     assert r.returncode == 1, r.stderr  # one error row
     sheet = summary_comparison(tmp_path / "r.xlsx")
 

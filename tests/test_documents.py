@@ -8,13 +8,12 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models, workbook_caller
+from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
+from kit import Caller, run_cli, wait_until
 
 from xladdin.batcher import Batcher
 from xladdin.documents import read_document
@@ -74,8 +73,7 @@ def write_pool(path: Path, rows: list[list[str]], header=POOL_HEADER) -> Path:
 def cli(args: list[str], model_path, tmp_path, timeout: float = 300, **env_extra: str):
     env = dict(os.environ, XLADDIN_MODEL=str(model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
                XLADDIN_CACHE_DIR=str(tmp_path / "cache"), **env_extra)
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args, "--no-progress"], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_cli(*args, "--no-progress", env=env, timeout=timeout)
 
 
 def test_a_generated_pdf_through_the_cli_gives_the_table_figures_with_quote_and_page(tiny_model_path, tmp_path):
@@ -149,13 +147,13 @@ def test_qwen_screen_with_a_report_path_in_the_row(tiny_engine, tmp_path):
     udfs.set_runtime(runtime)
     try:
         row = [688001.0, "华兴源创", "设备", -40.0, None, None, str(pdf)]  # the path where the text would go
-        caller = workbook_caller(tmp_path / "pool.xlsx")  # a workbook saved beside the report
-        spilled = None
-        for _ in range(600):
+        caller = Caller(book=tmp_path / "pool.xlsx")  # a workbook saved beside the report
+
+        def settled():
             spilled = udfs.QWEN_SCREEN([row], False, None, caller)[0]
-            if spilled[0] != cells.PENDING:
-                break
-            time.sleep(0.1)
+            return spilled if spilled[0] != cells.PENDING else None
+
+        spilled = wait_until(settled, 60, 0.1, message="the cell never settled")
         out = dict(zip(cells.SPILL_FIELDS, spilled, strict=True))
         assert out["risk_level"] == "高" and out["net_profit"] == pytest.approx(-0.31204)
         assert "(第2页)" in out["evidence"] and "688001.pdf" in out["read"]
@@ -166,7 +164,7 @@ def test_qwen_screen_with_a_report_path_in_the_row(tiny_engine, tmp_path):
         relative = udfs.QWEN_SCREEN([[*row[:6], "688001.pdf"]], False, None, caller)[0]
         assert dict(zip(cells.SPILL_FIELDS, relative, strict=True))["net_profit"] == pytest.approx(-0.31204)
         # a workbook elsewhere may not make the cell read this folder's file
-        elsewhere = udfs.QWEN_SCREEN([row], False, None, workbook_caller(tmp_path / "other" / "pool.xlsx"))[0][0]
+        elsewhere = udfs.QWEN_SCREEN([row], False, None, Caller(book=tmp_path / "other" / "pool.xlsx"))[0][0]
         assert elsewhere.startswith("#QWEN! report_file") and "outside the folders" in elsewhere
     finally:
         udfs.set_runtime(None)
@@ -285,7 +283,7 @@ def test_the_real_annual_report_through_qwen_screen_with_its_path(tiny_engine, t
     try:
         out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([[603339.0, "四方科技", "专用设备", 25.0, None, None,
                                                               str(REAL_PDF)]], False, None,
-                                                            workbook_caller(tmp_path / "pool.xlsx"))[0], strict=True))
+                                                            Caller(book=tmp_path / "pool.xlsx"))[0], strict=True))
     finally:
         udfs.set_runtime(None)
     assert out["net_profit"] == pytest.approx(1.2946502068) and out["eps_text"] == 0.62 and out["roe_text"] == 7.64

@@ -121,8 +121,8 @@ def test_an_engine_from_another_package_is_found_through_its_entry_point_and_use
     """A package that registers an engine under ``xladdin.engines`` (as the built-ins are) is built by name:
     ``XLADDIN_ENGINE=echo`` screens a pool through it; a broken registration is a clear error."""
     import os
-    import subprocess
-    import sys
+
+    from kit import run_cli
 
     site = tmp_path / "site"
     (site / "echo_engine-1.0.dist-info").mkdir(parents=True)
@@ -143,14 +143,12 @@ def test_an_engine_from_another_package_is_found_through_its_entry_point_and_use
     pool = tmp_path / "pool.csv"
     pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,30,25\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(site), XLADDIN_ENGINE="echo", XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o", str(tmp_path / "o.json"),
-                        "--no-progress"], env=env, capture_output=True, text=True, timeout=120)
+    r = run_cli("screen", pool, "-o", tmp_path / "o.json", "--no-progress", env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     row = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]
     assert row["理由 reason"] == "回声引擎" and row["模型 model"] == "echo-1"
-    broken = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o",
-                             str(tmp_path / "b.json"), "--no-progress"], env={**env, "XLADDIN_ENGINE": "broken"},
-                            capture_output=True, text=True, timeout=120)
+    broken = run_cli("screen", pool, "-o", tmp_path / "b.json", "--no-progress",
+                     env={**env, "XLADDIN_ENGINE": "broken"}, timeout=120)
     assert broken.returncode == 2 and "engine 'broken' (echo_engine:Missing) cannot be loaded" in broken.stderr
 
 

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import Server, tiny_settings, vllm_models
+from kit import Caller
 
 from xladdin.batcher import Batcher
 from xladdin.excel import cells, udfs
@@ -21,14 +22,6 @@ HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "
 
 def row(i, roe=20.0, pe=30.0):
     return [600000.0 + i, f"公司{i}", "行业", pe, roe, 1.5, f"2023年营业收入{100 + i}亿元，同比增长{i}%。"]
-
-
-class FakeCaller:
-    """What xlwings passes as ``caller``: only its identity matters to the runtime."""
-
-    def __init__(self, address):
-        self.address = address
-        self.sheet = type("S", (), {"name": "Pool", "book": type("B", (), {"name": "t.xlsx"})()})()
 
 
 # How long a test waits for an event (answers arriving, cells recalculated): generous, so a loaded
@@ -100,7 +93,7 @@ def test_rules_range_changes_level_and_score(rt):
 
 def test_pending_cells_get_a_placeholder_and_are_recalculated(rt):
     rt.rewrite = recalculated = Recalculated()
-    callers = [FakeCaller(f"$K${i}") for i in range(2, 12)]
+    callers = [Caller(f"$K${i}") for i in range(2, 12)]
     first = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
     assert all(f[0][0] == cells.PENDING and len(f[0]) == WIDTH for f in first)
     recalculated.wait(len(callers))
@@ -115,7 +108,7 @@ def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
     """200 cells called from Excel's threads at once: each gets its placeholder at once and is recalculated
     when its answer arrives (waited for as events, however slow the machine); then every cell's value."""
     rows = [row(1000 + i, roe=i % 30, pe=5 + i) for i in range(200)]
-    callers = [FakeCaller(f"$K${i}") for i in range(2, 202)]
+    callers = [Caller(f"$K${i}") for i in range(2, 202)]
     rt.rewrite = recalculated = Recalculated()
     with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel's threads call one cell each
         first = list(pool.map(lambda r, c: udfs.QWEN_SCREEN([r], False, None, c), rows, callers))
@@ -156,7 +149,7 @@ def test_refresh_macro_fills_the_cache_for_the_formulas(rt):
     counts = refresh_values(table, None, progress.append, runtime=rt)
     assert counts == {"rows": 6, "done": 6, "cached": 0, "errors": 0} and progress[-1].startswith("xladdin: 6/6")
     requests = rt.batcher.snapshot()["engine_requests"]
-    out = [udfs.QWEN_SCREEN([row(500 + i)], False, None, FakeCaller("$K$2")) for i in range(6)]
+    out = [udfs.QWEN_SCREEN([row(500 + i)], False, None, Caller("$K$2")) for i in range(6)]
     assert all(o[0][0] == f"{600500 + i}.SH" for i, o in enumerate(out))  # no placeholder: cache hits
     assert rt.batcher.snapshot()["engine_requests"] == requests
 
@@ -182,7 +175,7 @@ class FakeBook:
 
 
 def test_rules_sheet_of_the_calling_book_is_read_without_an_argument(rt):
-    caller = FakeCaller("$L$2")
+    caller = Caller("$L$2")
     caller.sheet.book = FakeBook("strict.xlsx", [["roe_low_risk_from", 25], ["pe_limit", 20], [None, None]])
     out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)], False, None, caller)[0], strict=True))
     assert out["risk_level"] == "中"  # ROE 20 < 25 under the book's rules; 低 under the defaults
@@ -198,7 +191,7 @@ def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path)
     rt = CellRuntime(settings, rewrite=recalculated)
     udfs.set_runtime(rt)
     try:
-        caller = FakeCaller("$L$2")
+        caller = Caller("$L$2")
         assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
         assert recalculated.wait(1) == [caller]
         requests = rt.batcher.snapshot()["engine_requests"]
@@ -232,7 +225,7 @@ def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_aga
     runtime = CellRuntime(batcher=Batcher.from_settings(settings), rewrite=recalculated)
     udfs.set_runtime(runtime)
     try:
-        caller = FakeCaller("$K$2")
+        caller = Caller("$K$2")
         assert udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0][0] == cells.PENDING
         assert [c.address for c in recalculated.wait(1)] == ["$K$2"]
         asked = runtime.batcher.snapshot()["engine_requests"]

@@ -199,8 +199,7 @@ def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
 
 
 def test_cache_clear_on_a_damaged_cache_removes_only_the_caches_files(tmp_path):
-    import subprocess
-    import sys
+    from kit import run_cli
 
     from xladdin.cache import Cache
 
@@ -219,15 +218,14 @@ def test_cache_clear_on_a_damaged_cache_removes_only_the_caches_files(tmp_path):
     for name, text in mine.items():
         (cache / name).parent.mkdir(parents=True, exist_ok=True)
         (cache / name).write_text(text, encoding="utf-8")
-    run = [sys.executable, "-m", "xladdin.cli.main", "cache"]
-    r = subprocess.run([*run, "clear", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=300)
+    r = run_cli("cache", "clear", "--cache-dir", cache)
     assert r.returncode == 0 and "made a new one: a working, empty cache" in r.stdout, r
     for name, text in mine.items():  # every file of the user's is there, unchanged
         assert (cache / name).read_text(encoding="utf-8") == text, name
         assert name in r.stdout  # and named as left
     assert not any(p.exists() for p in values)  # the cache's own value files are gone
     assert "cache.db" in r.stdout.split("left as they were")[0]  # said as removed
-    stats = subprocess.run([*run, "stats", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=300)
+    stats = run_cli("cache", "stats", "--cache-dir", cache)
     assert json.loads(stats.stdout)["enabled"] is True and json.loads(stats.stdout)["entries"] == 0
 
 

@@ -4,7 +4,6 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from conftest import TINY_MAX_TOKENS, tiny_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kit import cli_command, free_port, run_cli
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
@@ -46,12 +46,6 @@ def readme_rules(roe, pe, is_st=False, net_profit=None, net_profit_prev=None):
 TASK = ScreenTask()
 ROWS = [{"code": 600000 + i, "name": f"公司{i}", "roe": 10 + i, "pe_ttm": 20, "report_text": f"营收{i}亿元"}
         for i in range(3)]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------ engine down
@@ -132,8 +126,7 @@ def test_cli_reports_rows_without_a_model_answer(tiny_engine, tmp_path):
                     encoding="utf-8")
     env = dict(os.environ, XLADDIN_ENGINE_URL=tiny_engine.address, XLADDIN_STRUCTURED_OUTPUT="false",
                XLADDIN_MAX_TOKENS="64")
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o", str(tmp_path / "r.csv"),
-                        "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    r = run_cli("screen", pool, "-o", tmp_path / "r.csv", "--no-progress", env=env)
     assert r.returncode == 0, r.stderr
     assert "0 errors, 2 without a model answer (flag 模型未作答)" in r.stdout
     with (tmp_path / "r.csv").open(encoding="utf-8-sig") as f:
@@ -186,8 +179,7 @@ def test_two_processes_share_one_cache(tiny_model_path, tmp_path):
     # one engine thread each: two llama.cpp engines spinning on two cores each would starve one another
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path),
                XLADDIN_N_THREADS="1")
-    cli = [sys.executable, "-m", "xladdin.cli.main", "screen"]
-    procs = [subprocess.Popen([*cli, str(p), "-o", str(p.with_suffix(".json")), "--no-progress"], env=env,
+    procs = [subprocess.Popen(cli_command("screen", p, "-o", p.with_suffix(".json"), "--no-progress"), env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (a, b)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
@@ -199,8 +191,7 @@ def test_two_processes_share_one_cache(tiny_model_path, tmp_path):
         assert run["errors"] == 0 and run["engine_requests"] + run["cache_hits"] == 30, run
     cache = Cache(Path(os.environ["XLADDIN_CACHE_DIR"]))
     assert cache.stats()["entries"] == 45
-    third = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", str(b), "-o", str(tmp_path / "c.json"),
-                            "--no-progress"], env=env, capture_output=True, text=True, timeout=120)
+    third = run_cli("screen", b, "-o", tmp_path / "c.json", "--no-progress", env=env, timeout=120)
     assert "30 rows, 30 from cache" in third.stdout
 
 

@@ -5,12 +5,11 @@ import csv
 import json
 import os
 import re
-import subprocess
-import sys
 
 import openpyxl
 import pytest
 from conftest import TINY_MAX_TOKENS
+from kit import run_cli
 
 import xladdin
 from xladdin.batcher import Batcher
@@ -91,9 +90,7 @@ def test_every_number_the_cli_shows_is_in_the_source(tiny_model_path, tmp_path):
     noise, so what stands is code's): each number shown is written in that row's report."""
     env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
                XLADDIN_CACHE_DIR=str(tmp_path / "c"))
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "highlights", str(SAMPLE_POOL), "-o",
-                        str(tmp_path / "h.xlsx"), "--no-progress"], env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = run_cli("highlights", SAMPLE_POOL, "-o", tmp_path / "h.xlsx", "--no-progress", env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     rows, run = rows_of(tmp_path / "h.xlsx")
     assert run["rows"] == 21 and run["errors"] == 0

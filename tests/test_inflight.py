@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TINY_MAX_TOKENS, MockServer, Server, free_port, tiny_settings, vllm_models
+from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
+from kit import free_port
 
 from xladdin import inflight as inflight_module
 from xladdin.batcher import Batcher
@@ -181,12 +182,9 @@ def test_requests_past_one_pool_open_another_against_a_real_server(tiny_model_pa
 @pytest.mark.slow
 def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
     """``python -m bench gpu`` in CI size against ``xladdin-server serve --engine cpu`` (no timings asserted)."""
-    import socket
     import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
     server = subprocess.Popen([sys.executable, "-m", "xladdin.server", "serve", "--engine", "cpu", "--model",
                                str(tiny_model_path), "--port", str(port), "--parallel", "2"],

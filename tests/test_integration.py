@@ -3,13 +3,13 @@ OpenAI-compatible HTTP client against that engine's own llama.cpp HTTP port."""
 
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
+import kit
 import openpyxl
 import pytest
 from conftest import TINY_MAX_TOKENS, tiny_settings
+from kit import cli_command, wait_until
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
@@ -81,8 +81,7 @@ def test_engine_offline_is_an_error_value_within_the_timeout(tmp_path):
 
 def run_cli(*args, env_extra=None, **kw):
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=300, **kw)
+    return kit.run_cli(*args, env=env, **kw)
 
 
 def test_cli_screens_the_sample_pool_then_reruns_from_cache(tiny_model_path, tmp_path):
@@ -124,17 +123,10 @@ def test_killed_run_resumes_without_losing_rows(tiny_model_path, tmp_path):
     args = ["screen", str(pool), "-o", str(tmp_path / "r.csv"), "--model", str(tiny_model_path), "--no-progress",
             "--parallel", "2"]
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS))
-    proc = subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cli_command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     cache_dir = Path(os.environ["XLADDIN_CACHE_DIR"])
-    deadline = time.monotonic() + 120
-    done = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        if cache_dir.exists():
-            done = Cache(cache_dir).stats()["entries"]
-            if done >= 5:
-                break
-        time.sleep(0.2)
+    wait_until(lambda: proc.poll() is not None or (cache_dir.exists() and Cache(cache_dir).stats()["entries"] >= 5),
+               120, 0.2, message="the run stored no five answers")
     proc.kill()
     proc.wait()
     done = Cache(cache_dir).stats()["entries"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 
 import pytest
+from kit import run_cli
 from test_documents import cli
 
 pytestmark = pytest.mark.slow
@@ -17,8 +17,7 @@ HEADER = ("代码", "名称", "行业", "市盈率TTM", "ROE")
 
 
 def diff(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", "diff", *args], capture_output=True, text=True,
-                          timeout=120)
+    return run_cli("diff", *args, timeout=120)
 
 
 def write_csv(path, rows, header=HEADER):

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -14,6 +13,7 @@ import pytest
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'xladdin[ray]')")
 
 from conftest import Server, vllm_models  # noqa: E402
+from kit import cli_command, wait_until  # noqa: E402
 
 from xladdin.cli.main import main  # noqa: E402
 from xladdin.errors import ConfigError, InputError, InternalError  # noqa: E402
@@ -113,6 +113,9 @@ def test_the_ray_job_gives_the_report_of_xladdin_screen_on_the_same_rows(tmp_pat
         assert screen(pool, reports, tmp_path / "ray.json", urls, tmp_path / "cache-ray",
                       "--ray", "local", "--ray-cpus", "2") == 1
         asked_ray = asked() - asked_one
+        assert screen(pool, reports, tmp_path / "again.json", urls, tmp_path / "cache-ray",
+                      "--ray", "local", "--ray-cpus", "2") == 1
+        asked_again = asked() - asked_one - asked_ray
     finally:
         for server in servers:
             server.close()
@@ -124,6 +127,8 @@ def test_the_ray_job_gives_the_report_of_xladdin_screen_on_the_same_rows(tmp_pat
     assert asked_one == asked_ray == 5
     run = json.loads((tmp_path / "ray.json").read_text(encoding="utf-8"))["run"]
     assert run["engine_requests"] == 5 and run["files_read"] == 4 and run["rows"] == 6 and run["errors"] == 1
+    again = json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))["run"]  # on its cache: the
+    assert asked_again == 0 and (again["files_read"], again["files_from_store"]) == (0, 4)  # texts kept too
 
 
 @pytest.mark.slow
@@ -157,6 +162,8 @@ def test_the_ray_data_llm_pipeline_gives_the_report_of_xladdin_screen_and_asks_a
     assert run["engine_requests"] == 10 and run["files_read"] == 4 and run["ray"]["engine"] == "llm-http"
     assert asked_again == [] and all(r["缓存命中 cached"] for r in rows_of(tmp_path / "again.json")
                                      if r["错误 error"] is None)
+    again_run = json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))["run"]
+    assert (again_run["files_read"], again_run["files_from_store"]) == (0, 4)  # no file parsed twice
 
 
 @pytest.mark.slow
@@ -166,26 +173,19 @@ def test_a_ray_job_killed_half_way_asks_again_only_the_rows_missing(tmp_path):
     pool, reports = make_pool(tmp_path, 12)
     server = Counting(delay=0.4, stop_after=4)  # four answers, then none until the job is killed
     cache, out = tmp_path / "cache", tmp_path / "report.json"
-    command = [sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "--reports", str(reports), "-o",
-               str(out), "--engine-url", server.url, "--cache-dir", str(cache), "--no-progress", "--ray", "local",
-               "--ray-cpus", "2"]
+    command = cli_command("screen", pool, "--reports", reports, "-o", out, "--engine-url", server.url, "--cache-dir",
+                          cache, "--no-progress", "--ray", "local", "--ray-cpus", "2")
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
     job = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 240
-        while len(server.asked) < 4 and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(server.asked) >= 4 or job.poll() is not None, 240, message="no four answers asked")
         assert job.poll() is None, "the job ended before it was killed"
         assert len(server.asked) >= 4
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
-        for _ in range(100):  # the local Ray instance ends with its driver
-            if not no_ray_left(job.pid):
-                break
-            time.sleep(0.2)
-        left = no_ray_left(job.pid)
-        assert not left, left
+        wait_until(lambda: not no_ray_left(job.pid), 20, 0.2,  # the local Ray instance ends with its driver
+                   message=lambda: f"the job's processes outlived it: {no_ray_left(job.pid)}")
         first = list(server.asked)
         assert len(set(first)) == 4 and not out.exists()
         server.stop_after = None

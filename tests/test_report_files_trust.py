@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from conftest import workbook_caller
+from kit import Caller, run_cli
 from test_documents import PAGE_1, PAGE_2, cli, make_pdf, write_pool
 
 from xladdin.batcher import Batcher
@@ -103,7 +103,7 @@ def cells_runtime(tmp_path):
 
 def test_a_workbook_cannot_make_a_cell_read_a_file_outside_its_folder(cells_runtime, tmp_path, layout):
     pool_dir, secret_dir = layout
-    caller = workbook_caller(pool_dir / "pool.xlsx")
+    caller = Caller(book=pool_dir / "pool.xlsx")
     for path in (str(secret_dir / "key.txt"), "../secret/key.txt", "link.txt"):
         cell = udfs.QWEN_HIGHLIGHTS(path, None, None, caller)
         assert cell.startswith("#QWEN! report_file") and "hunter2" not in cell, (path, cell)
@@ -146,12 +146,8 @@ def test_relative_paths_as_a_user_types_them_are_read(tiny_model_path, tmp_path)
     write_pool(work / "pool.csv", [["688001", "华兴源创", "设备", "-40", "", "mine/688001_年报.pdf"],
                                    ["688002", "另一家", "设备", "-40", "", ""]])
     env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", "pool.csv", "--reports", "../reports",
-                        "-o", "out.json", "--no-progress"], cwd=work, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = run_cli("screen", "pool.csv", "--reports", "../reports", "-o", "out.json", "--no-progress", cwd=work,
+                env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads((work / "out.json").read_text(encoding="utf-8"))["rows"]
     assert [row["错误 error"] for row in rows] == [None, None]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kit import run_cli, wait_until
 from test_documents import PAGE_1, PAGE_2, TINY_MAX_TOKENS, make_pdf, write_pool
 from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
@@ -37,8 +38,7 @@ def run_facts(path: Path) -> dict:
 def cli(args, model_path, tmp_path, **kw):
     env = dict(os.environ, XLADDIN_MODEL=str(model_path), XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS),
                XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=600, **kw)
+    return run_cli(*args, env=env, timeout=600, **kw)
 
 
 def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny_model_path, tmp_path):
@@ -98,10 +98,7 @@ def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_
     row = ((688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf", None, None, None),)
     first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
     assert first[0][0] == cells.PENDING  # not read yet: pending like any other cell
-    deadline = time.monotonic() + BOUND_S
-    while not recalculated and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert recalculated, "the cell was never recalculated"
+    wait_until(lambda: recalculated, BOUND_S, message="the cell was never recalculated")
     done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
     out = dict(zip(cells.SPILL_FIELDS, done[0], strict=True))
     assert out["risk_level"] == "高" and out["net_profit"] == pytest.approx(-0.31204) and "688001" in out["read"]
@@ -177,22 +174,21 @@ def test_a_run_stopped_while_reading_leaves_no_reader(tiny_model_path, tmp_path,
                              str(tmp_path / "out.json"), "--no-progress"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        everything: set[int] = set()
-        deadline = time.monotonic() + BOUND_S
-        while len(everything) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            everything = _descendants(proc.pid)  # its two reader processes
-            time.sleep(0.1)
+        deadline = time.monotonic() + BOUND_S  # one bound for the readers to start and to hang
+
+        def readers() -> tuple[set[int]] | None:  # its two reader processes, or the run has ended
+            found = _descendants(proc.pid)
+            return (found,) if len(found) >= 2 or proc.poll() is not None else None
+
+        (everything,) = wait_until(readers, BOUND_S, 0.1, message="no reader processes started")
         assert proc.poll() is None and len(everything) >= 2, "no reader processes started"
-        while len(list(tmp_path.glob("*.hanging"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)  # both readers hung in a read
-        assert len(list(tmp_path.glob("*.hanging"))) >= 2
+        wait_until(lambda: len(list(tmp_path.glob("*.hanging"))) >= 2, deadline - time.monotonic(), 0.1,
+                   message="the two readers never hung in a read")
         proc.send_signal(stop)
         _, err = proc.communicate(timeout=BOUND_S)
         assert proc.returncode == (130 if stop == signal.SIGINT else -signal.SIGKILL), err[-2000:]
-        deadline = time.monotonic() + BOUND_S
-        while any(_alive(p) for p in everything) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [p for p in everything if _alive(p)], "a reader process outlived the run"
+        wait_until(lambda: not any(_alive(p) for p in everything), BOUND_S, 0.1,
+                   message=lambda: f"a reader process outlived the run: {[p for p in everything if _alive(p)]}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -272,10 +268,7 @@ def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_
         for name in ("a.txt", "b.txt"):
             _, text = reader.text(reports.place({"report_file": str(tmp_path / name)})["report_file"])
             assert "营业收入" in text.result(BOUND_S)
-            deadline = time.monotonic() + BOUND_S
-            while reader._workers and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not reader._workers, "the idle reader did not end"
+            wait_until(lambda: not reader._workers, BOUND_S, message="the idle reader did not end")
         assert reader.snapshot()["files_read"] == 2
     finally:
         reader.close()

@@ -7,18 +7,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from kit import Caller
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
 from xladdin.excel import cells, udfs
 from xladdin.excel.pending import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
-
-
-class Caller:
-    def __init__(self, address: str):
-        self.address = address
-        self.sheet = type("S", (), {"name": "Pool", "book": type("B", (), {"name": "t.xlsx"})()})()
 
 
 def cache_for(kind: str, tmp_path) -> Cache:
@@ -81,7 +76,8 @@ def _rows(n: int, start: int = 0) -> list[dict]:
 
 @pytest.mark.slow
 def test_two_servers_one_killed_mid_run_every_row_is_answered_by_the_other(tiny_model_path, tmp_path):
-    from conftest import free_port, tiny_settings
+    from conftest import tiny_settings
+    from kit import free_port
 
     from xladdin.resolver import Resolver
     from xladdin.tasks import ScreenResult, ScreenTask
@@ -114,7 +110,8 @@ def test_two_servers_one_killed_mid_run_every_row_is_answered_by_the_other(tiny_
 @pytest.mark.slow
 def test_a_server_replaced_by_another_model_never_stores_its_answers_under_the_first(tiny_model_path, tmp_path,
                                                                                      monkeypatch):
-    from conftest import free_port, tiny_settings
+    from conftest import tiny_settings
+    from kit import free_port
 
     from xladdin.engine import openai_http
     from xladdin.resolver import Resolver
@@ -210,12 +207,10 @@ def test_an_answer_given_after_the_engine_changed_model_is_not_stored(tmp_path):
 
 
 def test_a_misspelt_variable_is_named_with_the_setting_it_resembles(tmp_path):
-    import subprocess
-    import sys
+    from kit import run_cli
 
     env = {**__import__("os").environ, "XLADDIN_ENGIN_URL": "http://127.0.0.1:9/v1", "XLADDIN_NO_CACHE": "1"}
-    r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "cache", "stats", "--cache-dir", str(tmp_path / "c")],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = run_cli("cache", "stats", "--cache-dir", tmp_path / "c", env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "XLADDIN_ENGIN_URL is not a setting and is ignored; did you mean XLADDIN_ENGINE_URL?" in r.stderr
     assert "XLADDIN_NO_CACHE" not in r.stderr  # a real setting: no warning

@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TINY_MAX_TOKENS, free_port, tiny_settings
+from conftest import TINY_MAX_TOKENS, tiny_settings
+from kit import free_port, run_cli
 
 from xladdin.batcher import Batcher
 from xladdin.errors import ConfigError, EngineError
@@ -184,8 +185,7 @@ def test_cli_screen_over_the_cpu_server(tiny_model_path, tmp_path):
             os.environ, XLADDIN_ENGINE_URL=f"http://127.0.0.1:{port}/v1", XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS)
         )
         sample = str(SAMPLE_POOL)
-        r = subprocess.run([sys.executable, "-m", "xladdin.cli.main", "screen", sample, "-o", str(tmp_path / "r.json"),
-                            "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+        r = run_cli("screen", sample, "-o", tmp_path / "r.json", "--no-progress", env=env)
         assert r.returncode == 0, r.stderr
         assert "0 errors" in r.stdout
         run = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["run"]

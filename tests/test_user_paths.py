@@ -9,12 +9,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
+import kit
 import openpyxl
 import pytest
 from conftest import TINY_MAX_TOKENS, MockServer, Server, run_python, tiny_settings, vllm_models
+from kit import Caller, cli_command, free_port, wait_until
 
 from xladdin.batcher import Batcher
 from xladdin.cache import Cache
@@ -45,8 +46,7 @@ def report_rows(path: Path) -> list[dict]:
 
 def run_cli(*args, env_extra=None, timeout=120):
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return kit.run_cli(*args, env=env, timeout=timeout)
 
 
 # ------------------------------------------------------------------ 1, 2: units and numbers of a CSV
@@ -231,18 +231,21 @@ def test_ctrl_c_stops_within_seconds_exit_130_keeping_the_cache(tiny_model_path,
             f.write(f"{600000 + i},公司{i},{10 + i % 9},{20 + i},2023年营业收入{100 + i}亿元，同比增长{i}%。\n")
     env = dict(os.environ, XLADDIN_MAX_TOKENS=str(TINY_MAX_TOKENS), XLADDIN_MODEL=str(tiny_model_path),
                XLADDIN_MAX_PARALLEL="2")
-    proc = subprocess.Popen([sys.executable, "-m", "xladdin.cli.main", "screen", str(pool), "-o",
-                             str(tmp_path / "r.xlsx"), "--no-progress"], env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cli_command("screen", pool, "-o", tmp_path / "r.xlsx", "--no-progress"), env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     cache_dir = Path(os.environ["XLADDIN_CACHE_DIR"])
-    deadline = time.monotonic() + 120
-    done = 0
-    while time.monotonic() < deadline and done < 2 and proc.poll() is None:
-        time.sleep(0.3)
-        if cache_dir.exists():
-            c = Cache(cache_dir)
-            done = c.stats()["entries"]
+
+    def stored() -> int:
+        if not cache_dir.exists():
+            return 0
+        c = Cache(cache_dir)
+        try:
+            return c.stats()["entries"]
+        finally:
             c.close()
+
+    wait_until(lambda: proc.poll() is not None or stored() >= 2, 120, 0.3, message="no two answers stored")
+    done = stored()
     assert done >= 2 and proc.poll() is None, "the run should still be going"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -256,9 +259,7 @@ def test_ctrl_c_stops_within_seconds_exit_130_keeping_the_cache(tiny_model_path,
 # ------------------------------------------------------------------ 10, 11: the server launcher
 @pytest.mark.slow
 def test_sigterm_to_serve_stops_its_server_and_the_key_stays_secret(tiny_model_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = dict(os.environ, XLADDIN_API_KEY="s3cret-key-0123456789")
     cmd = [sys.executable, "-m", "xladdin.server", "serve", "--engine", "cpu", "--model", str(tiny_model_path),
            "--port", str(port), "--parallel", "1"]
@@ -397,9 +398,7 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     rules = (("roe_low_risk_from", 40.0), ("pe_limit", 50.0))  # a Rules range as COM passes it
     first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
     assert first[0][0] == cells.PENDING and len(first[0]) == len(cells.SPILL_FIELDS)
-    deadline = time.monotonic() + 30
-    while not recalculated and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: recalculated, 30, message="the cell was never recalculated")
     assert [(c.address, c.sheet.name, c.sheet.book.name) for c in recalculated] == [("$L$2", "Pool", "pool.xlsx")]
     done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
     assert done[0][:5] == ["600519.SH", "贵州茅台", "低", 100, "业绩稳健"]
@@ -608,14 +607,6 @@ def test_eval_reports_accuracy_and_evidence_through_the_cli(tiny_model_path, tmp
 
 
 # ------------------------------------------------------------------ no cell waits for a hung or down server
-class Caller:
-    """What xlwings passes as ``caller``: only its identity matters to the runtime."""
-
-    def __init__(self, address):
-        self.address = address
-        self.sheet = type("S", (), {"name": "Pool", "book": type("B", (), {"name": "t.xlsx"})()})()
-
-
 class HungServer:
     """A real socket on 127.0.0.1 that accepts connections and never answers; counts them."""
 
@@ -661,9 +652,8 @@ def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
         # failed (a refused connection fails at once), the error itself
         assert set(shown) <= {cells.PENDING, expected} and status["pending cells"] <= pending, set(shown)
         assert pending == 500 if server else pending >= 1  # a placeholder: no call waited for the engine
-        deadline = time.monotonic() + 30
-        while len(recalculated) < pending and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(recalculated) >= pending, 30, message=lambda: f"{len(recalculated)} of {pending} "
+                   "pending cells recalculated")
         assert len(recalculated) == pending  # every pending cell is recalculated when its request fails
         again = [udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i + 2}")) for i, r in enumerate(rows)]
         assert {o[0][0] for o in again} == {expected}

@@ -6,14 +6,11 @@ repository as it was."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import Server, vllm_models
-
-from xladdin.cli.main import main
+from kit import run_cli, run_main
 
 REFUSING = (400, "application/json", b'{"error": {"message": "maximum context length is 8192 tokens"}}')
 
@@ -32,8 +29,7 @@ def cli(*args, env=None, drop=()):
     import os
 
     env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in drop}
-    return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return run_cli(*args, env=env)
 
 
 # ------------------------------------------------------------------ a config file that is not UTF-8
@@ -64,18 +60,19 @@ def test_a_rules_file_not_in_utf8_is_named_or_read(tmp_path, monkeypatch, capsys
     pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM"), [("600519", "贵州茅台", "30", "25")])
     rules = tmp_path / "rules.toml"
     rules.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF")  # a picture saved as rules.toml
-    assert main(["screen", str(pool), "--rules", str(rules), "-o", str(tmp_path / "o.json")]) == 2
-    err = capsys.readouterr().err
+    r = run_main(capsys, "screen", pool, "--rules", rules, "-o", tmp_path / "o.json")
+    assert r.returncode == 2
+    err = r.stderr
     assert f"rules file {rules}" in err and "UTF-8" in err and "Traceback" not in err
     rules.write_text("pe_limit = 20\n", encoding="utf-16")  # Notepad's "Unicode"
     server = refusing_server()
     try:
         monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
         monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        code = main(["screen", str(pool), "--rules", str(rules), "-o", str(tmp_path / "o.json"), "--no-progress"])
+        r = run_main(capsys, "screen", pool, "--rules", rules, "-o", tmp_path / "o.json", "--no-progress")
     finally:
         server.close()
-    assert code == 0, capsys.readouterr().err
+    assert r.returncode == 0, r.stderr
     (row,) = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"]
     assert row["风险等级 risk"] == "中" and "PE-TTM 25 > 20" in row["规则依据 rule basis"]
 
@@ -87,10 +84,10 @@ def screen_cli(tmp_path, monkeypatch, capsys, pool, *args):
     try:
         monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
         monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        code = main(["screen", str(pool), "-o", str(tmp_path / "out.json"), "--no-progress", *args])
+        r = run_main(capsys, "screen", pool, "-o", tmp_path / "out.json", "--no-progress", *args)
     finally:
         server.close()
-    out, err = capsys.readouterr()
+    code, out, err = r.returncode, r.stdout, r.stderr
     report = json.loads((tmp_path / "out.json").read_text(encoding="utf-8")) if code in (0, 1) else None
     return code, report, out, err
 
@@ -164,11 +161,11 @@ def test_highlights_says_how_many_rows_the_model_answered(tmp_path, monkeypatch,
     try:
         monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
         monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        code = main(["highlights", str(pool), "-o", str(tmp_path / "h.json"), "--no-progress"])
+        r = run_main(capsys, "highlights", pool, "-o", tmp_path / "h.json", "--no-progress")
     finally:
         server.close()
-    out = capsys.readouterr().out
-    assert code == 0
+    out = r.stdout
+    assert r.returncode == 0
     assert "2 without a model answer" in out and "the model answered 0 of 2" in out, out
     run = json.loads((tmp_path / "h.json").read_text(encoding="utf-8"))["run"]
     assert run["without_answer"] == 2
@@ -196,11 +193,11 @@ def test_screen_says_how_many_rows_the_model_answered_and_the_command_s_time(tmp
     try:
         monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
         monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        code = main(["screen", str(pool), "-o", str(tmp_path / "o.json"), "--no-progress"])
+        r = run_main(capsys, "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
     finally:
         server.close()
-    out = capsys.readouterr().out
-    assert code == 0, (out, json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"])
+    out = r.stdout
+    assert r.returncode == 0, (out, json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"])
     assert "1 without a model answer (flag 模型未作答)" in out and "the model answered 1 of 2" in out, out
     shown = float(re.search(r"([0-9.]+)s \(", out).group(1))
     # the command's time holds the rows and the report's writing (not the rows' alone); shown to 0.1 s
@@ -238,11 +235,11 @@ def test_a_report_on_a_full_disk_says_truly_what_the_cache_holds(cache, tmp_path
     try:
         monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
         monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        code = main(["screen", str(pool), "-o", str(tmp_path / "o.xlsx"), "--no-progress", *args])
+        r = run_main(capsys, "screen", pool, "-o", tmp_path / "o.xlsx", "--no-progress", *args)
     finally:
         server.close()
-    err = capsys.readouterr().err
-    assert code == 2 and "No space left on device" in err, err
+    err = r.stderr
+    assert r.returncode == 2 and "No space left on device" in err, err
     if cache == "works":
         assert "the model's answers (2 rows) are in the cache" in err
     else:

@@ -4,10 +4,8 @@ through xlwings' own ``call_udf`` (Excel) and Calc's runtime."""
 
 from __future__ import annotations
 
-import time
-import types
-
 import pytest
+from kit import Caller, wait_until
 from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
 from xladdin.batcher import Batcher
@@ -45,10 +43,7 @@ def test_a_cell_leaves_out_a_report_published_after_the_workbook_s_as_of_day(win
         runtime.rewrite = recalculated.append
         first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
         if first[0][0] == cells.PENDING:
-            deadline = time.monotonic() + BOUND_S
-            while not recalculated and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert recalculated, "the cell was never recalculated"
+            wait_until(lambda: recalculated, BOUND_S, message="the cell was never recalculated")
         done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
         again = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
         assert again == done  # recalculated from memory: the same, its notes included
@@ -118,8 +113,7 @@ def test_the_refresh_macro_fills_the_cache_as_the_cells_will_ask_as_of_the_day(t
         pool_row = [600519, "贵州茅台", "白酒", 25.0, 30.0, None, REPORT, None, None, None]
         counts = refresh_values([list(POOL_COLUMNS), pool_row], runtime=runtime, folder=tmp_path)
         assert counts["rows"] == 1 and counts["errors"] == 0 and asked_with_report(engine) == [False]
-        book = types.SimpleNamespace(name="pool.xlsx", fullname=str(tmp_path / "pool.xlsx"), sheets=[])
-        caller = types.SimpleNamespace(address="$L$2", sheet=types.SimpleNamespace(name="Pool", book=book))
+        caller = Caller("$L$2", book=tmp_path / "pool.xlsx")
         cell = udfs.QWEN_SCREEN([pool_row], False, None, caller)  # the Pool sheet's formula, in that workbook
         assert LEFT_OUT in dict(zip(cells.SPILL_FIELDS, cell[0], strict=True))["notes"]
         assert len(engine.calls) == 1  # the formula's request was the one the macro made
@@ -165,10 +159,7 @@ def test_calc_cells_as_of_a_day_refuse_a_row_published_after_it_and_leave_out_a_
              ("000001", "平安银行", "银行", 5.0, 10.0, 20210320.0, "20201231", ""))
     try:
         first = f.call("QWEN_SCREEN", (table, 1.0, None))
-        deadline = time.monotonic() + BOUND_S
-        while not posted and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert posted, "the call never settled"
+        wait_until(lambda: posted, BOUND_S, message="the call never settled")
         posted.pop()()  # LibreOffice's main thread settles it
         cell = Listener()
         first.addResultListener(cell)

@@ -1,0 +1,94 @@
+"""The tests' kit: what many test files need, written once (issue 29). Imported as ``from kit import …``
+(pytest puts ``tests/`` on the path, as for ``conftest``); the fixtures stay in ``conftest.py``.
+
+- ``Caller``: what xlwings passes a UDF as ``caller``.
+- ``wait_until``: wait for a condition within a bound, failing the test with a message if it never holds.
+- ``cli_command`` / ``run_cli`` / ``run_main``: ``xladdin …`` in a fresh process (to start or to run to
+  its end) or in this one.
+- ``free_port``: a port on 127.0.0.1 that nothing listens on."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CLI_MODULE = "xladdin.cli.main"
+
+
+class Caller:
+    """What xlwings passes a UDF as ``caller``: the cell's ``address``, its sheet (``sheet.name``) and that
+    sheet's book (``sheet.book``: ``name``, ``fullname``, ``sheets``). The runtime knows a cell by (book
+    name, sheet name, address).
+
+    ``book``: the path the workbook is saved at (its name and fullname from it; a relative report path is
+    taken from its folder), or None: an unsaved workbook ``t.xlsx``, whose fullname is its bare name as
+    Excel gives it before the first save (no folder). The book holds no sheets xlwings could read (no Rules
+    sheet: the default rules)."""
+
+    def __init__(self, address: str = "$H$2", book: str | Path | None = None, sheet: str = "Pool"):
+        full = str(book) if book is not None else "t.xlsx"
+        self.address = address
+        self.sheet = types.SimpleNamespace(
+            name=sheet, book=types.SimpleNamespace(name=Path(full).name, fullname=full, sheets=[]))
+
+    def __repr__(self) -> str:
+        return f"Caller({self.address!r}, {self.sheet.book.fullname!r}, {self.sheet.name!r})"
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05, *,
+               message: str | Callable[[], Any] | None = None) -> Any:
+    """Calls ``predicate`` every ``interval`` seconds until it returns something true, and returns that.
+    ``timeout`` bounds a condition, never a duration: the wait ends as soon as it holds. Once ``timeout``
+    seconds have passed with it false (checked at least once, even for a bound already spent), the test
+    fails: ``message`` (a text, or a function giving it, called then), the bound and the last value.
+
+    For a wait that should also end when a process has (so that the test's own assertion then says so),
+    put that in the predicate: ``lambda: proc.poll() is not None or done()``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            said = message() if callable(message) else message
+            raise AssertionError(f"{said or 'the condition never held'} (not within {timeout:g} s; "
+                                 f"last: {value!r})")
+        time.sleep(interval)
+
+
+def cli_command(*args: Any) -> list[str]:
+    """``xladdin ARGS`` as a command line for this interpreter (``python -m xladdin.cli.main``)."""
+    return [sys.executable, "-m", CLI_MODULE, *map(str, args)]
+
+
+def run_cli(*args: Any, env: dict[str, str] | None = None, timeout: float | None = 300,
+            cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """``xladdin ARGS`` in a fresh process run to its end: ``returncode``, and ``stdout`` and ``stderr``
+    as text. ``env``: its whole environment (default this process's, which ``isolated_state`` has given
+    the test's own cache and config dirs and no XLADDIN_* of the caller's)."""
+    return subprocess.run(cli_command(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def run_main(capsys, *args: Any) -> subprocess.CompletedProcess:
+    """``xladdin ARGS`` in this process (``xladdin.cli.main.main``), so that the test's monkeypatches hold:
+    its exit code and what it wrote, read through pytest's ``capsys`` (which this empties), in ``run_cli``'s
+    shape."""
+    from xladdin.cli.main import main
+
+    argv = [str(a) for a in args]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound and let go: free until something takes it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
