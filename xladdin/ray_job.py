@@ -29,17 +29,20 @@ import datetime as dt
 import importlib.util
 import logging
 import os
+import pickle
 import threading
 import time
 import types
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import documents, ray_llm
+from . import documents, ray_llm, reading
 from .as_of import date_rows, parse_as_of
 from .batcher import Batcher, started
+from .cache import Cache
 from .engine import engine_kind
 from .errors import ConfigError, InputError, InternalError, XladdinError
 from .gguf_files import STARTER_NOTE
@@ -121,15 +124,23 @@ def _missing(name: str) -> bool:
 
 
 # ------------------------------------------------------------------ stage 2: the report files, in Ray tasks
-def read_reports(batch: dict[str, Any]) -> dict[str, Any]:
+def read_reports(batch: dict[str, Any], cache_dir: str | None = None, enabled: bool = True) -> dict[str, Any]:
     """A Ray task: each row's report file read as a reader process reads it (``documents.locate`` then
-    ``read_file``, and code's readings of the text), or the row's ``InputError``; a row without a file
-    passes as it is. Column ``read``: the pickled ``(stamp, text, readings)``, the error, or ``None``."""
-    out = []
-    for blob in batch["record"]:
-        _, path = _path_of(loads(blob))
-        out.append(dumps(None if path is None else read_one(path)))
-    return {"row": batch["row"], "record": batch["record"], "read": column(out)}
+    ``read_file``, and code's readings of the text), or found by its stamp in the cache's store of texts
+    (``reading.stored``: a rerun, or a job started again after a kill, parses no file twice), or the
+    row's ``InputError``; a row without a file passes as it is. Column ``read``: the pickled ``(stamp,
+    text, readings)``, the error, or ``None``; ``stored``: 1 where the text came from the store."""
+    out, from_store = [], []
+    cache = Cache(cache_dir, enabled=enabled)
+    try:
+        for blob in batch["record"]:
+            _, path = _path_of(loads(blob))
+            value, kept = (None, False) if path is None else read_one(path, cache)
+            out.append(dumps(value))
+            from_store.append(int(kept))
+    finally:
+        cache.close()
+    return {"row": batch["row"], "record": batch["record"], "read": column(out), "stored": column(from_store)}
 
 
 def _path_of(record: Any) -> tuple[Any, documents.ReportPath | None]:
@@ -139,19 +150,29 @@ def _path_of(record: Any) -> tuple[Any, documents.ReportPath | None]:
         return record, None
 
 
-def read_one(path: documents.ReportPath) -> tuple[Any, str, Any] | InputError:
+def read_one(path: documents.ReportPath, cache: Cache | None = None) -> tuple[tuple[Any, str, Any] | InputError, bool]:
+    """``path``'s ``(stamp, text, readings)`` or its error, and whether it came from ``cache``'s store (a
+    text read here is kept there, as a reader process's is)."""
     try:
         stamp = stamp_of(path)
-        _, text = documents.read_file(stamp[0], path.reports.max_bytes)
+        found = reading.stored(cache, stamp, figures.readings_version()) if cache is not None else None
+        if found is not None:
+            return (stamp, *found), True
+        digest, text = documents.read_file(stamp[0], path.reports.max_bytes)
     except InputError as e:
-        return InputError(documents.FIELD, e.message)
+        return InputError(documents.FIELD, e.message), False
     except Exception as e:  # a reader's failure is the file's error (``reading._serve``'s words)
-        return InputError(documents.FIELD, f"{os.path.basename(path)}: cannot be read ({e.__class__.__name__}: {e})")
+        return InputError(documents.FIELD, f"{os.path.basename(path)}: cannot be read ({e.__class__.__name__}: "
+                          f"{e})"), False
     try:
         readings = figures.readings(text)
     except Exception:  # the answering actor reads them then; the text stands
         readings = None
-    return stamp, text, readings
+    if cache is not None:
+        read = None if readings is None else pickle.dumps(readings, pickle.HIGHEST_PROTOCOL)
+        reading.store(cache, stamp, digest, zlib.compress(text.encode("utf-8"), 1), read,
+                      figures.readings_version())
+    return (stamp, text, readings), False
 
 
 # ------------------------------------------------------------------ stage 3: the answers, in actors
@@ -212,10 +233,10 @@ class Answerer:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         records, held, read_ok = [], [], []
-        for blob, read_blob in zip(batch["record"], batch["read"], strict=True):
+        for blob, read_blob, kept in zip(batch["record"], batch["read"], batch["stored"], strict=True):
             record, read = loads(blob), loads(read_blob)
             records.append(record)
-            read_ok.append(int(read is not None and not isinstance(read, InputError)))
+            read_ok.append(int(read is not None and not isinstance(read, InputError) and not kept))
             if read is None:
                 continue
             _, path = documents.report_path(record)
@@ -239,7 +260,8 @@ class Answerer:
         failed = [0] * len(records)
         failed[0] = failures
         return {"row": batch["row"], "result": column([dumps(r) for r in results]),
-                "asked": column(counts), "write_failures": column(failed), "file_read": column(read_ok)}
+                "asked": column(counts), "write_failures": column(failed), "file_read": column(read_ok),
+                "file_stored": batch["stored"]}
 
 
 # ------------------------------------------------------------------ the job
@@ -284,7 +306,9 @@ def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOpti
         ds = ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // options.read_batch)))
         # a file that crashes its reader crashes it again: retried once (Ray Data's default is forever), then its
         # rows are lost, each that row's error
-        ds = ds.map_batches(read_reports, batch_size=options.read_batch, num_cpus=1, max_retries=1)
+        ds = ds.map_batches(read_reports, batch_size=options.read_batch, num_cpus=1, max_retries=1,
+                            fn_kwargs={"cache_dir": None if settings.cache_dir is None else str(settings.cache_dir),
+                                       "enabled": not settings.no_cache})
         if llm is not None:
             try:
                 results, counts = ray_llm.run_rows(ds, len(records), settings, task, options, *llm, on_result)
@@ -300,12 +324,13 @@ def run_rows(records: list[Any], settings: Settings, task: Any, options: RayOpti
         results: list[Any] = [None] * len(records)
         seen = [False] * len(records)
         counts: dict[str, Any] = {"engine_requests": 0, "cache_write_failures": 0, "files_read": 0,
-                                  "ray_start_s": round(ray_start, 3)}
+                                  "files_from_store": 0, "ray_start_s": round(ray_start, 3)}
         try:
             for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 counts["engine_requests"] += int(sum(batch["asked"]))
                 counts["cache_write_failures"] += int(sum(batch["write_failures"]))
                 counts["files_read"] += int(sum(batch["file_read"]))
+                counts["files_from_store"] += int(sum(batch["file_stored"]))
                 for i, blob in zip(batch["row"], batch["result"], strict=True):
                     results[int(i)], seen[int(i)] = loads(blob), True
                     if on_result is not None:
@@ -351,8 +376,8 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
         note = STARTER_NOTE if engine.starter else None
         run_counts = {"errors": errors, "cache_hits": hits, "engine_requests": counts["engine_requests"],
                       "without_answer": alone,
-                      "files_read": counts["files_read"],  # report files read by the job's Ray tasks
-                      "files_from_store": 0,
+                      "files_read": counts["files_read"],  # report files parsed by the job's Ray tasks
+                      "files_from_store": counts["files_from_store"],  # texts found in the cache's store
                       "ray": {"address": options.address, "cpus": options.cpus, "engine": options.engine,
                               "actors": options.actors, "start_s": counts["ray_start_s"],  # Ray connected or started
                               **({"replicas": options.replicas, "profile": options.profile,

@@ -115,10 +115,12 @@ class Rows:
         settled: dict[str, list[Any]] = {"row": [], "result": []}  # rows with their result
         asking: dict[str, list[Any]] = {"row": [], "record": [], "read": [], "messages": [], "schema": []}
         answers, errors = batch.get("answer"), batch.get("__inference_error__")
-        failures, files = self.cache.write_failures, 0
+        failures, files, from_store = self.cache.write_failures, 0, 0
+        kept = batch["stored"] if "stored" in batch else [0] * len(batch["row"])
         for i, (row, blob, read_blob) in enumerate(zip(batch["row"], batch["record"], batch["read"], strict=True)):
             read = loads(read_blob)
-            files += isinstance(read, tuple)
+            files += isinstance(read, tuple) and not kept[i]
+            from_store += bool(kept[i])
             request, again = self._request(loads(blob), read), None
             if not isinstance(request, Prepared):
                 result = request
@@ -140,7 +142,8 @@ class Rows:
                     asking[name].append(value)
         counts = {"asked": len(batch["row"]) if self.stage == "finish" else 0,
                   "write_failures": self.cache.write_failures - failures,
-                  "files_read": files if self.stage == "prepare" else 0}
+                  "files_read": files if self.stage == "prepare" else 0,
+                  "files_from_store": from_store if self.stage == "prepare" else 0}
         if self.stage == "prepare":  # the rows settled here leave the stream: the processor asks the others
             self._ray.get(self.collector.put.remote(settled["row"], settled["result"], counts))
             return {name: column(values) for name, values in asking.items()}
@@ -335,7 +338,7 @@ def run_rows(ds: Any, n: int, settings: Settings, task: Any, options: Any, model
     import ray.data
 
     results: list[Any] = [None] * n
-    counts = {"asked": 0, "write_failures": 0, "files_read": 0}
+    counts = {"asked": 0, "write_failures": 0, "files_read": 0, "files_from_store": 0}
     rounds = 2  # the answer, and once more with its fault (structured_call's one retry)
     collector = ray.remote(num_cpus=0)(Collector).remote()
     # the stages' actors reserve no CPU (as the HTTP path's): in one stream with the read tasks and the
@@ -386,7 +389,8 @@ def run_rows(ds: Any, n: int, settings: Settings, task: Any, options: Any, model
             if on_result is not None:
                 on_result(i, results[i])
     return results, {"engine_requests": counts["asked"], "cache_write_failures": counts["write_failures"],
-                     "files_read": counts["files_read"], "asked_again": len(again),
+                     "files_read": counts["files_read"], "files_from_store": counts["files_from_store"],
+                     "asked_again": len(again),
                      "llm_seconds": round(time.perf_counter() - t0, 3)}
 
 

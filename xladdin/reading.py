@@ -101,6 +101,26 @@ def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int
             return
 
 
+def stored(cache: Cache, stamp: Stamp, version: str) -> tuple[str, Any] | None:
+    """The disk store (the cache's ``documents``: stamp → content digest → compressed text, and code's
+    readings of it by the reading code's ``version``): ``stamp``'s text and readings (``None`` when not
+    kept for this version), or ``None`` when the store has no text for it."""
+    digest = cache.get_document("stamp:" + repr(stamp))
+    packed = cache.get_document("text:" + digest) if digest else None
+    if packed is None:
+        return None
+    read = cache.get_document(f"readings:{version}:{digest}")
+    return zlib.decompress(packed).decode("utf-8"), None if read is None else pickle.loads(read)
+
+
+def store(cache: Cache, stamp: Stamp, digest: str, packed: bytes, read: bytes | None, version: str) -> None:
+    """A file's text (``packed``: zlib) and readings (pickled) kept under its digest, found by its stamp."""
+    cache.set_document("text:" + digest, packed)
+    if read is not None:
+        cache.set_document(f"readings:{version}:{digest}", read)
+    cache.set_document("stamp:" + repr(stamp), digest)
+
+
 class Reader:
     """The report files of one core (a batcher): texts by stamp, read in reader processes."""
 
@@ -162,25 +182,20 @@ class Reader:
         self._wake()
         return stamp, job.future
 
-    # the disk store: stamp → digest → compressed text, and code's readings of it (by the reading code's version)
+    # the disk store (``stored`` / ``store``)
     def _stored(self, stamp: Stamp) -> str | None:
-        digest = self.cache.get_document("stamp:" + repr(stamp))
-        packed = self.cache.get_document("text:" + digest) if digest else None
-        if packed is None:
+        found = stored(self.cache, stamp, self._version)
+        if found is None:
             return None
         with self._lock:
             self.from_store += 1
-        text = zlib.decompress(packed).decode("utf-8")
-        read = self.cache.get_document(f"readings:{self._version}:{digest}")
-        if read is not None:
-            known.remember(text.strip(), pickle.loads(read))
+        text, readings = found
+        if readings is not None:
+            known.remember(text.strip(), readings)
         return text
 
     def _store(self, stamp: Stamp, digest: str, packed: bytes, read: bytes | None) -> None:
-        self.cache.set_document("text:" + digest, packed)
-        if read is not None:
-            self.cache.set_document(f"readings:{self._version}:{digest}", read)
-        self.cache.set_document("stamp:" + repr(stamp), digest)
+        store(self.cache, stamp, digest, packed, read, self._version)
 
     @functools.cached_property
     def _version(self) -> str:

@@ -1,0 +1,74 @@
+"""One table holds each request's fate (``resolver.Fates``): a cell asked again while its request is out
+joins it (the same ticket: nothing prepared, keyed or looked up on disk again), and its result or its
+failure is then served from the table, through Excel's own call path."""
+
+from __future__ import annotations
+
+import threading
+
+from kit import Caller
+
+from xladdin.batcher import Batcher
+from xladdin.cache import Cache
+from xladdin.errors import EngineError
+from xladdin.excel import cells, udfs
+from xladdin.excel.pending import CellRuntime
+from xladdin.resolver import Done, Failed, Pending, Resolver
+from xladdin.tasks.screen import ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+ROW = [600519.0, "贵州茅台", "白酒", 30.0, 25.0, 50.0, "营业收入1000亿元"]
+
+
+def test_a_cell_recalculated_while_its_request_is_out_joins_it_and_reads_nothing_again(tmp_path):
+    release = threading.Event()
+
+    def respond(_):
+        release.wait(30)
+        return screen_answer("经营稳健")
+
+    engine = ScriptedEngine(respond, max_parallel=2)
+    recalculated = threading.Event()
+    rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=lambda _: recalculated.set())
+    udfs.set_runtime(rt)
+    reads = []
+    try:
+        cell = Caller("$I$2")
+        rt.batcher.start()  # a sheet recalculated after its first cells started the engine
+        get = rt.batcher.cache.get
+        rt.batcher.cache.get = lambda key: reads.append(key) or get(key)  # the disk cache's reads, counted
+        assert udfs.QWEN_SCREEN([ROW], False, None, cell)[0][0] == cells.PENDING
+        for _ in range(3):  # Excel recalculates the sheet while the answer is out
+            assert udfs.QWEN_SCREEN([ROW], False, None, cell)[0][0] == cells.PENDING
+        assert len(reads) == 1  # its one read, on the first call
+        release.set()
+        assert recalculated.wait(30)
+        final = udfs.QWEN_SCREEN([ROW], False, None, cell)[0]
+        assert final[0] == "600519.SH" and final[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+        assert len(reads) == 1 and len(engine.calls) == 1  # one read, one request; the value from the table
+    finally:
+        udfs.set_runtime(None)
+        rt.close()
+
+
+def test_a_failed_request_is_its_cells_error_for_the_ttl_then_asked_again(tmp_path):
+    answers = iter([EngineError("server down"), screen_answer("经营稳健")])
+
+    def respond(_):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    engine = ScriptedEngine(respond)
+    with Batcher(engine, Cache(tmp_path / "c"), window_ms=0) as b:
+        resolver = Resolver(b, error_ttl=60)
+        record = {"code": "600519", "name": "贵州茅台", "roe": 25, "pe_ttm": 30}
+        first = resolver.resolve(ScreenTask(), record)
+        assert isinstance(first, Pending) and isinstance(first.ticket.exception(10), EngineError)
+        again = resolver.resolve(ScreenTask(), record)
+        assert isinstance(again, Failed) and "server down" in str(again.error) and len(engine.calls) == 1
+        resolver.error_ttl = 0  # the failure has aged
+        later = resolver.resolve(ScreenTask(), record)
+        assert isinstance(later, Pending) and later.ticket.result(10).reason == "经营稳健"
+        assert isinstance(resolver.resolve(ScreenTask(), record), Done) and len(engine.calls) == 2
