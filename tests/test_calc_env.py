@@ -169,7 +169,9 @@ def test_the_private_cpu_server_ends_with_its_parent_killed_while_busy(tiny_mode
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(BOUND_S)
         wait_until(lambda: _gone(child), DEATH_BOUND_S, 0.1, message="the private server outlived its parent")
-        assert not _listening(port)
+        # its main thread shows as a zombie while its other threads (llama.cpp's, busy) are still ending: the
+        # listening socket, which they share, closes with the last of them
+        wait_until(lambda: not _listening(port), DEATH_BOUND_S, 0.1, message="its port still listens")
     finally:
         for pid in (parent.pid, locals().get("child")):
             if pid:
