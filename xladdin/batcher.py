@@ -89,6 +89,7 @@ class Batcher:
         self._n_workers = 0
         self.peak_in_engine = 0
         self.last_answer = 0.0  # when a request last settled (monotonic)
+        self.stored = 0  # answers stored by this batcher (``_ask``)
         self.cache = cache
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
         self.requests = Requests(engine, self.params, self.context)
@@ -180,8 +181,9 @@ class Batcher:
 
     # ---------------------------------------------------------------- the queue and its workers
     def _store(self, key: str, out: BaseModel) -> None:
-        """A validated answer, stored the moment it arrives."""
+        """A validated answer, stored the moment it arrives (on the loop thread)."""
         self.cache.set(key, out.model_dump(mode="json"))
+        self.stored += 1
 
     async def _schedule(self, request: Prepared) -> BaseModel:
         """The validated answer to ``request``: joins the request in flight, or queues a new one."""
@@ -304,10 +306,11 @@ class Batcher:
             self.shared_start.raise_recent_failure()
             return self.loop.submit(self._start_then_ask(task, inp))
         request = self.prepare(task, inp)
-        hit = self._from_cache(request)  # its one read of the disk cache, where a reopened workbook's cells get
+        stored = self.stored  # answers stored so far: one stored after this miss makes the loop look again
+        hit = self._from_cache(request)  # its read of the disk cache, where a reopened workbook's cells get
         if hit is not None:  # their values at once
             return hit
-        return self.loop.submit(self._ask(request))
+        return self.loop.submit(self._ask(request, stored))
 
     def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
         """A future of the task's result. Cache hits come back already done."""
@@ -343,14 +346,18 @@ class Batcher:
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
         await self._ensure_started()
         request = self.prepare(task, inp)  # keyed now the engine has named its model
-        hit = self._from_cache(request)  # its one read of the disk cache
-        return hit if hit is not None else await self._ask(request)
+        hit = self._from_cache(request)  # its read of the disk cache, on this loop thread
+        return hit if hit is not None else await self._ask(request, self.stored)
 
-    async def _ask(self, request: Prepared) -> Any:
-        """``request``, its one read of the disk cache done (a miss): joined to the same request in flight,
-        or queued. (A second read here once covered an identical request answered between a caller's miss
-        and its queueing; the resolver's fate table now gives a second caller of the same input the first
-        one's ticket, so only two inputs that differ in what the key leaves out can still meet that way.)"""
+    async def _ask(self, request: Prepared, stored: int) -> Any:
+        """``request``, a miss of the disk cache when ``stored`` answers had been stored: joined to the same
+        request in flight, or queued. Answers are stored and leave the queue's in-flight map on this loop
+        thread, so when one was stored since that miss (an identical request, from another thread, answered
+        between the miss and now) the cache is read once more; else it is not read again."""
+        if self.stored != stored and (self.queue is None or request.key not in self.queue.inflight):
+            hit = self._from_cache(request)
+            if hit is not None:
+                return hit
         with self._lock:
             self.stats.submitted += 1
         try:
