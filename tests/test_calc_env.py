@@ -123,7 +123,7 @@ def test_the_template_is_made_from_a_shell_with_the_environment_on_path(tmp_path
 
 PARENT = textwrap.dedent("""
     import asyncio, json, sys, time
-    from xladdin.calc.runtime import PrivateServer
+    from xladdin.engine.private_server import PrivateServer
     from xladdin.settings import Settings
 
     server = PrivateServer(Settings.load(), sys.executable)

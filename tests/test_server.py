@@ -13,6 +13,7 @@ from conftest import TINY_MAX_TOKENS, tiny_settings
 from kit import free_port, run_cli
 
 from xladdin.batcher import Batcher
+from xladdin.engine import processes
 from xladdin.errors import ConfigError, EngineError
 from xladdin.pool import SAMPLE_POOL
 from xladdin.resolver import Resolver
@@ -142,12 +143,12 @@ def test_several_servers_start_serve_as_one_engine_and_all_stop(tiny_model_path,
 
 
 def test_diagnosis_reads_the_output():
-    assert launcher.diagnose(["torch.OutOfMemoryError: CUDA out of memory."]).startswith("out of GPU memory")
-    assert launcher.diagnose(["ERROR: [Errno 98] Address already in use"]).startswith("port in use")
-    assert launcher.diagnose(["Model architectures ['FooForCausalLM'] are not supported for now."]).startswith(
+    assert processes.diagnose(["torch.OutOfMemoryError: CUDA out of memory."]).startswith("out of GPU memory")
+    assert processes.diagnose(["ERROR: [Errno 98] Address already in use"]).startswith("port in use")
+    assert processes.diagnose(["Model architectures ['FooForCausalLM'] are not supported for now."]).startswith(
         "unknown model architecture"
     )
-    assert launcher.diagnose(["something else"]) == "the server exited"
+    assert processes.diagnose(["something else"]) == "the server exited"
 
 
 @pytest.mark.slow
@@ -299,7 +300,7 @@ def test_a_busy_cpu_server_stops_at_once_not_after_the_interrupt_wait(tiny_model
     import threading
     import urllib.request
 
-    monkeypatch.setattr(launcher, "INTERRUPT_S", 600.0)  # were it waited for, the stop below would not end
+    monkeypatch.setattr(processes, "INTERRUPT_S", 600.0)  # were it waited for, the stop below would not end
     port = free_port()
     cmd = launcher.cpu_server_command(str(tiny_model_path), host="127.0.0.1", port=port, parallel=2)
     server = launcher.ServerProcess(cmd, f"http://127.0.0.1:{port}")
