@@ -263,3 +263,26 @@ def test_screen_a_frame_as_of_a_date(tmp_path):
     assert "is after the as-of day 2021-03-31" in out.loc[0, "错误 error"]
     assert f"未用 {late.name}" in out.loc[1, "说明 notes"] and "公告日未知" in out.loc[1, "标记 flags"]
     assert out.loc[2, "公告日 published"] == "2021-02-01" and "公告日未知" not in out.loc[2, "标记 flags"]
+
+
+def test_a_report_dated_only_by_its_text_is_read_once_under_as_of(tiny_model_path, tmp_path, monkeypatch, capsys):
+    """``--as-of`` with a pool row naming a file that only its text dates: the core's reader processes read
+    it, once; the screen's own request finds it read (it was read in this process first, then again)."""
+    from kit import run_main
+
+    from xladdin import as_of, documents
+
+    later = report_txt(tmp_path / "600519_2020年报.txt", "贵州茅台2020年年度报告", "董事会批准报送日期：2021年4月2日")
+    header = (*HEADER, "报告文件")
+    pool = write_csv(tmp_path / "pool.csv", [["600519", "贵州茅台", "白酒", "40", "30", later.name]], header)
+    read_here = []
+    monkeypatch.setattr(as_of, "read_document", lambda p, *a, **k: read_here.append(p) or documents.read_document(p))
+    for name, value in (("XLADDIN_MODEL", str(tiny_model_path)), ("XLADDIN_MAX_TOKENS", "64"),
+                        ("XLADDIN_CACHE_DIR", str(tmp_path / "cache"))):
+        monkeypatch.setenv(name, value)
+    r = run_main(capsys, "screen", pool, "--as-of", "2021-03-31", "-o", tmp_path / "out.json", "--no-progress")
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = rows_of(tmp_path / "out.json")[0]
+    assert f"未用 {later.name}: 公告日 2021-04-02 (正文: 董事会批准报送日期) 晚于 as-of 2021-03-31" in row["说明 notes"]
+    run = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["run"]
+    assert read_here == [] and run["files_read"] == 1  # read by a reader process, once

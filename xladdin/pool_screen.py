@@ -206,11 +206,12 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
     ``compare``: an earlier report (read before any row is asked) compared with this one; ``dated``: each
     row's report dated (报告期, 公告日) and, with ``as_of``, nothing published after that day used."""
     earlier, pool, records = open_pool(input_path, output_path, settings, reports, as_of, compare, fields)
-    records, dating = date_rows(pool, records, as_of) if dated else (records, None)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     # an engine that cannot start at all is one error line, not a report of errors
     with started(settings, batcher) as core:
+        # a file dated only by its text is read by the core's readers, once: its row's request finds it read
+        records, dating = date_rows(pool, records, as_of, core.reader.read_now) if dated else (records, None)
         if dating is not None:
             results, hits, errors = screen_records(core, task, dating.sent(records), progress)
             results, errors = dating.finish(results), errors + len(dating.refused)

@@ -360,12 +360,14 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
     as_of = parse_as_of(as_of)
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     earlier, pool, records = open_pool(input_path, output_path, settings, reports, as_of, compare)
-    records, dating = date_rows(pool, records, as_of)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     described = ray_llm.described_core(settings, options) if options.engine == "vllm" else None
     # the servers reached (and their model named) before any Ray worker starts; for vllm, the model measured
     with started(settings, described) as core, contextlib.closing(described) if described else contextlib.nullcontext():
+        # a file dated only by its text: read by the driver's readers into the cache's store of texts, where the
+        # job's read tasks find it
+        records, dating = date_rows(pool, records, as_of, core.reader.read_now)
         sent = dating.sent(records)
         llm = ray_llm.answering(core, options, settings) if options.engine != "http" else None
         results, hits, errors, counts = _screen(sent, settings, task, options, progress, llm)

@@ -109,7 +109,6 @@ class Rows:
         context = ContextFit(engine, self.cache, self.params.max_tokens, settings_.text_tokens)
         context.tokens_per_char = model.tokens_per_char
         self.requests = Requests(engine, self.params, context)
-        self.write_failures = 0
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         settled: dict[str, list[Any]] = {"row": [], "result": []}  # rows with their result

@@ -182,6 +182,12 @@ class Reader:
         self._wake()
         return stamp, job.future
 
+    def read_now(self, path: ReportPath) -> str:
+        """``path``'s text, waited for (a reader process reads it, or memory or the store has it): kept as
+        ``text`` keeps it, so the row's request finds it read. Raises the file's ``InputError``."""
+        _, text = self.text(path)
+        return text if isinstance(text, str) else text.result()
+
     # the disk store (``stored`` / ``store``)
     def _stored(self, stamp: Stamp) -> str | None:
         found = stored(self.cache, stamp, self._version)

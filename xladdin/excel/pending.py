@@ -115,8 +115,7 @@ class CellRuntime:
         """A report file's text, read by the batcher's reader (in its processes, waited for here): what
         ``as_of.date_rows`` dates a file from that neither its name nor its row dates; its request then
         finds it read."""
-        _, text = self.batcher.reader.text(path)
-        return text if isinstance(text, str) else text.result()
+        return self.batcher.reader.read_now(path)
 
     def reports(self, folder: Path | None) -> Reports:
         """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting
