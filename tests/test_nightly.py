@@ -286,3 +286,34 @@ def test_a_report_dated_only_by_its_text_is_read_once_under_as_of(tiny_model_pat
     assert f"未用 {later.name}: 公告日 2021-04-02 (正文: 董事会批准报送日期) 晚于 as-of 2021-03-31" in row["说明 notes"]
     run = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["run"]
     assert read_here == [] and run["files_read"] == 1  # read by a reader process, once
+
+
+def test_reports_that_only_their_text_dates_are_read_once_by_readers_to_choose_one(tiny_model_path, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """``--reports DIR --as-of`` over files dated only by their text: reader processes read them to choose
+    (none is parsed in this process), and the one chosen is found read by the screen (from the store)."""
+    from kit import run_main
+
+    from xladdin import documents
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    older = report_txt(reports / "000001_2020年报.txt", "平安银行股份有限公司2020年年度报告",
+                       "董事会批准报送日期：2021年2月1日")
+    report_txt(reports / "000001_2021年报.txt", "平安银行股份有限公司2021年年度报告",
+               "董事会批准报送日期：2022年3月9日")
+    pool = write_csv(tmp_path / "pool.csv", [["000001", "平安银行", "银行", "5", "10"]])
+    read_here = []
+    real = documents.read_document
+    monkeypatch.setattr(documents, "read_document", lambda p, *a, **k: read_here.append(p) or real(p, *a, **k))
+    for name, value in (("XLADDIN_MODEL", str(tiny_model_path)), ("XLADDIN_MAX_TOKENS", "64"),
+                        ("XLADDIN_CACHE_DIR", str(tmp_path / "cache"))):
+        monkeypatch.setenv(name, value)
+    r = run_main(capsys, "screen", pool, "--reports", reports, "--as-of", "2021-12-31", "-o", tmp_path / "out.json",
+                 "--no-progress")
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = rows_of(tmp_path / "out.json")[0]
+    assert (row["报告期 period"], row["公告日 published"]) == ("2020年度", "2021-02-01")
+    assert row["阅读范围 read"].split(":")[0] == older.name
+    run = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["run"]
+    assert read_here == [] and (run["files_read"], run["files_from_store"]) == (0, 1)

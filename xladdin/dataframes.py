@@ -21,7 +21,7 @@ from .batcher import Batcher, started
 from .documents import Reports
 from .errors import InputError
 from .pool import Pool, pool_from_frame
-from .pool_screen import screen_records
+from .pool_screen import screen_records, texts_for
 from .report import ERROR_HEADER, verdict_table
 from .rules import DEFAULT_RULES, Rules
 from .settings import Settings
@@ -63,10 +63,10 @@ def _records(df: Any, settings: Settings, reports: str | Path | None) -> list[An
 def _pool_records(df: Any, settings: Settings, reports: str | Path | None,
                   as_of: dt.date | None = None) -> tuple[Pool, list[Any]]:
     pool = pool_from_frame(df)
-    if reports is not None:
-        pool.match_reports(reports, as_of)
     here = Path.cwd()
     allowed = Reports.of(settings, here, reports)
+    if reports is not None:
+        pool.match_reports(reports, as_of, texts_for(settings, allowed))
     return pool, [allowed.place(r, here) for r in pool.records()]
 
 

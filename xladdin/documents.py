@@ -27,7 +27,7 @@ import html.parser
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,13 +325,15 @@ def _html_text(text: str) -> str:
 
 
 def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
-                  left_out: dict[str, list[str]] | None = None) -> dict[str, Path]:
+                  left_out: dict[str, list[str]] | None = None,
+                  texts: Callable[[list[Path]], dict[Path, str | None]] | None = None) -> dict[str, Path]:
     """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``). A code
     with several files gets the newest: by the publication day and period their names give
     (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by modification time. With
     ``as_of``, a report published after that day is never chosen: the newest published by then is, its
     day read from its name, else from its text (``periods``); each file left out, and why, goes to
-    ``left_out`` under its code."""
+    ``left_out`` under its code. ``texts``: the texts of many files at once, for the files only their text
+    dates (a file that cannot be read: ``None``); default one after another here (``read_document``)."""
     if not folder.is_dir():
         raise InputError("reports", f"{folder}: not a folder")
     wanted = {c[:6] for c in codes}
@@ -344,6 +346,8 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
                 candidates.setdefault(digits, []).append(Path(entry.path))
                 break
     found: dict[str, Path] = {}
+    undated = [p for paths in candidates.values() for p in paths if periods.from_name(p.name).published is None]
+    read = (texts or _read_texts)(undated) if as_of is not None and undated else {}
     for code, paths in candidates.items():
         dates = {p: periods.from_name(p.name) for p in paths}
         if as_of is None:
@@ -353,8 +357,8 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
                 found[code] = max(paths, key=lambda p: p.stat().st_mtime)
             continue
         for p in paths:
-            if dates[p].published is None:
-                dates[p] = dates[p].merged(_text_dates(p))
+            if dates[p].published is None and read.get(p):
+                dates[p] = dates[p].merged(periods.from_text(read[p]))  # type: ignore[arg-type]
         public = [p for p in paths if dates[p].published is None or dates[p].published <= as_of]
         for p in paths:
             if p not in public:
@@ -367,10 +371,13 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
     return found
 
 
-def _text_dates(path: Path) -> periods.ReportDates:
-    """A report file's dates from its text (``periods.from_text``); none when it cannot be read (its row
-    says why when it is read for the screen)."""
-    try:
-        return periods.from_text(read_document(path))
-    except InputError:
-        return periods.ReportDates()
+def _read_texts(paths: list[Path]) -> dict[Path, str | None]:
+    """Each file's text, read here one after another; ``None`` when it cannot be read (its row says why
+    when it is read for the screen)."""
+    out: dict[Path, str | None] = {}
+    for path in paths:
+        try:
+            out[path] = read_document(path)
+        except InputError:
+            out[path] = None
+    return out

@@ -192,10 +192,10 @@ class Pool:
 
     left_out: dict[int, list[str]] = field(default_factory=dict)  # row index → files --as-of left out, and why
 
-    def match_reports(self, folder: str | Path, as_of: Any = None) -> int:
+    def match_reports(self, folder: str | Path, as_of: Any = None, texts: Any = None) -> int:
         """Give each row without a report file the file in ``folder`` named with its stock code (with
-        ``as_of``, a date: the newest published by then, ``documents.match_reports``); returns how many
-        rows got one."""
+        ``as_of``, a date: the newest published by then, ``documents.match_reports``, its files' texts read
+        by ``texts``); returns how many rows got one."""
         from .tasks.cell_values import normalize_code
 
         codes: dict[int, str] = {}
@@ -207,7 +207,7 @@ class Pool:
                 continue  # the row's own error names its code
         left: dict[str, list[str]] = {}
         found = match_reports(list(codes.values()), Path(folder).expanduser().resolve(),  # no '..' in its paths
-                              as_of, left)
+                              as_of, left, texts)
         self.reports = {i: found[c[:6]] for i, c in codes.items() if c[:6] in found}
         self.left_out = {i: left[c[:6]] for i, c in codes.items() if c[:6] in left}
         return len(self.reports)

@@ -19,6 +19,7 @@ from .documents import Reports
 from .errors import XladdinError
 from .gguf_files import STARTER_NOTE
 from .pool import read_pool
+from .reading import read_texts
 from .replay import record
 from .report import check_output, table, write_report
 from .resolver import Resolver
@@ -85,11 +86,17 @@ def open_pool(input_path: str | Path, output_path: str | Path, settings: Setting
     check_output(output_path, input_path)
     earlier = read_saved(compare) if compare is not None else None
     pool = read_pool(input_path)
-    if reports is not None:
-        pool.match_reports(reports, as_of)
     allowed = Reports.of(settings, pool.path.parent, reports)
+    if reports is not None:
+        pool.match_reports(reports, as_of, texts_for(settings, allowed))
     records = [allowed.place({**r, **(fields or {})}, pool.path.parent) for r in pool.records()]
     return earlier, pool, records
+
+
+def texts_for(settings: Settings, allowed: Reports) -> Any:
+    """How ``--reports --as-of`` reads the files only their text dates: by reader processes, into the cache's
+    store of texts (``reading.read_texts``)."""
+    return read_texts(Cache(settings.cache_dir, enabled=not settings.no_cache), allowed, settings.readers)
 
 
 def run_facts(settings: Settings, core: Batcher, task: Task, input_path: str | Path, reports: str | Path | None,

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache import Cache
-from .documents import FIELD, InputError, ReportPath, locate, read_file
+from .documents import FIELD, InputError, ReportPath, Reports, locate, read_file
 from .lifecycle import end_with_parent, watch_parent
 from .tasks import figures, known
 
@@ -99,6 +99,34 @@ def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int
             conn.send(answer)
         except (OSError, KeyboardInterrupt):
             return
+
+
+def read_texts(cache: Cache, allowed: Reports, processes: int | None = None) -> Callable[[list[Path]], dict]:
+    """``documents.match_reports``'s ``texts`` (called once; ``cache`` closed after): many files read at once
+    by reader processes (one per core), each kept in ``cache``'s store of texts, where the screen's own
+    reader then finds it (no file parsed twice); a file that cannot be read is ``None``."""
+
+    def texts(paths: list[Path]) -> dict[Path, str | None]:
+        reader = Reader(cache, processes=processes)
+        try:
+            asked: dict[Path, Any] = {}
+            for p in paths:
+                try:
+                    asked[p] = reader.text(ReportPath(str(p), allowed))[1]
+                except InputError:
+                    asked[p] = None
+            out: dict[Path, str | None] = {}
+            for p, text in asked.items():
+                try:
+                    out[p] = text.result() if isinstance(text, concurrent.futures.Future) else text
+                except InputError:
+                    out[p] = None
+            return out
+        finally:
+            reader.close()
+            cache.close()
+
+    return texts
 
 
 def stored(cache: Cache, stamp: Stamp, version: str) -> tuple[str, Any] | None:
