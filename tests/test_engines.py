@@ -131,22 +131,27 @@ def test_an_engine_from_another_package_is_found_through_its_entry_point_and_use
     (site / "echo_engine-1.0.dist-info" / "entry_points.txt").write_text(
         "[xladdin.engines]\necho = echo_engine:EchoEngine\nbroken = echo_engine:Missing\n", encoding="utf-8")
     (site / "echo_engine.py").write_text(
-        "from xladdin.engine import Engine\n"
+        "from xladdin.engine import Engine, EngineOptions\n"
         "from xladdin.testing import screen_answer\n\n\n"
+        "class EchoOptions(EngineOptions):\n"
+        "    voice: str = '回声引擎'\n\n\n"
         "class EchoEngine(Engine):\n"
-        "    kind = 'echo'\n\n"
-        "    def __init__(self, settings):\n"
-        "        self.model_id = 'echo-1'\n"
+        "    kind = 'echo'\n"
+        "    options_model = EchoOptions\n\n"
+        "    def __init__(self, options):  # built from its options model alone\n"
+        "        self.options = options\n"
+        "        self.model_id = f'echo-{options.timeout:g}'\n"
         "        self.max_parallel = 2\n\n"
         "    async def complete(self, messages, schema, params):\n"
-        "        return screen_answer('回声引擎')\n", encoding="utf-8")
+        "        return screen_answer(self.options.voice)\n", encoding="utf-8")
     pool = tmp_path / "pool.csv"
     pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,30,25\n", encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(site), XLADDIN_ENGINE="echo", XLADDIN_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, PYTHONPATH=str(site), XLADDIN_ENGINE="echo", XLADDIN_CACHE_DIR=str(tmp_path / "cache"),
+               XLADDIN_TIMEOUT="9")
     r = run_cli("screen", pool, "-o", tmp_path / "o.json", "--no-progress", env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     row = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]
-    assert row["理由 reason"] == "回声引擎" and row["模型 model"] == "echo-1"
+    assert row["理由 reason"] == "回声引擎" and row["模型 model"] == "echo-9"  # its options, from the settings
     broken = run_cli("screen", pool, "-o", tmp_path / "b.json", "--no-progress",
                      env={**env, "XLADDIN_ENGINE": "broken"}, timeout=120)
     assert broken.returncode == 2 and "engine 'broken' (echo_engine:Missing) cannot be loaded" in broken.stderr

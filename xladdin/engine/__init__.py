@@ -4,7 +4,7 @@ Engines are registered as entry points of the group ``xladdin.engines`` (name â†
 the built-ins through the same group as any other package's (this project's ``pyproject.toml``), as
 ``llm`` loads its built-in models through the plugin manager that loads plugins. Every engine is
 built from that registry: the ``engine`` setting names one, or ``auto`` picks ``openai_http`` when an
-engine URL is configured, else ``embedded``. Each engine reads its own pydantic options
+engine URL is configured, else ``embedded``. Each engine is built from its own pydantic options alone
 (``options_model``: for a built-in, the settings' section of its name; unknown keys are errors).
 """
 
@@ -61,7 +61,15 @@ def engine_kind(settings: Settings) -> str:
 
 
 def build_engine(settings: Settings) -> Engine:
-    return engine_class(engine_kind(settings))(settings)  # type: ignore[call-arg]
+    """The engine ``settings`` name, built from its options model alone (``options_model``: a built-in's
+    section of the settings; another package's engine gets the options every engine shares, validated by
+    its own model)."""
+    kind = engine_kind(settings)
+    cls = engine_class(kind)
+    options = settings.options_for(kind)
+    if not isinstance(options, cls.options_model):
+        options = cls.options_model.model_validate(options.model_dump())
+    return cls(options)  # type: ignore[call-arg]
 
 
 __all__ = ["ENGINES", "Engine", "EngineOptions", "SamplingParams", "build_engine", "engine_class", "engine_kind",
