@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def open_pool(input_path: str | Path, output_path: str | Path, settings: Setting
 def texts_for(settings: Settings, allowed: Reports) -> Any:
     """How ``--reports --as-of`` reads the files only their text dates: by reader processes, into the cache's
     store of texts (``reading.read_texts``)."""
-    return read_texts(Cache(settings.cache_dir, enabled=not settings.no_cache), allowed, settings.readers)
+    return read_texts(lambda: Cache(settings.cache_dir, enabled=not settings.no_cache), allowed, settings.readers)
 
 
 def run_facts(settings: Settings, core: Batcher, task: Task, input_path: str | Path, reports: str | Path | None,
@@ -138,30 +139,41 @@ def write_run(output_path: str | Path, pool: Any, results: list[Any], result_mod
     return write_report(output_path, pool, results, result_model, run, kept, changes), changes
 
 
+@contextlib.contextmanager
+def tally(total: int, desc: str, progress: bool, bar_class: Any = None,
+          more: Callable[[], dict[str, Any]] | None = None) -> Iterator[tuple[Callable[[int, Any], None], list[int]]]:
+    """A progress bar over ``total`` rows (rows/s, ETA; cache hits and errors, and ``more()``'s counts,
+    beside it): ``(on_result, [hits, errors])``, the callback each row's result is given to, and the counts
+    it keeps."""
+    from tqdm import tqdm
+
+    counts = [0, 0]
+    with (bar_class or tqdm)(total=total, unit="row", desc=desc, disable=not progress, dynamic_ncols=True) as bar:
+
+        def on_result(_: int, res: Any) -> None:
+            if isinstance(res, XladdinError):
+                counts[1] += 1
+            elif res.provenance.cached:
+                counts[0] += 1
+            bar.update(1)
+            bar.set_postfix(cached=counts[0], errors=counts[1], **(more() if more else {}), refresh=False)
+
+        yield on_result, counts
+
+
 def screen_records(batcher: Batcher, task: Task, records: list[Any], progress: bool,
                    bar_class: Any = None) -> tuple[list[Any], int, int]:
     """Results in input order, with a progress bar (rows, cache hits, errors, report files read,
     rows/s, ETA); returns (results, cache hits, errors)."""
-    from tqdm import tqdm
 
-    hits = errors = 0
-    with (bar_class or tqdm)(total=len(records), unit="row", desc=task.name, disable=not progress,
-                             dynamic_ncols=True) as bar:
+    def files() -> dict[str, int]:
+        snap = batcher.reader.snapshot()
+        read = snap["files_read"] + snap["files_from_store"]
+        return {"files": read} if read else {}
 
-        def on_result(_: int, res: Any) -> None:
-            nonlocal hits, errors
-            if isinstance(res, XladdinError):
-                errors += 1
-            elif res.provenance.cached:
-                hits += 1
-            bar.update(1)
-            files = batcher.reader.snapshot()
-            read = {"files": files["files_read"] + files["files_from_store"]} if files["files_read"] or files[
-                "files_from_store"] else {}
-            bar.set_postfix(cached=hits, errors=errors, **read, refresh=False)
-
+    with tally(len(records), task.name, progress, bar_class, files) as (on_result, counts):
         results = Resolver(batcher).map(task, records, on_result)
-    return results, hits, errors
+    return results, counts[0], counts[1]
 
 
 def screen_file(

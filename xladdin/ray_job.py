@@ -46,7 +46,7 @@ from .cache import Cache
 from .engine import engine_kind
 from .errors import ConfigError, InputError, InternalError, XladdinError
 from .gguf_files import STARTER_NOTE
-from .pool_screen import RunSummary, cache_kept, open_pool, run_facts, write_run
+from .pool_screen import RunSummary, cache_kept, open_pool, run_facts, tally, write_run
 from .ray_values import column, dumps, loads
 from .reading import stamp_of
 from .resolver import Resolver
@@ -398,20 +398,6 @@ def _screen(records: list[Any], settings: Settings, task: Any, options: RayOptio
             progress: bool, llm: Any = None) -> tuple[list[Any], int, int, dict[str, Any]]:
     """Results in input order through the pipeline, with a progress bar; (results, cache hits, errors, the
     job's counts)."""
-    from tqdm import tqdm
-
-    hits = errors = 0
-    with tqdm(total=len(records), unit="row", desc=f"{task.name} (ray)", disable=not progress,
-              dynamic_ncols=True) as bar:
-
-        def on_result(_: int, res: Any) -> None:
-            nonlocal hits, errors
-            if isinstance(res, XladdinError):
-                errors += 1
-            elif res.provenance.cached:
-                hits += 1
-            bar.update(1)
-            bar.set_postfix(cached=hits, errors=errors, refresh=False)
-
+    with tally(len(records), f"{task.name} (ray)", progress) as (on_result, kept):
         results, counts = run_rows(records, settings, task, options, on_result, llm)
-    return results, hits, errors, counts
+    return results, kept[0], kept[1], counts

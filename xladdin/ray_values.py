@@ -39,6 +39,6 @@ loads = pickle.loads
 def column(values: list[Any]) -> Any:
     import numpy as np
 
-    column = np.empty(len(values), dtype=object)
-    column[:] = values
-    return column
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out

@@ -101,12 +101,15 @@ def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int
             return
 
 
-def read_texts(cache: Cache, allowed: Reports, processes: int | None = None) -> Callable[[list[Path]], dict]:
-    """``documents.match_reports``'s ``texts`` (called once; ``cache`` closed after): many files read at once
-    by reader processes (one per core), each kept in ``cache``'s store of texts, where the screen's own
-    reader then finds it (no file parsed twice); a file that cannot be read is ``None``."""
+def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
+               processes: int | None = None) -> Callable[[list[Path]], dict]:
+    """``documents.match_reports``'s ``texts``: many files read at once by reader processes (one per core),
+    each kept in the store of texts of the cache ``open_cache`` opens (only when there is something to
+    read; closed after), where the screen's own reader then finds it (no file parsed twice); a file that
+    cannot be read is ``None``."""
 
     def texts(paths: list[Path]) -> dict[Path, str | None]:
+        cache = open_cache()
         reader = Reader(cache, processes=processes)
         try:
             asked: dict[Path, Any] = {}
