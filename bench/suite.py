@@ -33,7 +33,7 @@ def _params(env: Env) -> SamplingParams:
 
 def _no_cache_batcher(env: Env) -> Batcher:
     return Batcher(env.engine, Cache(None, enabled=False), params=_params(env),
-                   window_ms=env.settings.batch_window_ms, max_parallel=env.settings.embedded.max_parallel)
+                   window_ms=env.settings.batch_window_ms)  # the engine has its max_parallel (its options)
 
 
 def batched_vs_per_cell(env: Env, sizes: tuple[int, ...]) -> dict[str, Any]:
