@@ -281,3 +281,18 @@ def test_a_quick_benchmark_run_never_writes_the_committed_results(tmp_path, monk
     scratch = out.split("results go to ")[1].split(" ")[0]
     assert json.loads((Path(scratch) / "whole_pool.json").read_text(encoding="utf-8"))["ran"] == "whole_pool"
     assert (Path(scratch) / "BENCHMARKS.md").read_text(encoding="utf-8") == "a quick page"
+
+
+def test_the_quick_benchmarks_batchers_are_built_as_the_core_builds_them(tmp_path):
+    """The benchmark suite's own batchers take the core's arguments (a part stubbed out above cannot say so)."""
+    from types import SimpleNamespace
+
+    from bench import suite
+    from xladdin.settings import Settings
+    from xladdin.testing import ScriptedEngine, screen_answer
+
+    env = SimpleNamespace(engine=ScriptedEngine(lambda _: screen_answer(), max_parallel=3),
+                          settings=Settings.load({"cache_dir": str(tmp_path)}, env={}))
+    with suite._no_cache_batcher(env) as b:
+        b.start()
+        assert b.window.limit == 3 and not b.cache.enabled
