@@ -7,8 +7,10 @@ server (vLLM on a GPU; the CPU server in CI), every alternative side by side in 
 - a bare ``AsyncOpenAI`` client with the same requests, as many at once as the server runs (the ceiling);
 - the market pool (5,400 rows built from ``../shared/data``) through the CLI path, cold, then
   again from the cache;
-- named parts: ``documents`` (the same rows, each with a document-sized text in a CSV field) and
-  ``files`` (the same rows, each naming its own report PDF, through ``xladdin screen --reports``).
+- named parts: ``excel`` (the market pool's rows as Excel cells, each with its caller and recalculated
+  as Excel does, against the CLI on the other rows), ``documents`` (the same rows, each with a
+  document-sized text in a CSV field) and ``files`` (the same rows, each naming its own report PDF,
+  through ``xladdin screen --reports``).
 
 Each part merges its numbers into ``--out`` (default ``bench/results/gpu.json``) as it ends, so a
 run can be split over several commands (``--parts``). Every part uses rows no other part asked,
@@ -46,8 +48,9 @@ from .common import RESULTS, SHARED_DATA, rows
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
-PARTS = ("per_cell", "default", "bare", "sweep", "market", "documents", "files", "ray_files")
-DEFAULT_PARTS = PARTS[:-3]  # documents, files, ray_files: named (they need texts or PDFs carried to the box)
+PARTS = ("per_cell", "default", "bare", "sweep", "market", "excel", "documents", "files", "ray_files")
+DEFAULT_PARTS = PARTS[:-4]  # excel, documents, files, ray_files: named (they take minutes, or texts or PDFs
+# carried to the box)
 # the annual-report PDFs part files copies (carried to the GPU box: cp ../shared/data/ashare/annual_reports/*.pdf)
 PDFS = Path(__file__).parent.parent / ".gpu" / "run" / "pdfs"
 POOL_HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "净利润(万元)", "财报摘要"]
@@ -402,6 +405,45 @@ def market(url: str, workdir: Path, pool: Path, name: str = "market", rerun: boo
             "server": server, "running_requests": sampler.summary()}
 
 
+def excel_rows(pool: Path) -> list[dict[str, Any]]:
+    """The market pool's rows as ``bench/excel_path``'s arms take them: a row of cells in ``QWEN_SCREEN``'s
+    positional order (code as text, numbers as the floats Excel hands over)."""
+    from .excel_path import FIELDS
+
+    def cell(value: str) -> Any:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+
+    with pool.open(encoding="utf-8", newline="") as f:
+        found = list(csv.DictReader(f))
+    columns = [POOL_HEADER[i] for i in (0, 1, 2, 3, 4, 5, 7)]  # 净利润(万元) left out: a positional row has no unit
+    return [{k: (r[c] if k in ("code", "name", "industry", "report_text") else cell(r[c]))
+             for k, c in zip(FIELDS, columns, strict=True)} for r in found]
+
+
+def excel(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
+    """The Excel path against the CLI on one server (``bench/excel_path``'s two arms): the market pool's rows
+    in four quarters, asked CLI, Excel, Excel, CLI (each arm first once and last once), each run on rows no
+    other run asked and a fresh cache; each arm's seconds are the sum of its two runs."""
+    from .excel_path import cli as cli_arm
+    from .excel_path import excel as excel_arm
+
+    data = excel_rows(pool)
+    q = len(data) // 4
+    runs = []
+    for k, arm in enumerate(("cli", "excel", "excel", "cli")):
+        work = workdir / f"excel-{k}"
+        work.mkdir()
+        runs.append({"arm": arm, **(cli_arm if arm == "cli" else excel_arm)(url, work, data[k * q:(k + 1) * q])})
+        print(f"  {json.dumps(runs[-1])}", flush=True)
+    seconds = {arm: round(sum(r["seconds"] for r in runs if r["arm"] == arm), 3) for arm in ("cli", "excel")}
+    return {"rows_per_arm": 2 * q, "runs": runs, "cli_seconds": seconds["cli"], "excel_seconds": seconds["excel"],
+            "excel_over_cli": round(seconds["excel"] / seconds["cli"], 3),
+            "errors": sum(r["errors"] for r in runs)}
+
+
 def files(url: str, workdir: Path, pool: Path, pdf_dir: Path) -> dict[str, Any]:
     """The market pool's rows, each naming its own report file (``build_files_pool``), through
     ``xladdin screen POOL --reports DIR`` in a process of its own (``bench/report_files.py``'s
@@ -629,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
             pool = pool or synthetic_pool(workdir / "market.csv", args.market_rows)
             if part == "market":
                 data["market"] = market(args.engine_url, workdir, pool, rerun=not args.no_rerun)
+            elif part == "excel":
+                data["excel_vs_cli"] = excel(args.engine_url, workdir, pool)
             elif part == "ray_files":
                 data["ray_files"] = ray_files(workdir, pool, Path(args.pdfs), args.ray_model, args.ray_engine_kwargs,
                                               args.ray_actors)
@@ -652,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
         shown = {k: v for k, v in data.items()
-                 if k in {"per_cell", "default_run", "market", "documents", "files", "ray_files"}
+                 if k in {"per_cell", "default_run", "market", "excel_vs_cli", "documents", "files", "ray_files"}
                  and k.startswith(part[:4])}
         print(f"{part} done in {time.perf_counter() - t0:.0f} s {json.dumps(shown, ensure_ascii=False)}", flush=True)
     print(json.dumps(summarise(data), indent=2))
