@@ -19,7 +19,7 @@ from typing import Any
 
 from xladdin.calc import build
 from xladdin.calc.headless import column
-from xladdin.excel import cells, functions
+from xladdin.sheet import cells, functions
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, machine, rows

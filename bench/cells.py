@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import Batcher
-from xladdin.excel.pending import CellRuntime
+from xladdin.core.batcher import Batcher
+from xladdin.sheet.pending import CellRuntime
 
 from .common import RESULTS
 from .excel_path import FIELDS, _settings, against_cli

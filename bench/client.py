@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.engine import openai_http
 from xladdin.engine.base import request_fields
-from xladdin.resolver import Resolver
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer

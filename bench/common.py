@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from xladdin.engine.embedded import EmbeddedEngine
-from xladdin.gguf_files import resolve_model
+from xladdin.engine.gguf_files import resolve_model
 from xladdin.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"

@@ -25,7 +25,7 @@ def generated(path: Path, pages: int = 200) -> Path:
 
 
 def pdfium_text(path: Path) -> str:
-    from xladdin.documents import _pdf
+    from xladdin.reading.documents import _pdf
 
     return _pdf(path, path.read_bytes())
 

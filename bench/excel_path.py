@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import Batcher
-from xladdin.excel import cells, udfs
-from xladdin.excel.pending import CellRuntime
-from xladdin.pool_screen import screen_file
+from xladdin.core.batcher import Batcher
+from xladdin.excel import udfs
+from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
+from xladdin.sheet import cells
+from xladdin.sheet.pending import CellRuntime
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, machine, rows

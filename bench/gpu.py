@@ -2,7 +2,7 @@
 server (vLLM on a GPU; the CPU server in CI), every alternative side by side in one run:
 
 - per cell: one request at a time, as a naive UDF would ask;
-- the batcher at its default settings (the window adapts to the server, ``xladdin.inflight``);
+- the batcher at its default settings (the window adapts to the server, ``xladdin.core.inflight``);
 - the batcher at a sweep of fixed in-flight limits;
 - a bare ``AsyncOpenAI`` client with the same requests, as many at once as the server runs (the ceiling);
 - the market pool (5,400 rows built from ``../shared/data``) through the CLI path, cold, then
@@ -36,11 +36,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import Batcher
+from xladdin.core.batcher import Batcher
+from xladdin.core.resolver import Resolver
 from xladdin.engine.base import request_fields
 from xladdin.engine.openai_http import OpenAIHTTPEngine, metric_sums
-from xladdin.pool_screen import screen_file
-from xladdin.resolver import Resolver
+from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import openpyxl
 
-from xladdin.pool_screen import highlights_file
+from xladdin.jobs.pool_screen import highlights_file
 from xladdin.settings import Settings
 
 from .common import RESULTS, SHARED_DATA, machine

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from xladdin.evaluate import close_enough
+from xladdin.jobs.evaluate import close_enough
 from xladdin.tasks.figures import read_figures
 
 from .common import SHARED_DATA

@@ -115,10 +115,10 @@ class _Caller:
 def excel_arm(url: str, work: Path, cells_n: int) -> dict[str, Any]:
     """A cell per report file, called as Excel calls it (caller, recalculated when its answer is in):
     the calling thread's time in the first pass, until every answer is in, and in a recalculation."""
-    from xladdin.batcher import Batcher
+    from xladdin.core.batcher import Batcher
     from xladdin.excel import udfs
-    from xladdin.excel.pending import CellRuntime
     from xladdin.settings import Settings
+    from xladdin.sheet.pending import CellRuntime
     from xladdin.testing import write_report_pdf
 
     small = [write_report_pdf(work / f"source-{i}.pdf", i).read_bytes() for i in range(6)]  # the calling thread

@@ -19,7 +19,7 @@ from typing import Any
 
 from xladdin.engine.base import SamplingParams
 from xladdin.engine.embedded import EmbeddedEngine
-from xladdin.gguf_files import resolve_model
+from xladdin.engine.gguf_files import resolve_model
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 

@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.engine.base import SamplingParams
 from xladdin.excel import udfs
-from xladdin.excel.pending import CellRuntime
-from xladdin.pool import SAMPLE_POOL
-from xladdin.pool_screen import screen_file
-from xladdin.resolver import Resolver
+from xladdin.jobs.pool_screen import screen_file
+from xladdin.reading.pool import SAMPLE_POOL
+from xladdin.sheet.pending import CellRuntime
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from xladdin.engine.embedded import EmbeddedEngine
-from xladdin.gguf_files import ModelFile, resolve_model
+from xladdin.engine.gguf_files import ModelFile, resolve_model
 from xladdin.settings import Settings
 from xladdin.testing import write_tiny_qwen_gguf
 

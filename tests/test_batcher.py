@@ -3,12 +3,12 @@ import threading
 
 import pytest
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.errors import EngineError, InputError, OutputError
-from xladdin.resolver import Resolver
-from xladdin.rules import Flag
 from xladdin.tasks import ClassifyTask, ScreenResult, ScreenTask
+from xladdin.tasks.rules import Flag
 from xladdin.tasks.screen import NO_ANSWER_REASON
 from xladdin.testing import ScriptedEngine, screen_answer
 

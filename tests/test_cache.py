@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from xladdin.cache import Cache, cache_key
+from xladdin.core.cache import Cache, cache_key
 from xladdin.tasks import ScreenTask
 
 BASE = dict(
@@ -91,7 +91,7 @@ def test_the_key_is_the_sha256_of_the_canonical_request_written_out():
     cached row (and two versions of xladdin sharing a cache would never meet)."""
     import hashlib
 
-    from xladdin.cache import cache_key
+    from xladdin.core.cache import cache_key
 
     key = cache_key(task="screen", task_version="screen-7", task_config={"max_text_chars": 900}, model="qwen@1",
                     params={"temperature": 0.0, "seed": 42, "max_tokens": 512},
@@ -110,7 +110,7 @@ def test_a_validated_input_is_keyed_as_its_json():
 
     from pydantic import BaseModel
 
-    from xladdin.cache import cache_key
+    from xladdin.core.cache import cache_key
 
     class Row(BaseModel):
         code: str

@@ -16,7 +16,7 @@ from kit import run_cli
 from xladdin.calc import build
 from xladdin.calc.build import FUNCTIONS
 from xladdin.calc.headless import column
-from xladdin.excel import cells, functions
+from xladdin.sheet import cells, functions
 
 needs_calc = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
                                 reason="LibreOffice with Python (uno) is not installed")
@@ -159,9 +159,9 @@ def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(t
     recalculation computes nothing; an error is not final, so a later recalculation asks again."""
     import threading
 
-    from xladdin.batcher import Batcher
-    from xladdin.cache import Cache
     from xladdin.calc.runtime import CalcFunctions, Waiting
+    from xladdin.core.batcher import Batcher
+    from xladdin.core.cache import Cache
     from xladdin.errors import EngineError
     from xladdin.testing import ScriptedEngine, screen_answer
 

@@ -21,7 +21,7 @@ import pytest
 from kit import run_cli, wait_until
 
 from xladdin.calc import build
-from xladdin.excel import functions
+from xladdin.sheet import functions
 
 BOUND_S = 60.0  # generous: what is waited on is a condition, never a duration
 DEATH_BOUND_S = 30.0  # the kernel ends it at once; it outlived its parent by 30-80 s before

@@ -24,11 +24,11 @@ pytest.importorskip("cryptography")
 from conftest import tiny_settings  # noqa: E402
 from kit import free_port  # noqa: E402
 
-from xladdin.batcher import Batcher  # noqa: E402
-from xladdin.cells import calls, certs, manifests, service, table  # noqa: E402
-from xladdin.excel import cells  # noqa: E402
-from xladdin.excel.pending import CellRuntime  # noqa: E402
+from xladdin.cells import calls, certs, manifests, service  # noqa: E402
+from xladdin.core.batcher import Batcher  # noqa: E402
 from xladdin.settings import Settings  # noqa: E402
+from xladdin.sheet import cells, table  # noqa: E402
+from xladdin.sheet.pending import CellRuntime  # noqa: E402
 from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
 
 OFFICE = Path(__file__).parent.parent / "office"

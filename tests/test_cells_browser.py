@@ -20,9 +20,9 @@ playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is no
 from conftest import tiny_settings  # noqa: E402
 from test_cells import WIDTH, row, start  # noqa: E402
 
-from xladdin.batcher import Batcher  # noqa: E402
-from xladdin.excel import cells  # noqa: E402
-from xladdin.excel.pending import CellRuntime  # noqa: E402
+from xladdin.core.batcher import Batcher  # noqa: E402
+from xladdin.sheet import cells  # noqa: E402
+from xladdin.sheet.pending import CellRuntime  # noqa: E402
 from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

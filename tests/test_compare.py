@@ -11,7 +11,7 @@ from conftest import TINY_MAX_TOKENS, tiny_settings
 from kit import run_cli
 
 import xladdin
-from xladdin.compare import HEADER, PRIOR_YEAR, THIS_YEAR
+from xladdin.jobs.compare import HEADER, PRIOR_YEAR, THIS_YEAR
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import pytest
 from conftest import run_python
 
 import xladdin
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
 from xladdin.testing import ScriptedEngine, screen_answer
 
 

@@ -52,7 +52,8 @@ def test_there_are_units_for_both_servers():
 def test_a_batch_invariant_server_gets_vllm_s_switch_in_its_environment(monkeypatch, capsys):
     """``--batch-invariant`` (or a profile's ``batch_invariant = true``): vLLM started with
     VLLM_BATCH_INVARIANT=1 in its environment, not in argv; other servers without it."""
-    from xladdin.server import launcher, profiles
+    from xladdin.engine import profiles
+    from xladdin.server import launcher
 
     started = []
     monkeypatch.setattr(launcher, "run_servers", lambda specs, **kw: started.append(specs) or [0])

@@ -15,15 +15,16 @@ import pytest
 from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
 from kit import Caller, run_cli, wait_until
 
-from xladdin.batcher import Batcher
-from xladdin.documents import read_document
+from xladdin.core.batcher import Batcher
+from xladdin.core.resolver import Resolver
 from xladdin.errors import InputError
-from xladdin.excel import cells, udfs
-from xladdin.excel.pending import CellRuntime
-from xladdin.resolver import Resolver
-from xladdin.rules import Flag
+from xladdin.excel import udfs
+from xladdin.reading.documents import read_document
+from xladdin.sheet import cells
+from xladdin.sheet.pending import CellRuntime
 from xladdin.tasks import ScreenResult, ScreenTask
 from xladdin.tasks.figures import read_figures
+from xladdin.tasks.rules import Flag
 from xladdin.tasks.tables import read_tables
 from xladdin.testing import write_pdf
 

@@ -47,9 +47,9 @@ def test_a_200_that_is_not_a_chat_completion_is_an_error_naming_the_server(tmp_p
     """A proxy page or a stray JSON with status 200: an EngineError naming the server, never cached."""
     from conftest import MockServer, vllm_models
 
-    from xladdin.batcher import Batcher
-    from xladdin.cache import Cache
-    from xladdin.resolver import Resolver
+    from xladdin.core.batcher import Batcher
+    from xladdin.core.cache import Cache
+    from xladdin.core.resolver import Resolver
     from xladdin.tasks import ScreenTask
 
     server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": (
@@ -89,9 +89,9 @@ def test_an_answer_naming_another_model_is_not_used(tmp_path):
     row's error, never cached."""
     from conftest import Server, vllm_models
 
-    from xladdin.batcher import Batcher
-    from xladdin.cache import Cache
-    from xladdin.resolver import Resolver
+    from xladdin.core.batcher import Batcher
+    from xladdin.core.cache import Cache
+    from xladdin.core.resolver import Resolver
     from xladdin.tasks import ScreenTask
     from xladdin.testing import screen_answer
 
@@ -160,7 +160,7 @@ def test_an_engine_from_another_package_is_found_through_its_entry_point_and_use
 def test_an_engine_alone_says_its_limits_and_the_batcher_takes_them_as_they_are(tmp_path):
     """One meaning of ``timeout`` (it bounds one request, the engine's retries included: the batcher does
     not multiply it by the retries) and one road for the in-flight limit (the engine's options)."""
-    from xladdin.batcher import Batcher
+    from xladdin.core.batcher import Batcher
     from xladdin.engine.base import STALL_MARGIN_S
 
     s = Settings.load({"engine_url": "http://127.0.0.1:9", "timeout": 7, "retries": 3, "max_parallel": 12,

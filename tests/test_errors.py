@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from conftest import MockServer, vllm_models
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
 from xladdin.errors import (
     EngineError,
     EngineRejected,

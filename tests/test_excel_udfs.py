@@ -9,11 +9,12 @@ import pytest
 from conftest import Server, tiny_settings, vllm_models
 from kit import Caller
 
-from xladdin.batcher import Batcher
-from xladdin.excel import cells, udfs
+from xladdin.core.batcher import Batcher
+from xladdin.excel import udfs
 from xladdin.excel.macros import refresh_values
-from xladdin.excel.pending import CellRuntime
-from xladdin.rules import Rules
+from xladdin.sheet import cells
+from xladdin.sheet.pending import CellRuntime
+from xladdin.tasks.rules import Rules
 
 pytestmark = pytest.mark.slow
 WIDTH = len(cells.SPILL_FIELDS)

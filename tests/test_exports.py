@@ -150,7 +150,7 @@ def test_a_percent_sign_written_by_the_format_is_not_a_percent_format_and_long_i
 
 
 def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_path, tmp_path, monkeypatch):
-    from xladdin import report
+    from xladdin.jobs import report
 
     pool = write_pool(tmp_path / "p.csv", [["600519", "贵州茅台"]], header=("代码", "名称"))
     out = tmp_path / "out.csv"
@@ -168,7 +168,7 @@ def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_pat
     from conftest import tiny_settings
 
     from xladdin.errors import XladdinError
-    from xladdin.pool_screen import screen_file
+    from xladdin.jobs.pool_screen import screen_file
 
     with pytest.raises(XladdinError) as e:
         screen_file(pool, out, tiny_settings(tmp_path, model=str(tiny_model_path)), progress=False)
@@ -182,10 +182,10 @@ def test_a_report_that_cannot_be_written_leaves_no_truncated_file(tiny_model_pat
                                           (1e400, "pe_limit: Input should be a finite number"),
                                           ("abc", "pe_limit: Input should be a valid number")])
 def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
-    from xladdin.batcher import Batcher
-    from xladdin.cache import Cache
+    from xladdin.core.batcher import Batcher
+    from xladdin.core.cache import Cache
     from xladdin.excel import udfs
-    from xladdin.excel.pending import CellRuntime
+    from xladdin.sheet.pending import CellRuntime
     from xladdin.testing import ScriptedEngine, screen_answer
 
     udfs.set_runtime(CellRuntime(batcher=Batcher(ScriptedEngine(lambda _: screen_answer()), Cache(tmp_path / "c"))))
@@ -201,7 +201,7 @@ def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
 def test_cache_clear_on_a_damaged_cache_removes_only_the_caches_files(tmp_path):
     from kit import run_cli
 
-    from xladdin.cache import Cache
+    from xladdin.core.cache import Cache
 
     cache = tmp_path / "cache"
     made = Cache(cache)  # a real cache with large entries (value files in its two-hex-digit folders)

@@ -8,12 +8,13 @@ import threading
 
 from kit import Caller
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Done, Failed, Pending, Resolver
 from xladdin.errors import EngineError
-from xladdin.excel import cells, udfs
-from xladdin.excel.pending import CellRuntime
-from xladdin.resolver import Done, Failed, Pending, Resolver
+from xladdin.excel import udfs
+from xladdin.sheet import cells
+from xladdin.sheet.pending import CellRuntime
 from xladdin.tasks.screen import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 

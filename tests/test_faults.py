@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kit import cli_command, free_port, run_cli
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.errors import EngineOffline, EngineTimeout, InputError
-from xladdin.pool_screen import screen_file
-from xladdin.resolver import Resolver
-from xladdin.rules import Flag
+from xladdin.jobs.pool_screen import screen_file
 from xladdin.server import launcher
 from xladdin.tasks import Provenance, ScreenResult, ScreenTask, StockSample
+from xladdin.tasks.rules import Flag
 from xladdin.testing import screen_answer
 
 

@@ -5,7 +5,6 @@ the text (units scaled to 亿元, quotes as written, notes word for word): the t
 import pytest
 from test_documents import PAGE_1, PAGE_2
 
-from xladdin.rules import Flag
 from xladdin.tasks.audit import audit_figures, loss_against_fields
 from xladdin.tasks.figures import (
     convert,
@@ -18,6 +17,7 @@ from xladdin.tasks.figures import (
     split_figure,
     table_prose_conflicts,
 )
+from xladdin.tasks.rules import Flag
 
 TABLES = "\n".join(PAGE_1) + "\f" + "\n".join(PAGE_2)  # a report's two key-figure tables, on pages 1 and 2
 REVENUE_ROW = "营业收入 52,310.50 48,002.10 8.98 40,100.00"

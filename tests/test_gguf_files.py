@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
+from xladdin.engine.gguf_files import STARTER_FILE, fingerprint, resolve_model, starter_model
 from xladdin.errors import ModelUnavailable
-from xladdin.gguf_files import STARTER_FILE, fingerprint, resolve_model, starter_model
 
 
 def test_local_path(tiny_model_path, tmp_path):

@@ -12,10 +12,10 @@ from conftest import TINY_MAX_TOKENS
 from kit import run_cli
 
 import xladdin
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
-from xladdin.pool import SAMPLE_POOL
-from xladdin.pool_screen import highlights_file
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.jobs.pool_screen import highlights_file
+from xladdin.reading.pool import SAMPLE_POOL
 from xladdin.settings import Settings
 from xladdin.testing import ScriptedEngine
 
@@ -66,7 +66,7 @@ def test_the_pandas_door_and_a_cell_give_the_same_highlights(tmp_path):
     import pandas as pd
 
     from xladdin.excel import udfs
-    from xladdin.excel.pending import CellRuntime
+    from xladdin.sheet.pending import CellRuntime
 
     engine = ScriptedEngine(planted)
     df = pd.DataFrame({"代码": ["600519"], "名称": ["贵州茅台"], "财报摘要": [REPORT]})

@@ -10,13 +10,13 @@ import pytest
 from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
 from kit import free_port
 
-from xladdin import inflight as inflight_module
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core import inflight as inflight_module
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.inflight import INITIAL, Window, margin
+from xladdin.core.resolver import Resolver
 from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
 from xladdin.errors import EngineError
-from xladdin.inflight import INITIAL, Window, margin
-from xladdin.resolver import Resolver
 from xladdin.tasks import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 

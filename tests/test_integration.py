@@ -11,14 +11,14 @@ import pytest
 from conftest import TINY_MAX_TOKENS, tiny_settings
 from kit import cli_command, wait_until
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import EngineOffline
-from xladdin.pool import SAMPLE_POOL, read_pool
-from xladdin.resolver import Resolver
-from xladdin.rules import assess
+from xladdin.reading.pool import SAMPLE_POOL, read_pool
 from xladdin.tasks import ScreenResult, ScreenTask
+from xladdin.tasks.rules import assess
 
 pytestmark = pytest.mark.slow
 SAMPLE = SAMPLE_POOL

@@ -250,8 +250,8 @@ def test_screen_a_frame_as_of_a_date(tmp_path):
     import pandas as pd
 
     import xladdin
-    from xladdin.batcher import Batcher
-    from xladdin.cache import Cache
+    from xladdin.core.batcher import Batcher
+    from xladdin.core.cache import Cache
     from xladdin.testing import ScriptedEngine, screen_answer
 
     late = report_txt(tmp_path / "2021-04-28__000858__2020年年度报告.txt", "五粮液2020年年度报告", "")
@@ -270,7 +270,7 @@ def test_a_report_dated_only_by_its_text_is_read_once_under_as_of(tiny_model_pat
     it, once; the screen's own request finds it read (it was read in this process first, then again)."""
     from kit import run_main
 
-    from xladdin import as_of, documents
+    from xladdin.reading import as_of, documents
 
     later = report_txt(tmp_path / "600519_2020年报.txt", "贵州茅台2020年年度报告", "董事会批准报送日期：2021年4月2日")
     header = (*HEADER, "报告文件")
@@ -294,7 +294,7 @@ def test_reports_that_only_their_text_dates_are_read_once_by_readers_to_choose_o
     (none is parsed in this process), and the one chosen is found read by the screen (from the store)."""
     from kit import run_main
 
-    from xladdin import documents
+    from xladdin.reading import documents
 
     reports = tmp_path / "reports"
     reports.mkdir()

@@ -6,8 +6,8 @@ import openpyxl
 import pytest
 
 from xladdin.errors import InputError, XladdinError
-from xladdin.pool import SAMPLE_POOL, match_header, pool_from_table, read_pool
-from xladdin.report import neutralize, write_report
+from xladdin.jobs.report import neutralize, write_report
+from xladdin.reading.pool import SAMPLE_POOL, match_header, pool_from_table, read_pool
 from xladdin.tasks import Provenance, ScreenResult, ScreenTask
 from xladdin.testing import screen_answer
 

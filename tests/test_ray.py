@@ -17,7 +17,7 @@ from kit import cli_command, wait_until  # noqa: E402
 
 from xladdin.cli.main import main  # noqa: E402
 from xladdin.errors import ConfigError, InputError, InternalError  # noqa: E402
-from xladdin.ray_job import RayOptions, check, dumps, loads, run_rows  # noqa: E402
+from xladdin.jobs.ray_job import RayOptions, check, dumps, loads, run_rows  # noqa: E402
 from xladdin.settings import Settings  # noqa: E402
 from xladdin.tasks.screen import ScreenResult, ScreenTask  # noqa: E402
 from xladdin.testing import screen_answer, write_report_pdf  # noqa: E402

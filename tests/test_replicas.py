@@ -9,14 +9,14 @@ import threading
 import pytest
 from conftest import Server, tiny_settings, vllm_models
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
 from xladdin.cli.main import main as cli_main
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.engine import openai_http
 from xladdin.errors import EngineError
-from xladdin.resolver import Resolver
-from xladdin.rules import Flag
 from xladdin.tasks import ScreenResult, ScreenTask
+from xladdin.tasks.rules import Flag
 from xladdin.testing import screen_answer
 
 ROWS = [{"code": 600000 + i, "name": f"公司{i}", "roe": 12, "pe_ttm": 20, "report_text": f"营收{100 + i}亿元"}

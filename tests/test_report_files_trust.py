@@ -15,11 +15,11 @@ import pytest
 from kit import Caller, run_cli
 from test_documents import PAGE_1, PAGE_2, cli, make_pdf, write_pool
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
 from xladdin.excel import udfs
-from xladdin.excel.pending import CellRuntime
 from xladdin.settings import Settings
+from xladdin.sheet.pending import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 SECRET = "机密口令 hunter2 营业收入99.99亿元"
@@ -110,7 +110,7 @@ def test_a_workbook_cannot_make_a_cell_read_a_file_outside_its_folder(cells_runt
         row = udfs.QWEN_SCREEN([[600001.0, "甲", "银行", 5.0, 8.0, None, path]], False, None, caller)[0]
         assert row[0].startswith("#QWEN! report_file"), (path, row)
     # Calc passes no caller: only folders the user named (report_dirs) are read, and never a relative path
-    from xladdin.excel import functions
+    from xladdin.sheet import functions
 
     calc_cell = functions.highlights(cells_runtime, str(secret_dir / "key.txt"), None, None)
     assert calc_cell.startswith("#QWEN! report_file") and "outside the folders" in calc_cell
@@ -126,7 +126,7 @@ def test_a_named_folder_is_read_from_a_cell_without_a_workbook(tmp_path, layout,
     monkeypatch.setenv("XLADDIN_REPORT_DIRS", os.pathsep.join([str(tmp_path / "none"), str(secret_dir)]))
     settings = Settings.load({"cache_dir": tmp_path / "cache"})
     assert settings.report_dirs == (tmp_path / "none", secret_dir)
-    from xladdin import documents
+    from xladdin.reading import documents
 
     record = CellRuntime(settings, batcher=Batcher(ScriptedEngine(lambda _: "{}"), Cache(None))).reports(None).place(
         {"report_text": str(secret_dir / "key.txt")})

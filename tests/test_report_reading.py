@@ -16,10 +16,10 @@ from kit import run_cli, wait_until
 from test_documents import PAGE_1, PAGE_2, TINY_MAX_TOKENS, make_pdf, write_pool
 from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
-from xladdin import documents
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
-from xladdin.reading import Reader
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.readers import Reader
+from xladdin.reading import documents
 from xladdin.testing import ScriptedEngine, misbehaving_read, screen_answer
 
 BOUND_S = 120.0  # generous: what is waited on is a condition, never a duration
@@ -73,8 +73,8 @@ def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny
 
 def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_udfs, tmp_path,  # noqa: F811
                                                                         monkeypatch):
-    from xladdin.excel import cells
-    from xladdin.excel.pending import CellRuntime
+    from xladdin.sheet import cells
+    from xladdin.sheet.pending import CellRuntime
 
     call_udf, name, module = windows_udfs
     distinct_pdfs(tmp_path, ["688001"])
@@ -165,7 +165,7 @@ def test_a_run_stopped_while_reading_leaves_no_reader(tiny_model_path, tmp_path,
     pool = write_pool(tmp_path / "pool.csv", [[f"6000{i:02d}", f"公司{i}", "设备", "20", "10"] for i in range(60)],
                       header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
     # every file hangs its reader: the run is still reading when it is interrupted
-    code = ("import sys, xladdin.reading as r, xladdin.testing as t; "
+    code = ("import sys, xladdin.core.readers as r, xladdin.testing as t; "
             "r.Reader.__init__.__kwdefaults__['read'] = t.misbehaving_read; "
             "from xladdin.cli.main import main; sys.exit(main(sys.argv[1:]))")
     env = dict(os.environ, XLADDIN_MODEL=str(tiny_model_path), XLADDIN_CACHE_DIR=str(tmp_path / "cache"),
@@ -235,7 +235,7 @@ def test_the_notes_to_the_statements_are_not_read_and_nothing_read_is_lost(tiny_
     合并利润表, they end the reading; the figures code reads stand before them."""
     from test_layouts import STATEMENT  # a 合并利润表 as code reads its revenue and cost
 
-    from xladdin.documents import read_document
+    from xladdin.reading.documents import read_document
     from xladdin.testing import write_pdf
 
     statement = [*STATEMENT, "四、利润总额 300,000.00 200,000.00", "五、净利润 250,000.00 170,000.00"]
@@ -257,7 +257,7 @@ def test_the_notes_to_the_statements_are_not_read_and_nothing_read_is_lost(tiny_
 
 def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_the_next_file(tmp_path):
     """A workbook open all day holds no reader process while it reads no file."""
-    from xladdin.documents import Reports
+    from xladdin.reading.documents import Reports
 
     (tmp_path / "a.txt").write_text("营业收入12.5亿元。", encoding="utf-8")
     (tmp_path / "b.txt").write_text("营业收入13.5亿元。", encoding="utf-8")

@@ -9,10 +9,11 @@ import threading
 import pytest
 from kit import Caller
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
-from xladdin.excel import cells, udfs
-from xladdin.excel.pending import CellRuntime
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.excel import udfs
+from xladdin.sheet import cells
+from xladdin.sheet.pending import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 
@@ -79,7 +80,7 @@ def test_two_servers_one_killed_mid_run_every_row_is_answered_by_the_other(tiny_
     from conftest import tiny_settings
     from kit import free_port
 
-    from xladdin.resolver import Resolver
+    from xladdin.core.resolver import Resolver
     from xladdin.tasks import ScreenResult, ScreenTask
 
     a, b = _cpu_server(tiny_model_path, free_port()), _cpu_server(tiny_model_path, free_port())
@@ -113,8 +114,8 @@ def test_a_server_replaced_by_another_model_never_stores_its_answers_under_the_f
     from conftest import tiny_settings
     from kit import free_port
 
+    from xladdin.core.resolver import Resolver
     from xladdin.engine import openai_http
-    from xladdin.resolver import Resolver
     from xladdin.tasks import ScreenResult, ScreenTask
     from xladdin.testing import write_tiny_qwen_gguf
 

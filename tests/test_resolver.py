@@ -1,9 +1,9 @@
 """The resolver: every request's outcome at once — Done, Pending or Failed."""
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Done, Failed, Pending, Resolver
 from xladdin.errors import EngineError
-from xladdin.resolver import Done, Failed, Pending, Resolver
 from xladdin.tasks import ScreenTask
 from xladdin.tasks.screen import NO_ANSWER_REASON
 from xladdin.testing import ScriptedEngine, screen_answer

@@ -1,6 +1,6 @@
 import pytest
 
-from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
+from xladdin.tasks.rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 
 
 def level(**kw):

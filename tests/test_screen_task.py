@@ -3,10 +3,10 @@ import json
 import pytest
 
 from xladdin.errors import InputError
-from xladdin.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
 from xladdin.tasks.cell_values import trim_text
 from xladdin.tasks.figures import split_figure
+from xladdin.tasks.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks.screen import SYSTEM_PROMPT
 from xladdin.testing import screen_answer
 

@@ -12,12 +12,12 @@ import pytest
 from conftest import TINY_MAX_TOKENS, tiny_settings
 from kit import free_port, run_cli
 
-from xladdin.batcher import Batcher
-from xladdin.engine import processes
+from xladdin.core.batcher import Batcher
+from xladdin.core.resolver import Resolver
+from xladdin.engine import processes, profiles
 from xladdin.errors import ConfigError, EngineError
-from xladdin.pool import SAMPLE_POOL
-from xladdin.resolver import Resolver
-from xladdin.server import launcher, profiles
+from xladdin.reading.pool import SAMPLE_POOL
+from xladdin.server import launcher
 from xladdin.server.cli import main as server_main
 from xladdin.server.verify import read_manifest, sha256_file, verify
 from xladdin.tasks import ScreenResult, ScreenTask

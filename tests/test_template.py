@@ -10,9 +10,10 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from xladdin.excel import cells, udfs
+from xladdin.excel import udfs
 from xladdin.excel.macros import RULES_REF, verdict_formula
-from xladdin.rules import DEFAULT_RULES, Rules
+from xladdin.sheet import cells
+from xladdin.tasks.rules import DEFAULT_RULES, Rules
 
 ROOT = Path(__file__).parent.parent
 TEMPLATE = ROOT / "workbook_templates" / "stock_screen.xlsx"

@@ -17,13 +17,13 @@ import pytest
 from conftest import TINY_MAX_TOKENS, MockServer, Server, run_python, tiny_settings, vllm_models
 from kit import Caller, cli_command, free_port, wait_until
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
 from xladdin.engine.openai_http import OpenAIHTTPEngine
 from xladdin.errors import EngineError, EngineTimeout
-from xladdin.pool import SAMPLE_POOL, read_pool
-from xladdin.pool_screen import screen_file
-from xladdin.resolver import Resolver
+from xladdin.jobs.pool_screen import screen_file
+from xladdin.reading.pool import SAMPLE_POOL, read_pool
 from xladdin.settings import Settings
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
@@ -115,7 +115,7 @@ def test_control_characters_never_break_the_xlsx_report(tmp_path):
 
 
 def test_a_failing_writer_never_loses_the_run(tmp_path, monkeypatch):
-    from xladdin import report
+    from xladdin.jobs import report
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -386,8 +386,8 @@ def windows_udfs(monkeypatch):
 def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     """Arguments and results go through xlwings' own ``call_udf``: its argument conversion, the caller
     it builds, the function as its decorators registered it, and its return conversion."""
-    from xladdin.excel import cells
-    from xladdin.excel.pending import CellRuntime
+    from xladdin.sheet import cells
+    from xladdin.sheet.pending import CellRuntime
 
     call_udf, name, module = windows_udfs
     engine = ScriptedEngine(lambda m: screen_answer("业绩稳健"), delay=0.3)
@@ -424,8 +424,8 @@ def test_classify_labels_as_text_survive_xlwings_conversion():
 
 
 def test_screen_row_through_xlwings_conversion(tmp_path):
-    from xladdin.excel import cells
     from xladdin.excel.udfs import ARG_OPTIONS
+    from xladdin.sheet import cells
 
     raw = ((600519.0, "贵州茅台", "白酒", 25.0, 34.19, 59.49, "营收1505亿元", None, None, None, None),)
     values = xlwings_read(raw, ARG_OPTIONS["QWEN_SCREEN"]["values"])
@@ -519,7 +519,7 @@ def test_every_formula_of_the_template_reads_the_whole_rules_table():
     import re
 
     from xladdin.excel import macros
-    from xladdin.rules import Rules
+    from xladdin.tasks.rules import Rules
 
     wb = openpyxl.load_workbook(ROOT / "workbook_templates" / "stock_screen.xlsx")
     pool, rules = wb["Pool"], wb["Rules"]
@@ -562,8 +562,17 @@ def test_installed_package_carries_the_verify_sample(tmp_path):
 
     (wheel,) = tmp_path.glob("xladdin-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "xladdin/data/sample_pool.csv" in names and "xladdin/server/profiles/qwen3.5-9b-24gb.toml" in names
+    assert "xladdin/data/sample_pool.csv" in names and "xladdin/profiles_data/qwen3.5-9b-24gb.toml" in names
     assert SAMPLE_POOL.is_relative_to(ROOT / "xladdin")  # verify reads it from the package
+    # the profiles (server/profiles in the checkout) are found in the installed package, away from a checkout
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import xladdin.engine.profiles as p; "
+            "print(p.PROFILE_DIR); print(p.get_profile('qwen3.5-9b-24gb').name)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(site)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(site / "xladdin" / "profiles_data"), "qwen3.5-9b-24gb"], r.stdout
 
 
 def test_verify_manifest_errors_are_config_errors(tmp_path, capsys):
@@ -633,8 +642,9 @@ class HungServer:
 
 @pytest.mark.parametrize("kind", ["hung", "down"])
 def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
-    from xladdin.excel import cells, udfs
-    from xladdin.excel.pending import CellRuntime
+    from xladdin.excel import udfs
+    from xladdin.sheet import cells
+    from xladdin.sheet.pending import CellRuntime
 
     server = HungServer() if kind == "hung" else None
     url = server.url if server else "http://127.0.0.1:9/v1"
@@ -691,9 +701,9 @@ def test_screen_table_with_header_through_xlwings_dataframe_converter(tmp_path):
     xlwings' DataFrame converter, read like ``xladdin.screen(df)`` reads a frame."""
     import pandas as pd
 
-    from xladdin.excel import cells
     from xladdin.excel.udfs import ARG_OPTIONS
-    from xladdin.pool import pool_from_frame
+    from xladdin.reading.pool import pool_from_frame
+    from xladdin.sheet import cells
 
     raw = (("代码", "名称", "ROE(%)", "净利润(万元)", "财报摘要"),
            (600519.0, "贵州茅台", 34.19, 6272.05, "营收1505亿元"),

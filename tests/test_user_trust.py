@@ -175,7 +175,7 @@ def test_screen_says_how_many_rows_the_model_answered_and_the_command_s_time(tmp
     import re
     import time
 
-    from xladdin import pool_screen
+    from xladdin.jobs import pool_screen
 
     pool = write_csv(tmp_path / "pool.csv", POOL_HEADER, POOL_ROWS)
     real, facts = pool_screen.write_report, {}
@@ -209,7 +209,7 @@ def test_screen_says_how_many_rows_the_model_answered_and_the_command_s_time(tmp
 def test_a_report_on_a_full_disk_says_truly_what_the_cache_holds(cache, tmp_path, monkeypatch, capsys):
     import diskcache
 
-    from xladdin import report
+    from xladdin.jobs import report
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")

@@ -8,10 +8,10 @@ import pytest
 from kit import Caller, wait_until
 from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
-from xladdin.batcher import Batcher
-from xladdin.cache import Cache
-from xladdin.excel import cells
-from xladdin.excel.pending import CellRuntime
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.sheet import cells
+from xladdin.sheet.pending import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 REPORT = "2021-04-23__600519__2020年年度报告.txt"
@@ -79,7 +79,7 @@ def test_a_cell_leaves_out_a_report_published_after_the_workbook_s_as_of_day(win
 
 def test_a_report_dated_by_its_text_alone_is_read_off_the_calling_thread_and_left_out(windows_udfs, tmp_path,  # noqa: F811
                                                                                          monkeypatch):
-    from xladdin import documents
+    from xladdin.reading import documents
 
     call_udf, name, module = windows_udfs
     (tmp_path / "600519_年报.txt").write_text(BODY + "董事会批准报送日期：2021年4月23日\n", encoding="utf-8")

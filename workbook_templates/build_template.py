@@ -16,10 +16,10 @@ from openpyxl.chart import BarChart, Reference
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 
-from xladdin.excel import cells
 from xladdin.excel.macros import POOL_COLUMNS, RULES_REF, VERDICT_COL, verdict_formula
-from xladdin.pool import SAMPLE_POOL, match_header
-from xladdin.rules import RiskLevel
+from xladdin.reading.pool import SAMPLE_POOL, match_header
+from xladdin.sheet import cells
+from xladdin.tasks.rules import RiskLevel
 
 HERE = Path(__file__).parent
 MAX_ROWS = 500

@@ -1,8 +1,7 @@
 """xladdin: a local Qwen model that works like an Excel function."""
 
-from .batcher import Batcher  # noqa: E402
-from .cache import Cache, cache_key  # noqa: E402
-from .dataframes import compare, highlights, screen  # noqa: E402
+from .core.batcher import Batcher  # noqa: E402
+from .core.cache import Cache, cache_key  # noqa: E402
 from .errors import (  # noqa: E402
     ConfigError,
     EngineError,
@@ -13,9 +12,10 @@ from .errors import (  # noqa: E402
     OutputError,
     XladdinError,
 )
-from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
+from .jobs.dataframes import compare, highlights, screen  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .tasks import ScreenResult, ScreenTask, StockSample  # noqa: E402
+from .tasks.rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
 from .version import __version__  # noqa: E402
 
 __all__ = [

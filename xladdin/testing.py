@@ -182,13 +182,13 @@ def screen_answer(reason: str = "业绩稳健", **figures) -> str:
 
 
 def misbehaving_read(path: str, max_bytes: int) -> tuple[str, str]:
-    """A reader process's read (``reading.Reader(read=…)``) that hangs on a file whose name holds
+    """A reader process's read (``readers.Reader(read=…)``) that hangs on a file whose name holds
     ``hang`` and ends its process on one that holds ``crash`` — what a malformed PDF can do to
     PDFium — and reads any other file as the product does."""
     import os
     import time
 
-    from .documents import read_file
+    from .reading.documents import read_file
 
     name = os.path.basename(path)
     if "hang" in name:

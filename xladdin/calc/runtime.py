@@ -16,13 +16,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..batcher import Batcher
+from ..core.batcher import Batcher
+from ..core.readers import Reader
 from ..engine import engine_kind
 from ..engine.private_server import PrivateServer
-from ..excel import cells, functions
-from ..excel.pending import CellRuntime
-from ..reading import Reader
 from ..settings import Settings
+from ..sheet import cells, functions
+from ..sheet.pending import CellRuntime
 
 log = logging.getLogger(__name__)
 Body = Callable[[CellRuntime, tuple[Any, ...], Any], Any]

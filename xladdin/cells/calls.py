@@ -1,6 +1,6 @@
 """One call of a worksheet function as the add-ins send it (its name and its arguments in the table's
 order, as JSON) turned into the arguments xlwings would give the Excel UDF, and run through the
-functions' bodies (``excel/functions.py``) on the process-wide ``CellRuntime``."""
+functions' bodies (``sheet/functions.py``) on the process-wide ``CellRuntime``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from ..errors import XladdinError
-from ..excel import cells, functions
-from ..excel.pending import CellRuntime
-from .table import BY_NAME, Function, Param
+from ..sheet import cells, functions
+from ..sheet.pending import CellRuntime
+from ..sheet.table import BY_NAME, Function, Param
 
 MAX_CALL_BYTES = 1 << 20  # one call's arguments as JSON (a whole annual report's text fits)
 

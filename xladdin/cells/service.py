@@ -33,11 +33,11 @@ from typing import Any
 from aiohttp import web
 
 from ..errors import ConfigError
-from ..excel import cells
-from ..excel.pending import CellRuntime
 from ..settings import loopback
+from ..sheet import cells
+from ..sheet.pending import CellRuntime
+from ..sheet.table import metadata
 from . import calls, manifests
-from .table import metadata
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -361,7 +361,7 @@ class CellService:
         return web.json_response(await self.settle(ids, float(wait)), dumps=_dumps)
 
     async def _status(self, request):
-        from ..excel import functions
+        from ..sheet import functions
 
         table = await asyncio.get_running_loop().run_in_executor(self._pool, functions.status, self.runtime)
         return web.json_response({"status": calls._plain(table), "service": dict(self.counts),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cache import Cache, remove_cache_files
+from ..core.cache import Cache, remove_cache_files
 from ..settings import Settings
 
 

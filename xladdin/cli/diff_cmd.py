@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from ..changes import compare_files
-from ..report import write_changes
+from ..jobs.changes import compare_files
+from ..jobs.report import write_changes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

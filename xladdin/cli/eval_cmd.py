@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import evaluate
+from ..jobs import evaluate
 from .settings_options import add_settings_options, settings_from
 
 

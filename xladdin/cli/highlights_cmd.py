@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..pool_screen import highlights_file
+from ..jobs.pool_screen import highlights_file
 from .screen_cmd import summary_line
 from .settings_options import add_settings_options, settings_from
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..changes import read_saved
 from ..errors import ConfigError, first_error
-from ..pool_screen import RunSummary, screen_file
-from ..replay import differences, recorded, recorded_rules, replay_settings
-from ..rules import DEFAULT_RULES, Rules
+from ..jobs.changes import read_saved
+from ..jobs.pool_screen import RunSummary, screen_file
+from ..jobs.replay import differences, recorded, recorded_rules, replay_settings
 from ..settings import toml_text
+from ..tasks.rules import DEFAULT_RULES, Rules
 from .settings_options import add_settings_options, settings_from
 
 CHANGED = 4  # added to the exit status when --compare found rows that changed, or --replay differences
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", nargs="?",
                    help="pool file: .csv or text export, .xlsx or .xls (代码/名称/行业/市盈率TTM/ROE/财报摘要 …)")
     p.add_argument("-o", "--output", help="report .xlsx (default), .csv or .json [default: INPUT_report.xlsx]")
-    p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.rules.Rules)")
+    p.add_argument("--rules", help="TOML file overriding rule thresholds (see xladdin.tasks.rules.Rules)")
     p.add_argument("--reports", metavar="DIR", help="folder of report files (.pdf .txt .md .html) named with the "
                    "stock code (603339_年报.pdf), read for the rows without a 报告文件 column")
     p.add_argument("--compare", metavar="REPORT", help="an earlier report (last night's .xlsx/.csv/.json): the rows "
@@ -81,7 +81,7 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def ray_options(args: argparse.Namespace) -> Any:
-    from ..ray_job import RayOptions
+    from ..jobs.ray_job import RayOptions
 
     return RayOptions(address=args.ray, cpus=args.ray_cpus, engine=args.ray_engine, actors=args.ray_actors,
                       profile=args.ray_profile, model=args.ray_model, engine_kwargs=args.ray_engine_kwargs,
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     output = args.output or str(Path(args.input).with_name(Path(args.input).stem + "_report.xlsx"))
     if args.ray:
-        from ..ray_job import screen_ray
+        from ..jobs.ray_job import screen_ray
 
         summary = screen_ray(args.input, output, settings, ray_options(args), rules=load_rules(args.rules),
                              progress=not args.no_progress, reports=args.reports, compare=args.compare,

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
-from ..gguf_files import ModelFile, resolve_model
 from ..settings import EmbeddedOptions, Settings
 from .base import Engine, SamplingParams, request_fields
+from .gguf_files import ModelFile, resolve_model
 
 DEFAULT_SLOTS = 4
 

@@ -46,7 +46,7 @@ from ..settings import HTTPOptions, Settings
 from .base import Engine, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
-ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.inflight)
+ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.core.inflight)
 POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools as its requests in flight need)
 _LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 DOWN_RETRY_S = 5.0  # a server found offline gets no request for this long

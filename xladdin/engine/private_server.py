@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..gguf_files import resolve_model
 from ..settings import HTTPOptions, SamplingParams, Settings
+from .gguf_files import resolve_model
 from .openai_http import OpenAIHTTPEngine
 from .processes import ServerProcess
 

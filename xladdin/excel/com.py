@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cells import RULES_ADDRESS, RULES_SHEET
+from ..sheet.cells import RULES_ADDRESS, RULES_SHEET
 
 log = logging.getLogger(__name__)
 _dynamic_arrays: dict[int, bool] = {}  # Excel process id → has dynamic arrays (Formula2)

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..as_of import date_rows
 from ..errors import XladdinError
-from ..pool import is_empty_row, pool_from_table
+from ..reading.as_of import date_rows
+from ..reading.pool import is_empty_row, pool_from_table
+from ..sheet import cells
 from ..tasks import ScreenTask
-from . import cells, com
+from . import com
 
 POOL_SHEET = "Pool"
 RULES_REF = cells.RULES_REF

@@ -14,8 +14,9 @@ from typing import Any
 
 import xlwings as xw
 
-from . import cells, com, functions
-from .pending import CellRuntime
+from ..sheet import cells, functions
+from ..sheet.pending import CellRuntime
+from . import com
 
 _runtime: CellRuntime | None = None
 # How xlwings converts each argument (``@xw.arg`` options): declared once, applied below, and

@@ -1,1 +1,2 @@
-"""The GPU-box side: launch vLLM from a profile or serve the CPU engine, and verify models."""
+"""The GPU-box side: launch vLLM from a profile (``xladdin.engine.profiles``) or serve the CPU engine,
+and verify models."""

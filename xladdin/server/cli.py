@@ -11,8 +11,9 @@ from pathlib import Path
 from xladdin.errors import ConfigError, XladdinError
 from xladdin.settings import Settings
 
+from ..engine import profiles
 from ..settings import loopback
-from . import launcher, profiles, verify
+from . import launcher, verify
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -10,9 +10,9 @@ import socket
 import sys
 import threading
 
+from xladdin.core.lifecycle import end_with_parent
 from xladdin.engine.embedded import EmbeddedEngine
 from xladdin.errors import XladdinError
-from xladdin.lifecycle import end_with_parent
 from xladdin.settings import Settings
 
 STOP_WAIT_S = 5.0

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xladdin.batcher import started
-from xladdin.documents import Reports
+from xladdin.core.batcher import started
+from xladdin.core.resolver import Resolver
 from xladdin.errors import ConfigError, XladdinError
-from xladdin.pool import SAMPLE_POOL, read_pool
-from xladdin.resolver import Resolver
+from xladdin.reading.documents import Reports
+from xladdin.reading.pool import SAMPLE_POOL, read_pool
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenResult, ScreenTask
 from xladdin.tasks.screen import RESULT_FIGURES

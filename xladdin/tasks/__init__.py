@@ -1,4 +1,4 @@
-"""Tasks: what is asked of the model. One module per task."""
+"""Tasks: what is asked of the model. One module per task; the screening rules (``rules``)."""
 
 from .ask import AskResult, AskTask
 from .base import Provenance, Task, validate_input

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..rules import Flag, relative_gap
 from .figures import (
     FIGURES,
     TABLE_FIGURES,
@@ -29,6 +28,7 @@ from .figures import (
     table_prose_conflicts,
     withheld_figures,
 )
+from .rules import Flag, relative_gap
 from .tables import Segment, read_segments, read_tables
 
 GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply

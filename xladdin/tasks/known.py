@@ -1,5 +1,5 @@
 """Readings of a text made elsewhere: a report reader process reads a file's key-figure tables and
-its prose figures beside its text (``reading.Reader``), so the process that asks the engine does not
+its prose figures beside its text (``readers.Reader``), so the process that asks the engine does not
 read them again (on a whole annual report they are most of a row's CPU). ``tables.read_key_tables``
 and ``figures`` return what is remembered here for a text before reading it themselves."""
 

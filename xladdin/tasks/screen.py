@@ -1,7 +1,7 @@
 """Task ``screen``: one stock row → risk level, score, reason, figures, flags.
 
 The model reads the report text (figures, the one most important reason, a
-contradiction); ``xladdin.rules`` computes risk level and score from the given
+contradiction); ``xladdin.tasks.rules`` computes risk level and score from the given
 fields; this module cross-checks the model's figures against the fields.
 
 Code reads what code can read first (``figures.read_figures``): a figure it found, with its
@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import XladdinError
 from ..periods import from_report
-from ..rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .audit import audit_figures, loss_against_fields
 from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from .excerpt import Excerpt, excerpt
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
+from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
 from .tables import read_tables, shown_segments
 
 MAX_REASON = 30

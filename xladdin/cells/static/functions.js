@@ -4,7 +4,7 @@
  * (`xladdin cells serve`, which serves this file); the same call twice in a window is sent once.
  * Answered calls come back at once (memory or the disk cache, no engine); pending ones settle over
  * one long poll. Every failure is a `#QWEN! …` value: a call never hangs, even when the service stops.
- * The names are the function table's (xladdin/cells/table.py; a test checks them).
+ * The names are the function table's (xladdin/sheet/table.py; a test checks them).
  */
 (function (root) {
   "use strict";

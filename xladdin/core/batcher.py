@@ -1,0 +1,381 @@
+"""When requests reach the engine, and what never needs to: one class, ``Batcher``.
+
+A thread-safe sync facade serves the ``Resolver`` (every front door: Excel, the CLI, Refresh,
+pandas); its asyncio core runs on a loop thread of its own (``lifecycle``). A request is
+
+1. answered from the cache at once when it can be (in the caller's thread, no queue, no event
+   loop round trip);
+2. otherwise queued (``scheduler.JobQueue``: joined to an identical request queued or in flight):
+   a caller never waits for the engine to start, before it has the future covers the start.
+   Workers, one per request the engine may hold (``inflight.Window``: what the engine says, a
+   limit the user set in its options, or a window adapted to a GPU server's load), take the queue
+   longest prompt first after a short window that lets a burst of cells arrive (one wave); the
+   engine is never given more and never left idle while work is queued.
+
+Each answer goes through one ``structured_call`` (validated, re-asked once with the error), is
+stored in the cache the moment it arrives (only while the engine still serves the request's
+model) and turned into the task's result; a failing request fails only its own future. How long
+a request may go without a sign of life is the engine's to say (``Engine.stall_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..engine import Engine, SamplingParams, build_engine
+from ..errors import EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, internal_error
+from ..settings import Settings
+from ..tasks.base import Task
+from . import inflight
+from .cache import Cache
+from .fitting import ContextFit
+from .inflight import Window
+from .lifecycle import LoopThread, SharedStart
+from .prepared import Prepared, Requests
+from .readers import Reader
+from .scheduler import BatcherStats, JobQueue
+from .structured import structured_call
+
+
+@contextlib.contextmanager
+def started(settings: Settings, batcher: Batcher | None = None) -> Iterator[Batcher]:
+    """The core for one front door's job, started: ``batcher`` when given (its owner closes it), else one
+    built from ``settings`` and closed afterwards (without waiting for the engine after Ctrl-C)."""
+    own = batcher is None
+    core = batcher or Batcher.from_settings(settings)
+    interrupted = False
+    try:
+        core.start()
+        yield core
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        if own:
+            core.close(abort=interrupted)
+
+
+class Batcher:
+    """The core every front door shares: keys, cache hits, the queue and its workers, the engine's
+    one start, results, and the sync facade. The engine says how many requests it may hold and how
+    long one may go without a sign of life (``stall_s``); ``request_timeout`` overrides the latter."""
+
+    def __init__(self, engine: Engine, cache: Cache, *, params: SamplingParams | None = None,
+                 window_ms: float = 20.0, text_tokens: int = 1500, output_retries: int = 1,
+                 request_timeout: float | None = None, own_engine: bool = False):
+        self.engine = engine
+        self.own_engine = own_engine
+        self.params = params or SamplingParams()
+        self.collect_s = window_ms / 1000
+        self.window = self._window()
+        self.output_retries = output_retries
+        self.request_timeout = request_timeout if request_timeout is not None else engine.stall_s
+        self.stats = BatcherStats()
+        self._lock = threading.Lock()  # stats
+        self.loop = LoopThread("xladdin-batcher")
+        self.shared_start = SharedStart(self._astart)
+        self.queue: JobQueue | None = None  # made on the loop, when the engine has started
+        self._workers: list[asyncio.Task] = []
+        self._in_engine = 0
+        self._n_workers = 0
+        self.peak_in_engine = 0
+        self.last_answer = 0.0  # when a request last settled (monotonic)
+        self.stored = 0  # answers stored by this batcher (``_ask``)
+        self.cache = cache
+        self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
+        self.requests = Requests(engine, self.params, self.context)
+        self.reader = Reader(cache)  # report files, read once in reader processes (started when needed)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, engine: Engine | None = None, *,
+                      own_engine: bool | None = None) -> Batcher:
+        """The core ``settings`` give; an ``engine`` given is closed with it only when ``own_engine``."""
+        cache = Cache(settings.cache_dir, enabled=not settings.no_cache)
+        own = engine is None if own_engine is None else own_engine
+        engine = engine or build_engine(settings)
+        batcher = cls(engine, cache, params=settings.sampling, window_ms=settings.batch_window_ms,
+                      text_tokens=settings.text_tokens, own_engine=own)
+        batcher.reader.processes = settings.readers or batcher.reader.processes
+        return batcher
+
+    # ---------------------------------------------------------------- lifecycle
+    @property
+    def ready(self) -> bool:
+        """The engine has started and named its model: requests can be keyed and answered."""
+        return bool(self.engine.model_id and self._workers)
+
+    def start(self) -> None:
+        """Start the loop thread and the engine, and wait for it (idempotent, thread-safe).
+
+        An engine that cannot start (offline, timing out) raises its ``EngineError``, and a
+        recent failure is raised at once (``lifecycle.SharedStart``)."""
+        if self.ready:
+            return
+        self.loop.get()
+        self.shared_start.raise_recent_failure()
+        self.loop.submit(self._ensure_started()).result()
+
+    async def _ensure_started(self) -> None:
+        if not self.ready:
+            await self.shared_start()
+
+    async def _start_engine(self) -> None:
+        """Start the engine; an offline server seen before is known by the model id it had, so the
+        answers already cached for it are still served (misses report the engine offline)."""
+        url = self.engine.server_url
+        try:
+            await self.engine.start()
+        except EngineOffline:
+            remembered = self.cache.get_meta(f"model@{url}") if url else None
+            if not remembered:
+                raise
+            self.engine.model_id = remembered
+        else:
+            if url:
+                self.cache.set_meta(f"model@{url}", self.engine.model_id)
+        await self.context.measure()
+
+    async def _astart(self) -> None:
+        await self._start_engine()
+        if not self.engine.model_id:  # the model id is part of every cache key
+            raise EngineError(f"{self.engine.describe()}: the engine did not name its model")
+        self.window = self._window()  # the engine now knows its slots, or whether its server reports load
+        self.queue = JobQueue(self.collect_s)
+        self._spawn_workers()
+        if self.window.adaptive:
+            self._workers.append(asyncio.create_task(self._control()))
+
+    def close(self, *, abort: bool = False) -> None:
+        """Stop the workers and (if owned) the engine. ``abort`` (Ctrl-C) does not wait for
+        requests the engine is still computing; every finished answer is already cached."""
+
+        async def _stop() -> None:
+            for w in self._workers:
+                w.cancel()
+            if self.queue is not None:  # callers waiting on unanswered requests get an error
+                self.queue.fail_all(XladdinError("closed before the answer arrived"))
+            await asyncio.sleep(0)
+            if self.own_engine:
+                if abort:
+                    self.engine.abort()
+                await self.engine.aclose()
+
+        self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
+        self.reader.close()
+        self.cache.close()
+
+    def __enter__(self) -> Batcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- the queue and its workers
+    def _store(self, key: str, out: BaseModel) -> None:
+        """A validated answer, stored the moment it arrives (on the loop thread)."""
+        self.cache.set(key, out.model_dump(mode="json"))
+        self.stored += 1
+
+    async def _schedule(self, request: Prepared) -> BaseModel:
+        """The validated answer to ``request``: joins the request in flight, or queues a new one."""
+        assert self.queue is not None
+        fut, joined = self.queue.put(request)
+        if joined:
+            with self._lock:
+                self.stats.deduplicated += 1
+        return await asyncio.shield(fut)
+
+    def _window(self) -> Window:
+        return Window.for_engine(self.engine.max_parallel, self.engine.reports_load, self.engine.parallel_limit)
+
+    def _spawn_workers(self) -> None:
+        """One worker per request the window allows (workers beyond it retire after their request)."""
+        while self._n_workers < self.window.limit:
+            self._n_workers += 1
+            self._workers.append(asyncio.create_task(self._worker()))
+
+    async def _control(self) -> None:
+        """Adapt the window to the server's load while work is queued here."""
+        while True:
+            await asyncio.sleep(inflight.CONTROL_INTERVAL_S)
+            assert self.queue is not None
+            if not self.queue or not self._in_engine:
+                continue
+            load = await self.engine.server_load()
+            if load is None:
+                return  # the server does not report its load: keep the window
+            self.window.update(*load, in_engine=self._in_engine, queued=len(self.queue))
+            self._spawn_workers()
+            self._workers = [w for w in self._workers if not w.done()]
+
+    async def _worker(self) -> None:
+        try:
+            await self._work()
+        finally:
+            self._n_workers -= 1
+
+    async def _work(self) -> None:
+        assert self.queue is not None
+        while self._n_workers <= self.window.limit:
+            job = await self.queue.take(lambda: self._in_engine == 0)
+            self._in_engine += 1
+            self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
+            request = job.request
+            try:
+                out = await structured_call(self.engine, request, self.params, retries=self.output_retries,
+                                            asked=self._count_request)
+                if self.engine.model_id != request.model:  # the key names a model that did not give this answer
+                    raise EngineError(f"{self.engine.describe()} answered, but the request was asked of "
+                                      f"{request.model}: the answer is not stored")
+            except XladdinError as e:
+                job.future.set_exception(e)
+            except Exception as e:
+                job.future.set_exception(internal_error(e))
+            else:
+                self._store(request.key, out)
+                job.future.set_result(out)
+            finally:
+                self._in_engine -= 1
+                self.queue.inflight.pop(request.key, None)
+                self.last_answer = time.monotonic()
+
+    def last_sign_of_life(self) -> float:
+        """When the engine last answered or showed it was working (monotonic): a table's bound on waiting
+        counts from here, so a slow engine that is computing is not taken for a stalled one."""
+        return max(self.last_answer, self.engine.last_progress)
+
+    def _count_request(self) -> None:
+        with self._lock:
+            self.stats.engine_requests += 1
+
+    def fit(self, task: Task) -> Task:
+        """``task`` with its report text sized to the engine (``fitting.ContextFit``)."""
+        return self.context.fit(task)
+
+    @property
+    def tokens_per_char(self) -> float | None:
+        return self.context.tokens_per_char
+
+
+    # ---------------------------------------------------------------- keys and results
+    def key(self, task: Task, inp: BaseModel) -> str:
+        return self.requests.key(task, inp)
+
+    def prepare(self, task: Task, inp: BaseModel) -> Prepared:
+        """``inp``'s request, once (the engine has started: its model is in the key)."""
+        return self.requests.prepare(task, inp)
+
+    def _from_cache(self, request: Prepared) -> Any | None:
+        stored = self.cache.get(request.key)
+        if stored is None:
+            return None
+        try:
+            out = request.validate(stored)
+        except (ValidationError, ValueError):
+            return None  # written by an older schema: ask again
+        with self._lock:
+            self.stats.submitted += 1
+            self.stats.cache_hits += 1
+            self.stats.completed += 1
+        return request.finish(out, True)
+
+    # ---------------------------------------------------------------- sync facade
+    def lookup(self, task: Task, inp: BaseModel) -> Any | None:
+        """The cached result for ``inp``, or ``None``. Never asks the engine."""
+        self.start()
+        return self._from_cache(self.prepare(task, inp))
+
+    def resolve(self, task: Task, inp: BaseModel) -> Any:
+        """The result itself when cached (the fast path of a recalculating sheet), else a future of it.
+
+        Never waits for the engine: before it has started (loading a model, reaching a server
+        that may hang) the future covers the start too, and a recent failure to start is raised.
+        What becomes of the future's result is the caller's to keep (``Resolver``): nothing here
+        remembers it but the disk cache."""
+        if not self.ready:
+            self.loop.get()
+            self.shared_start.raise_recent_failure()
+            return self.loop.submit(self._start_then_ask(task, inp))
+        request = self.prepare(task, inp)
+        stored = self.stored  # answers stored so far: one stored after this miss makes the loop look again
+        hit = self._from_cache(request)  # its read of the disk cache, where a reopened workbook's cells get
+        if hit is not None:  # their values at once
+            return hit
+        return self.loop.submit(self._ask(request, stored))
+
+    def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
+        """A future of the task's result. Cache hits come back already done."""
+        res = self.resolve(task, inp)
+        if isinstance(res, concurrent.futures.Future):
+            return res
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(res)
+        return done
+
+    def run(self, task: Task, inp: BaseModel) -> Any:
+        """Blocking single request; raises ``XladdinError``."""
+        try:
+            return self.submit(task, inp).result(self.request_timeout)
+        except concurrent.futures.TimeoutError:
+            raise EngineStalled(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
+
+    def count_timed_out(self, n: int) -> None:
+        """``n`` rows given up on by a table's bound (the engine stalled)."""
+        with self._lock:
+            self.stats.timed_out += n
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            data = asdict(self.stats)
+        q = self.queue
+        data.update(queued=len(q.jobs) if q else 0, in_flight=len(q.inflight) if q else 0, waves=q.waves if q else 0,
+                    max_parallel=self.window.limit, peak_in_engine=self.peak_in_engine,
+                    model=self.engine.model_id)
+        return data
+
+    # ---------------------------------------------------------------- async core
+    async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
+        await self._ensure_started()
+        request = self.prepare(task, inp)  # keyed now the engine has named its model
+        hit = self._from_cache(request)  # its read of the disk cache, on this loop thread
+        return hit if hit is not None else await self._ask(request, self.stored)
+
+    async def _ask(self, request: Prepared, stored: int) -> Any:
+        """``request``, a miss of the disk cache when ``stored`` answers had been stored: joined to the same
+        request in flight, or queued. Answers are stored and leave the queue's in-flight map on this loop
+        thread, so when one was stored since that miss (an identical request, from another thread, answered
+        between the miss and now) the cache is read once more; else it is not read again."""
+        if self.stored != stored and (self.queue is None or request.key not in self.queue.inflight):
+            hit = self._from_cache(request)
+            if hit is not None:
+                return hit
+        with self._lock:
+            self.stats.submitted += 1
+        try:
+            out = await self._schedule(request)
+        except XladdinError as e:
+            alone = request.alone(e)
+            with self._lock:
+                self.stats.last_error = str(e)
+                self.stats.timed_out += isinstance(e, EngineTimeout)
+                if alone is None:
+                    self.stats.failed += 1
+                else:
+                    self.stats.completed += 1
+                    self.stats.without_answer += 1
+            if alone is None:
+                raise
+            return alone
+        with self._lock:
+            self.stats.completed += 1
+        return request.finish(out, False)
+

@@ -1,0 +1,204 @@
+"""Disk cache of validated model answers.
+
+Key = sha256 of the canonical JSON of (task name, task version, task config,
+model id, sampling params, validated input). Values are the model's validated
+output, so a result is rebuilt from it by the task's deterministic rules.
+diskcache is safe across threads and processes, so several Excel sessions and
+a nightly run can share one directory. An unusable directory degrades to no
+cache with a warning; nothing else fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+log = logging.getLogger(__name__)
+META = "meta"  # the side store's folder inside the cache directory
+DOCUMENTS = "documents"  # the report files' texts (readers.Reader), by stamp and content digest
+# What diskcache itself writes in a directory: its database (with SQLite's journal files) and the value
+# files of large entries, two levels of two-hex-digit folders deep (diskcache ``Disk.filename``).
+_DATABASE = re.compile(r"^cache\.db(-wal|-shm|-journal)?$")
+_HEX_DIR = re.compile(r"^[0-9a-f]{2}$")
+_VALUE_FILE = re.compile(r"^[0-9a-f]{28}\.val$")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def cache_key(
+    *, task: str, task_version: str, task_config: dict[str, Any], model: str, params: dict[str, Any],
+    inp: BaseModel | dict[str, Any],
+) -> str:
+    data = inp.model_dump(mode="json") if isinstance(inp, BaseModel) else inp
+    payload = {"task": task, "version": task_version, "config": task_config, "model": model,
+               "params": params, "input": data}
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+class Cache:
+    """Thread-safe facade over ``diskcache.Cache``; counts hits and misses of this process."""
+
+    def __init__(self, directory: Path | None, *, enabled: bool = True):
+        self.directory = directory
+        self.hits = 0
+        self.misses = 0
+        self.warning: str | None = None
+        self.write_failures = 0  # answers that could not be stored (a full disk, say)
+        self._lock = threading.Lock()
+        self._dc = None
+        self._meta = None  # small side store (model id per server URL), so entries are len(_dc)
+        self._documents = None
+        if enabled and directory is not None:
+            try:
+                import diskcache
+
+                Path(directory).mkdir(parents=True, exist_ok=True)
+                self._dc = diskcache.Cache(str(directory), size_limit=2**34, eviction_policy="least-recently-stored")
+                self._meta = diskcache.Cache(str(Path(directory) / META))
+                self._meta.set("probe", 1)  # fails here, not later, when the directory is read-only
+                self._documents = diskcache.Cache(str(Path(directory) / DOCUMENTS), size_limit=2**32)
+            except Exception as e:  # unwritable, read-only, corrupt: run without a cache
+                self.warning = f"cache disabled: cannot use {directory} ({e.__class__.__name__}: {e})"
+                log.warning(self.warning)
+                self._dc = self._meta = self._documents = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._dc is not None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        value = None
+        if self._dc is not None:
+            try:
+                value = self._dc.get(key)
+            except Exception as e:
+                log.warning("cache read failed: %s", e)
+        with self._lock:
+            if value is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return value
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        if self._dc is None:
+            return
+        try:
+            self._dc.set(key, value)
+        except Exception as e:
+            with self._lock:
+                self.write_failures += 1
+            log.warning("cache write failed: %s", e)
+
+    def get_meta(self, name: str) -> Any:
+        return None if self._meta is None else self._meta.get(name)
+
+    def set_meta(self, name: str, value: Any) -> None:
+        if self._meta is not None:
+            self._meta.set(name, value)
+
+    def get_document(self, key: str) -> Any:
+        if self._documents is None:
+            return None
+        try:
+            return self._documents.get(key)
+        except Exception as e:
+            log.warning("cache read failed: %s", e)
+            return None
+
+    def set_document(self, key: str, value: Any) -> None:
+        if self._documents is None:
+            return
+        try:
+            self._documents.set(key, value)
+        except Exception as e:
+            log.warning("cache write failed: %s", e)
+
+    def stats(self) -> dict[str, Any]:
+        entries = 0
+        size = 0
+        if self._dc is not None:
+            entries = len(self._dc)
+            size = self._dc.volume()
+        lookups = self.hits + self.misses
+        return {
+            "directory": str(self.directory),
+            "enabled": self.enabled,
+            "entries": entries,
+            "bytes": size,
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": round(self.hits / lookups, 4) if lookups else None,
+        }
+
+    def clear(self) -> int:
+        """Remove every answer (and the report texts read); returns how many answers."""
+        if self._dc is None:
+            return 0
+        if self._documents is not None:
+            self._documents.clear()
+        return self._dc.clear()
+
+    def close(self) -> None:
+        for store in (self._dc, self._meta, self._documents):
+            if store is not None:
+                store.close()
+
+
+def _own_files(store: Path) -> tuple[list[Path], list[Path]]:
+    """The files diskcache wrote in ``store`` (not below its own value folders' files), and the
+    folders it made there, deepest first."""
+    files: list[Path] = []
+    folders: list[Path] = []
+    if not store.is_dir():
+        return files, folders
+    for entry in store.iterdir():
+        if entry.is_file() and not entry.is_symlink() and _DATABASE.match(entry.name):
+            files.append(entry)
+        elif entry.is_dir() and not entry.is_symlink() and _HEX_DIR.match(entry.name):
+            for sub in entry.iterdir():
+                if sub.is_dir() and not sub.is_symlink() and _HEX_DIR.match(sub.name):
+                    files += [f for f in sub.iterdir() if f.is_file() and not f.is_symlink()
+                              and _VALUE_FILE.match(f.name)]
+                    folders.append(sub)
+            folders.append(entry)
+    return files, folders
+
+
+def remove_cache_files(directory: Path) -> tuple[list[str], list[str]]:
+    """Remove the files of the cache at ``directory`` — diskcache's database and value folders, and
+    those of the side store (``meta``) — and nothing else: whatever else is there stays. Returns
+    (what was removed, what was left), as paths relative to ``directory``. A folder is removed only
+    when nothing but the cache's files was in it."""
+    directory = Path(directory)
+    removed: list[str] = []
+    stores = [directory / META, directory / DOCUMENTS, directory]
+    for store in stores:
+        files, folders = _own_files(store)
+        for f in files:
+            f.unlink()
+            removed.append(f.relative_to(directory).as_posix())
+        for folder in folders:  # deepest first; a folder holding anything else is kept
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+    for side in (directory / META, directory / DOCUMENTS):
+        if side.is_dir() and not side.is_symlink():
+            try:
+                side.rmdir()
+            except OSError:
+                pass
+    left = sorted(Path(root, name).relative_to(directory).as_posix()
+                  for root, _, names in os.walk(directory) for name in names)
+    return removed, left

@@ -1,0 +1,446 @@
+"""Report files read once, on every core, never on the caller's thread.
+
+A report's text is known by its stamp — the resolved path, size and modification time: a stat, no
+read — in memory, then in the cache's ``documents`` store (stamp → the content's sha256 → the
+text, and code's readings of it), so a rerun, a reopened workbook or another process parses no file
+it has read before. A file not read yet is read in a reader process (pypdfium2 is not thread-safe:
+one process per core, started when the first file needs one; plain processes of this Python running
+``main``, not multiprocessing's spawn, which would run a user's script again in each). A reader also
+makes code's readings of the text (its tables and prose figures: most of a row's CPU on a whole
+annual report), so the process that asks the engine only stores them. The text comes back as a
+future: the request goes to the engine as soon as its file is read, while the others are read.
+
+A file that hangs its reader (longer than ``timeout``) or crashes it (a malformed PDF) is that
+file's ``InputError`` naming it; its reader is replaced and the other files go on. ``close`` ends
+every reader process at once (Ctrl-C, the end of a run).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import functools
+import hmac
+import importlib
+import json
+import logging
+import multiprocessing.connection
+import os
+import pickle
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
+from ..tasks import figures, known
+from .cache import Cache
+from .lifecycle import end_with_parent, watch_parent
+
+log = logging.getLogger(__name__)
+READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual report reads in about 0.5 s)
+MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
+ERROR_TTL = 30.0  # a file's read error is its answer for this long (then it is read again)
+CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
+IDLE_S = 120.0  # reader processes with nothing to read end after this long (the next file starts them again)
+
+Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
+
+
+def stamp_of(path: ReportPath) -> Stamp:
+    """The file ``path`` names as a stamp, once it is allowed (``documents.locate``: a stat)."""
+    real, st = locate(path)
+    return str(real), st.st_size, st.st_mtime_ns
+
+
+@dataclass
+class _Job:
+    stamp: Stamp
+    max_bytes: int
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: multiprocessing.connection.Connection
+    job: _Job | None = None
+    since: float = 0.0
+
+
+def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int], tuple[str, str]]) -> None:
+    """A reader process: read each file it is sent, answer ``("ok", digest, text, packed, readings)``
+    (the text compressed for the disk store; code's readings of it, ``figures.readings``, pickled, or
+    ``None`` when they fail) or ``("error", message)``: the process that asks the engine only stores."""
+    while True:
+        try:
+            path, max_bytes = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        try:
+            digest, text = read(path, max_bytes)
+            try:
+                read_here = pickle.dumps(figures.readings(text), pickle.HIGHEST_PROTOCOL)
+            except Exception:  # the main process reads them then; the text stands
+                read_here = None
+            answer: tuple[Any, ...] = ("ok", digest, text, zlib.compress(text.encode("utf-8"), 1), read_here)
+        except InputError as e:
+            answer = ("error", e.message)
+        except Exception as e:  # a reader's failure is the file's error, never the reader's end
+            answer = ("error", f"{os.path.basename(path)}: cannot be read ({e.__class__.__name__}: {e})")
+        try:
+            conn.send(answer)
+        except (OSError, KeyboardInterrupt):
+            return
+
+
+def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
+               processes: int | None = None) -> Callable[[list[Path]], dict]:
+    """``documents.match_reports``'s ``texts``: many files read at once by reader processes (one per core),
+    each kept in the store of texts of the cache ``open_cache`` opens (only when there is something to
+    read; closed after), where the screen's own reader then finds it (no file parsed twice); a file that
+    cannot be read is ``None``."""
+
+    def texts(paths: list[Path]) -> dict[Path, str | None]:
+        cache = open_cache()
+        reader = Reader(cache, processes=processes)
+        try:
+            asked: dict[Path, Any] = {}
+            for p in paths:
+                try:
+                    asked[p] = reader.text(ReportPath(str(p), allowed))[1]
+                except InputError:
+                    asked[p] = None
+            out: dict[Path, str | None] = {}
+            for p, text in asked.items():
+                try:
+                    out[p] = text.result() if isinstance(text, concurrent.futures.Future) else text
+                except InputError:
+                    out[p] = None
+            return out
+        finally:
+            reader.close()
+            cache.close()
+
+    return texts
+
+
+def stored(cache: Cache, stamp: Stamp, version: str) -> tuple[str, Any] | None:
+    """The disk store (the cache's ``documents``: stamp → content digest → compressed text, and code's
+    readings of it by the reading code's ``version``): ``stamp``'s text and readings (``None`` when not
+    kept for this version), or ``None`` when the store has no text for it."""
+    digest = cache.get_document("stamp:" + repr(stamp))
+    packed = cache.get_document("text:" + digest) if digest else None
+    if packed is None:
+        return None
+    read = cache.get_document(f"readings:{version}:{digest}")
+    return zlib.decompress(packed).decode("utf-8"), None if read is None else pickle.loads(read)
+
+
+def store(cache: Cache, stamp: Stamp, digest: str, packed: bytes, read: bytes | None, version: str) -> None:
+    """A file's text (``packed``: zlib) and readings (pickled) kept under its digest, found by its stamp."""
+    cache.set_document("text:" + digest, packed)
+    if read is not None:
+        cache.set_document(f"readings:{version}:{digest}", read)
+    cache.set_document("stamp:" + repr(stamp), digest)
+
+
+class Reader:
+    """The report files of one core (a batcher): texts by stamp, read in reader processes."""
+
+    def __init__(self, cache: Cache, *, processes: int | None = None, timeout: float = READ_TIMEOUT_S,
+                 read: Callable[[str, int], tuple[str, str]] = read_file, python: str | None = None):
+        """``read``: what a reader process runs for a file (a module-level function: digest and text);
+        ``python``: the interpreter of the reader processes (inside LibreOffice, not its own program)."""
+        self.cache = cache
+        self.read = read
+        self.python = python
+        self.idle_s = IDLE_S
+        self.processes = max(1, processes or os.cpu_count() or 1)
+        self.timeout = timeout
+        self.files_read = 0  # files parsed by a reader process in this run
+        self.from_store = 0  # texts found in the disk store (no file opened)
+        self._lock = threading.Lock()
+        self._texts: collections.OrderedDict[Stamp, str] = collections.OrderedDict()
+        self._errors: dict[Stamp, tuple[float, InputError]] = {}
+        self._reading: dict[Stamp, _Job] = {}
+        self._queue: collections.deque[_Job] = collections.deque()
+        self._workers: list[_Worker] = []
+        self._thread: threading.Thread | None = None
+        self._wake_r: socket.socket | None = None  # the reader thread's wake-up, made with the thread
+        self._wake_w: socket.socket | None = None
+        self._closed = False
+
+    def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
+        """``path``'s stamp and its text: at once from memory or the disk store, else a future of a
+        reader's (one per file, however many ask). Raises ``InputError`` for a file not allowed or
+        not found (a stat: no file is opened here)."""
+        stamp = stamp_of(path)
+        with self._lock:
+            known = self._texts.get(stamp)
+            if known is not None:
+                self._texts.move_to_end(stamp)
+                return stamp, known
+            failed = self._errors.get(stamp)
+            if failed is not None and time.monotonic() - failed[0] < ERROR_TTL:
+                raise failed[1]
+            job = self._reading.get(stamp)
+            if job is not None:
+                return stamp, job.future
+        stored = self._stored(stamp)
+        if stored is not None:
+            self._keep(stamp, stored)
+            return stamp, stored
+        with self._lock:
+            if self._closed:
+                raise InputError(FIELD, f"{os.path.basename(stamp[0])}: not read (the run is ending)")
+            job = self._reading.get(stamp)
+            if job is None:
+                job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes)
+                self._queue.append(job)
+                if self._thread is None:
+                    if self._wake_r is None:
+                        self._wake_r, self._wake_w = socket.socketpair()
+                    self._thread = threading.Thread(target=self._dispatch, name="xladdin-readers", daemon=True)
+                    self._thread.start()
+        self._wake()
+        return stamp, job.future
+
+    def read_now(self, path: ReportPath) -> str:
+        """``path``'s text, waited for (a reader process reads it, or memory or the store has it): kept as
+        ``text`` keeps it, so the row's request finds it read. Raises the file's ``InputError``."""
+        _, text = self.text(path)
+        return text if isinstance(text, str) else text.result()
+
+    # the disk store (``stored`` / ``store``)
+    def _stored(self, stamp: Stamp) -> str | None:
+        found = stored(self.cache, stamp, self._version)
+        if found is None:
+            return None
+        with self._lock:
+            self.from_store += 1
+        text, readings = found
+        if readings is not None:
+            known.remember(text.strip(), readings)
+        return text
+
+    def _store(self, stamp: Stamp, digest: str, packed: bytes, read: bytes | None) -> None:
+        store(self.cache, stamp, digest, packed, read, self._version)
+
+    @functools.cached_property
+    def _version(self) -> str:
+        return figures.readings_version()
+
+    def _keep(self, stamp: Stamp, text: str) -> None:
+        with self._lock:
+            self._texts[stamp] = text
+            while len(self._texts) > MEMORY_TEXTS:
+                self._texts.popitem(last=False)
+
+    # the reader processes, run from one thread
+    def _wake(self) -> None:
+        try:
+            if self._wake_w is not None:
+                self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def _spawn(self) -> _Worker:
+        """A reader process (``readers.main``), connected back over loopback with a one-time
+        token. (Not multiprocessing's spawn: it runs the user's ``__main__`` again in the child, so a plain
+        script that calls ``xladdin.screen`` at its top level would start itself over.)"""
+        token = secrets.token_hex(16)
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            server.settimeout(CONNECT_S)
+            package_root = str(Path(__file__).resolve().parents[2])  # the same xladdin as this process's
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get(
+                "PYTHONPATH")) if p)}
+            command = [self.python or sys.executable, "-c", "from xladdin.core.readers import main; main()"]
+            process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                       env=env, close_fds=True)
+            try:
+                hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
+                         "read": f"{self.read.__module__}:{self.read.__qualname__}"}
+                assert process.stdin is not None
+                process.stdin.write(json.dumps(hello).encode() + b"\n")
+                process.stdin.close()
+                while True:  # the child's connection, known by its token
+                    sock, _ = server.accept()
+                    sock.settimeout(CONNECT_S)
+                    given = sock.recv(len(token))
+                    if hmac.compare_digest(given, token.encode()):
+                        sock.settimeout(None)
+                        return _Worker(process, multiprocessing.connection.Connection(sock.detach()))
+                    sock.close()
+            except BaseException:
+                process.kill()
+                process.wait(5)
+                raise
+
+    def _dispatch(self) -> None:
+        try:
+            self._serve_files()
+        except Exception as e:  # readers that cannot start: every file waiting is its row's error
+            log.exception("report readers failed")
+            with self._lock:
+                self._thread = None
+                waiting = list(self._reading.values())
+                self._reading.clear()
+                self._queue.clear()
+            for job in waiting:
+                if not job.future.done():
+                    job.future.set_exception(InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the "
+                                                        f"report readers failed: {e.__class__.__name__}: {e})"))
+
+    def _serve_files(self) -> None:
+        while True:
+            with self._lock:
+                more = bool(self._queue) and len(self._workers) < self.processes and all(
+                    w.job is not None for w in self._workers)
+            if more:  # one reader started per turn, outside the lock: asking for a text never waits on it
+                worker = self._spawn()
+                with self._lock:
+                    closed = self._closed
+                    if not closed:
+                        self._workers.append(worker)
+                if closed:
+                    worker.process.kill()
+                    worker.process.wait(5)
+                    return
+            with self._lock:
+                if self._closed:
+                    return
+                while self._queue:
+                    idle = next((w for w in self._workers if w.job is None), None)
+                    if idle is None:
+                        break
+                    job = self._queue.popleft()
+                    try:
+                        idle.conn.send((job.stamp[0], job.max_bytes))
+                    except OSError:  # a reader gone while idle: replaced, the file sent again
+                        self._queue.appendleft(job)
+                        self._replace(idle)
+                        continue
+                    idle.job, idle.since = job, time.monotonic()
+                busy = [w for w in self._workers if w.job is not None]
+                more = bool(self._queue) and len(self._workers) < self.processes
+                idle = not busy and not self._queue and bool(self._workers)
+            now = time.monotonic()
+            wait = 0.0 if more else min((w.since + self.timeout - now for w in busy), default=None)
+            if idle:  # nothing to read: the readers end after a while (a sheet open all day holds none)
+                wait = self.idle_s
+            objects: list[Any] = [self._wake_r, *(w.conn for w in busy)]  # a reader that dies closes its end
+            ready = multiprocessing.connection.wait(objects, None if wait is None else max(0.0, wait))
+            if idle and not ready:
+                with self._lock:
+                    ended = [w for w in self._workers if w.job is None] if not self._queue else []
+                    for w in ended:
+                        self._replace(w)
+                continue
+            if self._wake_r in ready:
+                try:
+                    self._wake_r.recv(4096)
+                except OSError:
+                    return
+            for w in busy:
+                if w.conn in ready:
+                    self._answer(w)
+                elif time.monotonic() - w.since >= self.timeout:
+                    self._fail(w, f"reading it took longer than {self.timeout:g}s (a damaged file?)")
+
+    def _answer(self, w: _Worker) -> None:
+        job = w.job
+        assert job is not None
+        try:
+            answer = w.conn.recv()
+        except (EOFError, OSError):
+            self._fail(w, "crashed the report reader (a damaged file?)")
+            return
+        w.job = None
+        if answer[0] == "ok":
+            _, digest, text, packed, read = answer
+            if read is not None:  # the row's preparation, right after this, finds them
+                known.remember(text.strip(), pickle.loads(read))
+            self._store(job.stamp, digest, packed, read)
+            self._keep(job.stamp, text)
+            with self._lock:
+                self.files_read += 1
+                self._reading.pop(job.stamp, None)
+            job.future.set_result(text)
+        else:
+            self._settle_error(job, InputError(FIELD, answer[1]))
+
+    def _fail(self, w: _Worker, why: str) -> None:
+        job = w.job
+        assert job is not None
+        with self._lock:
+            self._replace(w)
+        self._settle_error(job, InputError(FIELD, f"{os.path.basename(job.stamp[0])} {why}"))
+
+    def _replace(self, w: _Worker) -> None:
+        """End ``w`` (hung, crashed or gone); the next file starts a new reader. Under the lock."""
+        w.process.kill()
+        w.process.wait(5)
+        w.conn.close()
+        self._workers.remove(w)
+
+    def _settle_error(self, job: _Job, error: InputError) -> None:
+        with self._lock:
+            self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
+            self._errors[job.stamp] = (time.monotonic(), error)
+            self._reading.pop(job.stamp, None)
+        job.future.set_exception(error)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {"files_read": self.files_read, "files_from_store": self.from_store,
+                    "files_reading": len(self._reading)}
+
+    def close(self) -> None:
+        """Every reader process ended now; files still waiting are their rows' errors."""
+        with self._lock:
+            self._closed = True
+            workers, self._workers = self._workers, []
+            waiting = list(self._reading.values())
+            self._reading.clear()
+            self._queue.clear()
+        self._wake()
+        for w in workers:
+            w.process.kill()
+        for w in workers:
+            w.process.wait(5)
+            w.conn.close()
+        for job in waiting:
+            if not job.future.done():
+                job.future.set_exception(InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run "
+                                                    "ended first)"))
+        if self._thread is not None:
+            self._thread.join(5)
+        for end in (self._wake_r, self._wake_w):
+            if end is not None:
+                end.close()
+
+
+def main() -> None:
+    """A reader process: told on stdin where to connect, with its token
+    and the read function (``module:name``); serves files until its connection closes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it ends this process
+    hello = json.loads(sys.stdin.readline())
+    # a parent killed outright (SIGKILL) closes no connection a hung read would see: the kernel, or a
+    # watcher thread, ends this reader with it
+    end_with_parent(hello["parent"])
+    threading.Thread(target=watch_parent, args=(hello["parent"],), daemon=True).start()
+    module, name = hello["read"].split(":")
+    read = getattr(importlib.import_module(module), name)
+    sock = socket.create_connection(("127.0.0.1", hello["port"]))
+    sock.sendall(hello["token"].encode())
+    _serve(multiprocessing.connection.Connection(sock.detach()), read)

@@ -1,0 +1,275 @@
+"""What a request comes to, at once: ``Done``, ``Pending`` or ``Failed``.
+
+The resolver owns each request's fate for every front door, in one table (``Fates``): by the
+request's input (the task and the row's values; a report file by its stamp) its result once
+answered, its ticket while it is asked (a second caller gets the same ticket: nothing is prepared,
+keyed or looked up in the disk cache again), or its failure for ``ERROR_TTL`` seconds (a down engine
+is not asked again in a loop). What the table does not hold goes to the disk cache through the
+batcher, then the engine. ``resolve`` never blocks on the engine (Excel cells): before the engine
+has started, the ticket covers the start too. ``map`` (the CLI, the Refresh macro, pandas)
+resolves a whole table the same way, then waits for its tickets, with a bound.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import functools
+import queue
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import EngineStalled, EngineTimeout, XladdinError, internal_error
+from ..reading import documents
+from ..tasks.base import Task
+from .batcher import Batcher
+
+MEMO_ROWS = 50_000
+ERROR_TTL = 30.0  # seconds a failed request is returned as its error before it is asked again
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    ticket: concurrent.futures.Future
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: XladdinError
+
+
+Outcome = Done | Pending | Failed
+
+
+def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
+    try:
+        key = (identity, tuple(record.items()) if isinstance(record, dict) else record)
+        hash(key)
+    except TypeError:  # a value Excel never passes (a list): no memo for it
+        return None
+    return key
+
+
+class Fates:
+    """One request's fate by its input (``_memo_key``): ``Done`` (the result), ``Pending`` (the ticket
+    every caller of it waits on) or ``Failed`` (the error, and since when). The done are bounded by
+    ``rows`` (the oldest forgotten first: they are in the disk cache); a failure counts for ``ttl``
+    seconds, then the request is asked again."""
+
+    def __init__(self, rows: int, ttl: float):
+        self.rows, self.ttl = rows, ttl
+        self._lock = threading.Lock()
+        self._table: collections.OrderedDict[Hashable, Done | Pending | tuple[float, Failed]] = (
+            collections.OrderedDict())
+
+    def get(self, key: Hashable | None) -> Outcome | None:
+        if key is None:
+            return None
+        fate = self._table.get(key)
+        if isinstance(fate, tuple):  # failed: for ttl seconds
+            if time.monotonic() - fate[0] < self.ttl:
+                return fate[1]
+            with self._lock:
+                if self._table.get(key) is fate:
+                    del self._table[key]
+            return None
+        return fate
+
+    def done(self, key: Hashable | None, result: Any) -> None:
+        self._set(key, Done(result))
+
+    def pending(self, key: Hashable | None, ticket: concurrent.futures.Future) -> None:
+        """``ticket`` is the request's until it settles; then its result or its failure."""
+        if key is None:
+            return
+        self._set(key, Pending(ticket))
+        ticket.add_done_callback(functools.partial(self._settled, key))  # before any caller's own callback
+
+    def _settled(self, key: Hashable, ticket: concurrent.futures.Future) -> None:
+        """A ticket's outcome, kept for the callers that asked: the result (so the cell recalculated when
+        its ticket settles gets it whether or not the disk cache works), or the failure for ``ttl``."""
+        with self._lock:
+            if not (isinstance(self._table.get(key), Pending) and self._table[key].ticket is ticket):
+                return  # replaced meanwhile
+            if ticket.cancelled():
+                del self._table[key]
+                return
+        error = ticket.exception()
+        if error is None:
+            self._set(key, Done(ticket.result()))
+        else:
+            error = error if isinstance(error, XladdinError) else internal_error(error)
+            self._set(key, (time.monotonic(), Failed(error)))
+
+    def _set(self, key: Hashable | None, fate: Any) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._table[key] = fate
+            self._table.move_to_end(key)
+            if len(self._table) > self.rows:
+                self._table.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+class Resolver:
+    def __init__(self, batcher: Batcher, *, error_ttl: float = ERROR_TTL, memo_rows: int = MEMO_ROWS):
+        self.batcher = batcher
+        # (task identity, input values) → the request's fate: a recalculation of an open workbook skips
+        # parsing, hashing and the disk entirely, and a cell asked again while its request is out joins it
+        self.fates = Fates(memo_rows, error_ttl)
+        self.memo_hits = 0  # requests answered from memory (QWEN_STATUS's hit rate counts them)
+
+    @property
+    def error_ttl(self) -> float:
+        return self.fates.ttl
+
+    @error_ttl.setter
+    def error_ttl(self, seconds: float) -> None:
+        self.fates.ttl = seconds
+
+    def resolve(self, task: Task, record: Any) -> Outcome:
+        """What ``record`` comes to now. A report file is known by a stat: an answered one is found in
+        memory without opening it; one not read yet is read by the batcher's ``Reader`` (off this
+        thread) and its request follows when it is read."""
+        try:
+            record, path = documents.report_path(record)
+            if path is None:
+                memo_key = _memo_key(task.identity(), record)
+            else:
+                stamp, text = self.batcher.reader.text(path)
+                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: stamp})
+        except XladdinError as e:
+            return Failed(e)
+        fate = self.fates.get(memo_key)
+        if fate is not None:
+            self.memo_hits += isinstance(fate, Done)
+            return fate
+        if path is None:
+            return self._resolve(task, record, memo_key)
+        if isinstance(text, str):
+            return self._resolve(task, documents.with_text(record, path, text), memo_key)
+        ticket: concurrent.futures.Future = concurrent.futures.Future()
+        self.fates.pending(memo_key, ticket)
+        text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
+        return Pending(ticket)
+
+    def _read(self, task: Task, record: dict[str, Any], path: documents.ReportPath, memo_key: Hashable | None,
+              ticket: concurrent.futures.Future, text: concurrent.futures.Future) -> None:
+        """A report file read (or not): its row resolved, and ``ticket`` settled with its outcome."""
+        if not ticket.set_running_or_notify_cancel():
+            return
+        try:
+            outcome = self._resolve(task, documents.with_text(record, path, text.result()), None)
+        except XladdinError as e:
+            outcome = Failed(e)
+        except Exception as e:  # a bug on one row is that row's value
+            outcome = Failed(internal_error(e))
+        if isinstance(outcome, Done):
+            ticket.set_result(outcome.result)
+        elif isinstance(outcome, Failed):
+            ticket.set_exception(outcome.error)
+        else:
+            outcome.ticket.add_done_callback(functools.partial(_forward, ticket))
+
+    def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
+        try:
+            res = self.batcher.resolve(task, task.parse(record))
+        except XladdinError as e:
+            return Failed(e)
+        if isinstance(res, concurrent.futures.Future):
+            self.fates.pending(memo_key, res)
+            return Pending(res)
+        self.fates.done(memo_key, res)
+        return Done(res)
+
+    def map(self, task: Task, rows: Iterable[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Results in input order; a bad row or a failed request is its ``XladdinError`` in place
+        (an engine that cannot start is every row's error). Bounded: when no answer at all arrives
+        and the engine shows no sign of working for the batcher's ``request_timeout``, the engine has
+        stalled and every row still waiting is that error (its request is cancelled)."""
+        rows = list(rows)
+        results: list[Any] = [None] * len(rows)
+        tickets: dict[concurrent.futures.Future, list[int]] = {}  # a ticket, the rows waiting on it (one fate)
+
+        def settle(i: int, value: Any) -> None:
+            results[i] = value
+            if on_result:
+                on_result(i, value)
+
+        try:  # a table waits for the engine to start (loading a model may take long), outside the bound
+            self.batcher.start()
+        except XladdinError as e:
+            for i in range(len(rows)):
+                settle(i, e)
+            return results
+        for i, row in enumerate(rows):
+            try:
+                outcome = self.resolve(task, row)
+            except Exception as e:  # a bug on one row is that row's value
+                outcome = Failed(internal_error(e))
+            if isinstance(outcome, Pending):
+                tickets.setdefault(outcome.ticket, []).append(i)
+            else:
+                settle(i, outcome.result if isinstance(outcome, Done) else outcome.error)
+        # Each ticket reports itself as it settles. (concurrent.futures.wait(FIRST_COMPLETED) in a loop
+        # installs a waiter on every pending ticket per answer: quadratic, and on a 5,400-row pool the
+        # waiting thread took the GIL from the thread doing the requests.)
+        settled: queue.SimpleQueue[concurrent.futures.Future] = queue.SimpleQueue()
+        for ticket in tickets:
+            ticket.add_done_callback(settled.put)
+        waiting = set(tickets)
+        timeout = wait = self.batcher.request_timeout
+        while waiting:
+            try:
+                ticket = settled.get(timeout=wait)
+            except queue.Empty:
+                quiet = time.monotonic() - self.batcher.last_sign_of_life()
+                if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
+                    wait = timeout - quiet
+                    continue
+                stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
+                self.batcher.count_timed_out(sum(len(tickets[t]) for t in waiting))
+                for ticket in waiting:
+                    ticket.cancel()
+                    for i in tickets[ticket]:
+                        settle(i, self._alone(task, rows[i], stalled))
+                break
+            waiting.discard(ticket)
+            try:
+                value = ticket.result()
+            except XladdinError as e:
+                value = e
+            except Exception as e:  # a bug in one row never loses the others
+                value = internal_error(e)
+            for i in tickets[ticket]:
+                settle(i, value)
+        return results
+
+    def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
+        """What code alone gives a row whose answer never came (else the error)."""
+        try:
+            alone = self.batcher.prepare(task, task.parse(documents.attach(row))).alone(error)
+        except Exception:  # the row parsed once already; whatever fails now, the error stands
+            alone = None
+        return error if alone is None else alone
+
+
+def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:
+    """``inner``'s outcome as ``ticket``'s."""
+    if inner.cancelled():
+        ticket.set_exception(EngineTimeout("cancelled"))
+    elif inner.exception() is not None:
+        ticket.set_exception(inner.exception())
+    else:
+        ticket.set_result(inner.result())

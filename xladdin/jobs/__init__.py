@@ -1,0 +1,1 @@
+"""Whole tables: a pool screened to a report, what changed, a replay, industries compared, eval; pandas and Ray."""

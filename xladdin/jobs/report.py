@@ -1,0 +1,361 @@
+"""Annotated reports: the input rows in input order with the verdict beside
+each, as .xlsx (coloured, frozen header, Summary with a chart, Run sheet),
+.csv (plus a ``.run.json`` beside it) or .json.
+
+Numbers are written as numbers. Text is made safe for its format, and only
+there: in ``.xlsx`` a text starting with ``=`` is stored as text (never a
+formula), characters an .xlsx cannot hold are dropped and a cell is cut at
+Excel's 32,767 characters; in ``.csv``, which Excel evaluates on opening, a
+text starting with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading
+apostrophe; ``.json`` is written as is. A writer that fails anyway never loses
+the run: the rows are saved as JSON beside the requested file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from .changes import Changes
+
+from ..errors import InputError, XladdinError
+from ..reading.pool import Pool
+from .compare import HEADER as COMPARE_HEADER
+from .compare import PRIOR_YEAR, THIS_YEAR, chart_figure, from_results, industry_name
+
+ERROR_HEADER = "错误 error"
+RISK_FILLS = {"高": "FFC7CE", "中": "FFEB9C", "低": "C6EFCE"}
+_DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
+XLSX_CELL_CHARS = 32_767
+CHART_ROWS = 14  # rows the Summary's risk chart covers (6 cm)
+_XLSX_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # what the .xlsx XML cannot hold
+
+
+def neutralize(value: Any) -> Any:
+    """A text Excel would evaluate when it opens a CSV, made plain text (leading apostrophe)."""
+    if isinstance(value, str) and value.startswith(_DANGEROUS):
+        return "'" + value
+    return value
+
+
+def xlsx_text(value: Any) -> Any:
+    """A text as an .xlsx cell can hold it."""
+    if isinstance(value, str):
+        value = _XLSX_ILLEGAL.sub("", value)
+        if len(value) > XLSX_CELL_CHARS:
+            value = value[: XLSX_CELL_CHARS - 1] + "…"
+    return value
+
+
+def error_text(err: BaseException) -> str:
+    return f"#QWEN! {err}"
+
+
+def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:
+    """Header and rows of the report: input columns, result columns, error column."""
+    heads, verdicts = verdict_table(results, result_model)
+    rows = [row + verdict for row, verdict in zip(pool.typed_rows(), verdicts, strict=True)]
+    return list(pool.columns) + heads, rows
+
+
+def verdict_table(results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:
+    """The verdict columns (the result model's headers, then the error column) and their rows."""
+    heads = result_model.headers()  # type: ignore[attr-defined]
+    rows = [[None] * len(heads) + [error_text(res)] if isinstance(res, XladdinError) else res.cells() + [None]
+            for res in results]
+    return heads + [ERROR_HEADER], rows
+
+
+REPORT_SUFFIXES = (".xlsx", ".csv", ".json")
+
+
+def report_path(path: str | Path) -> Path:
+    """``path`` when its suffix names a report format."""
+    path = Path(path)
+    if path.suffix.lower() not in REPORT_SUFFIXES:
+        raise InputError("output", f"{path.name}: expected .xlsx, .csv or .json")
+    return path
+
+
+def check_output(path: str | Path, input_path: str | Path | None = None) -> Path:
+    """Refuse an output this module cannot write — before any row is screened: a wrong suffix,
+    a directory, the input file itself, a folder that cannot be created or written."""
+    path = report_path(path)
+    if path.is_dir():
+        raise InputError("output", f"{path} is a directory: name a report file, e.g. {path / 'report.xlsx'}")
+    if input_path is not None and path.exists() and os.path.samefile(path, input_path):
+        raise InputError("output", f"{path} is the input file: name another report file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".xladdin-check-"):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(f"{path} is read-only")
+    except OSError as e:
+        raise InputError("output", f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def write_report(path: str | Path, pool: Pool, results: Sequence[Any], result_model: type[BaseModel],
+                 run: dict[str, Any], kept: str | None = None, changes: Changes | None = None) -> Path:
+    """Write the report (its folder checked before the run: ``check_output``); if that fails,
+    save the rows as JSON beside it and say where. ``kept``: what the cache holds of the run, said
+    when neither can be written (``pool_screen.cache_kept``). ``changes``: what changed since an earlier
+    report (``--compare``): a Changes sheet, the ``changes`` of a .json, a ``.changes.json`` beside a .csv."""
+    path = report_path(path)
+    header, rows = table(pool, results, result_model)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_whole(path, header, rows, results, pool, run, changes)
+    except Exception as e:
+        rescue = path.with_name(path.stem + ".rescued.json")
+        why = f"cannot write {path.name} ({e.__class__.__name__}: {e})"
+        try:
+            _write_whole(rescue, header, rows, results, pool, run, changes)
+        except Exception as e2:
+            raise XladdinError(f"{why}, nor the rows to {rescue.name} ({e2.__class__.__name__}: {e2}): "
+                               f"{kept or 'free some space and run the same command again'}") from None
+        raise XladdinError(f"{why}; the report was saved as {rescue}") from None
+    return path
+
+
+def _write_whole(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
+                 run: dict[str, Any], changes: Changes | None = None) -> None:
+    """Written to a temporary file beside ``path`` and moved into place: a failed write never leaves a
+    truncated report (nor replaces a good one)."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    beside = (".run.json", ".changes.json")
+    try:
+        _write(tmp, header, rows, results, pool, run, changes)
+        os.replace(tmp, path)
+        if path.suffix.lower() == ".csv":
+            for suffix in beside:
+                if tmp.with_suffix(suffix).exists():
+                    os.replace(tmp.with_suffix(suffix), path.with_suffix(suffix))
+    finally:
+        for leftover in (tmp, *(tmp.with_suffix(s) for s in beside)):
+            leftover.unlink(missing_ok=True)
+
+
+def _write(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
+           run: dict[str, Any], changes: Changes | None = None) -> None:
+    suffix = path.suffix.lower()
+    if suffix == ".xlsx":
+        _write_xlsx(path, header, rows, results, pool, run, changes)
+    elif suffix == ".csv":
+        with path.open("w", encoding="utf-8-sig", newline="") as f:
+            w = csv.writer(f)
+            w.writerow([neutralize(h) for h in header])
+            w.writerows([neutralize(v) for v in r] for r in rows)
+        path.with_suffix(".run.json").write_text(json.dumps(run, ensure_ascii=False, indent=2), encoding="utf-8")
+        if changes is not None:
+            path.with_suffix(".changes.json").write_text(json.dumps(changes.as_dict(), ensure_ascii=False, indent=1),
+                                                         encoding="utf-8")
+    else:
+        records = [dict(zip(header, r, strict=True)) for r in rows]
+        whole = {"run": run, "rows": records, **({"changes": changes.as_dict()} if changes is not None else {})}
+        path.write_text(json.dumps(whole, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+
+
+def write_changes(path: str | Path, changes: Changes) -> Path:
+    """What changed between two reports alone (``xladdin diff -o``): an .xlsx with its Changes sheet, or
+    .json; written atomically."""
+    path = report_path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".xlsx", ".json"):
+        raise InputError("output", f"{path.name}: changes are written as .xlsx or .json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        if suffix == ".xlsx":
+            from openpyxl import Workbook
+
+            wb = Workbook()
+            wb.remove(wb.active)
+            _write_changes_sheet(wb, changes)
+            wb.save(tmp)
+        else:
+            tmp.write_text(json.dumps(changes.as_dict(), ensure_ascii=False, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write_changes_sheet(wb: Any, changes: Changes) -> None:
+    """The Changes sheet: a line saying what was compared, then a row per change (new 高 first)."""
+    from openpyxl.styles import Font, PatternFill
+
+    from .changes import HEADER, NEW_HIGH
+
+    ws = wb.create_sheet("Changes")
+    _append_text_safe(ws, [changes.line()])
+    ws["A1"].font = Font(bold=True)
+    _append_text_safe(ws, HEADER)
+    for cell in ws[2]:
+        cell.font = Font(bold=True)
+    for change in changes.rows:
+        _append_text_safe(ws, change.cells())
+        if change.kind == NEW_HIGH:
+            ws.cell(row=ws.max_row, column=1).fill = PatternFill("solid", start_color=RISK_FILLS["高"])
+    ws.freeze_panes = "A3"
+    for letter, width in (("A", 14), ("B", 10), ("C", 12), ("J", 60)):
+        ws.column_dimensions[letter].width = width
+
+
+def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[str, Counter]]:
+    by_risk: Counter = Counter()
+    by_industry: dict[str, Counter] = {}
+    for industry, res in zip(industries(pool), results, strict=True):
+        level = "错误" if isinstance(res, XladdinError) else str(res.risk_level.value)
+        by_risk[level] += 1
+        by_industry.setdefault(industry_name(industry), Counter())[level] += 1
+    return by_risk, by_industry
+
+
+def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
+                run: dict[str, Any], changes: Changes | None = None) -> None:
+    from openpyxl import Workbook
+    from openpyxl.chart import BarChart, Reference
+    from openpyxl.styles import Font, PatternFill
+    from openpyxl.utils import get_column_letter
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Results"
+    for row in [header, *rows]:
+        _append_text_safe(ws, row)
+    for cell in ws[1]:
+        cell.font = Font(bold=True)
+    ws.freeze_panes = ws.cell(row=2, column=min(3, len(header)))
+    ws.auto_filter.ref = ws.dimensions
+    risk_col = header.index("风险等级 risk") + 1 if "风险等级 risk" in header else None
+    if risk_col:
+        for r in range(2, len(rows) + 2):
+            cell = ws.cell(row=r, column=risk_col)
+            if cell.value in RISK_FILLS:
+                cell.fill = PatternFill("solid", start_color=RISK_FILLS[cell.value])
+    for i, h in enumerate(header, 1):
+        ws.column_dimensions[get_column_letter(i)].width = min(40, max(8, len(str(h)) + 2))
+
+    sm = wb.create_sheet("Summary")
+    note = run.get("note")
+    _append_text_safe(sm, [note or f"model: {run.get('model')}"])
+    sm["A1"].font = Font(bold=True, color="C00000" if note else "000000")
+    if risk_col is None:  # not a screen (highlights): the run's facts are on the Run sheet
+        _write_run(wb, run)
+        wb.save(path)
+        return
+    sm.append([])
+    sm.append(["风险等级 risk", "数量 count"])
+    by_risk, by_industry = summary_counts(pool, results)
+    levels = [lv for lv in ("高", "中", "低", "错误") if by_risk[lv] or lv != "错误"]
+    for level in levels:
+        sm.append([level, by_risk[level]])
+    chart = BarChart()
+    chart.title = "风险分布 risk levels"
+    chart.add_data(Reference(sm, min_col=2, min_row=3, max_row=3 + len(levels)), titles_from_data=True)
+    chart.set_categories(Reference(sm, min_col=1, min_row=4, max_row=3 + len(levels)))
+    chart.height = 6  # cm: about 12 rows
+    sm.add_chart(chart, sm.cell(row=3, column=len(levels) + 4).coordinate)  # right of the industry counts' 合计
+    sm.append([])
+    start = sm.max_row + 1
+    sm.append(["行业 industry", *levels, "合计 total"])
+    for industry, counts in sorted(by_industry.items(), key=lambda kv: -sum(kv[1].values())):
+        _append_text_safe(sm, [industry, *[counts[lv] for lv in levels], sum(counts.values())])
+    for cell in (*sm[3], *sm[start]):
+        cell.font = Font(bold=True)
+    if sm.max_row < 3 + CHART_ROWS:  # the comparison starts below the risk chart, never under it
+        sm.cell(row=3 + CHART_ROWS, column=1, value="")
+    _write_comparison(sm, pool, results)
+    sm.column_dimensions["A"].width = 24
+
+    if changes is not None:
+        _write_changes_sheet(wb, changes)
+    _write_run(wb, run)
+    wb.save(path)
+
+
+def _write_run(wb: Any, run: dict[str, Any]) -> None:
+    rs = wb.create_sheet("Run")
+    for key, value in run.items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        _append_text_safe(rs, [key, shown])
+    rs.column_dimensions["A"].width = 18
+    rs.column_dimensions["B"].width = 100
+
+
+def industries(pool: Pool) -> list[Any]:
+    """Each row's industry cell (``None`` without an industry column)."""
+    idx = pool.mapping.get("industry")
+    return [raw[idx] if idx is not None and idx < len(raw) else None for raw in pool.rows]
+
+
+def _write_comparison(sm: Any, pool: Pool, results: Sequence[Any]) -> None:
+    """The industries compared (``compare.from_results``) below the counts, and a chart of one figure's
+    median by industry beside it."""
+    from openpyxl.chart import BarChart, Reference
+    from openpyxl.styles import Font
+
+    table = from_results(industries(pool), results)
+    if not table:
+        return
+    sm.append([])
+    _append_text_safe(sm, ["行业对比 industries compared (figures read and checked; median and range)"])
+    sm.cell(row=sm.max_row, column=1).font = Font(bold=True)
+    _append_text_safe(sm, COMPARE_HEADER)
+    for cell in sm[sm.max_row]:
+        cell.font = Font(bold=True)
+    first = sm.max_row + 1
+    for row in table:
+        _append_text_safe(sm, row)
+    charted = chart_figure(table)
+    medians: dict[str, dict[str, Any]] = {}
+    for r in table:
+        if r[1] == charted:
+            medians.setdefault(r[0], {})[r[2]] = r[4]
+    if not medians:
+        return
+    # the charted figure's median by industry, this year and last side by side (a chart reads a
+    # contiguous range): the trend per industry at a glance
+    from openpyxl.utils import get_column_letter
+
+    col = len(COMPARE_HEADER) + 2
+    sm.cell(row=first - 2, column=col, value=f"{charted} 中位数 median").font = Font(bold=True)
+    for j, head in enumerate(("行业 industry", THIS_YEAR, PRIOR_YEAR)):
+        sm.cell(row=first - 1, column=col + j, value=head).font = Font(bold=True)
+    for i, (industry, periods) in enumerate(medians.items()):
+        sm.cell(row=first + i, column=col, value=xlsx_text(industry))
+        sm.cell(row=first + i, column=col + 1, value=periods.get(THIS_YEAR))
+        sm.cell(row=first + i, column=col + 2, value=periods.get(PRIOR_YEAR))
+    widths = (("B", 26), ("C", 16), ("D", 10), ("E", 14), (get_column_letter(col), 22),
+              (get_column_letter(col + 1), 16), (get_column_letter(col + 2), 16))
+    for letter, width in widths:
+        sm.column_dimensions[letter].width = width
+    last = first + len(medians) - 1
+    chart = BarChart()
+    chart.title = f"{charted}: 行业中位数 本期/上期 median by industry"
+    chart.width, chart.height = 20, 10  # cm: room for an industry per pair of bars
+    chart.add_data(Reference(sm, min_col=col + 1, max_col=col + 2, min_row=first - 1, max_row=last),
+                   titles_from_data=True)
+    chart.set_categories(Reference(sm, min_col=col, min_row=first, max_row=last))
+    sm.add_chart(chart, sm.cell(row=first, column=col + 4).coordinate)
+
+
+def _append_text_safe(ws: Any, row: list[Any]) -> None:
+    """Append ``row``; a text starting with ``=`` stays text (openpyxl would store a formula)."""
+    ws.append([xlsx_text(v) for v in row])
+    if any(isinstance(v, str) and v.startswith("=") for v in row):
+        for cell in ws[ws.max_row]:
+            if cell.data_type == "f":
+                cell.data_type = "s"

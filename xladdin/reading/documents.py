@@ -1,0 +1,383 @@
+"""Report files as text: ``.pdf`` (text layer, page by page), ``.txt``/``.md`` and ``.html``.
+
+A document's pages are joined with a form feed (``\\f``), so code that reads the text can say on
+which page a quote stands (``tasks.tables.page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 /
+BSD-3), chosen against pdfplumber (MIT) on the same files, side by side: ``python -m bench
+documents`` (``bench/results/documents.json``: speed per page and which table figures code finds).
+A missing, encrypted, scanned (no text layer) or damaged file is an ``InputError`` naming the
+file; the other rows of a pool go on.
+
+This is the only module that opens report files: every front door calls ``attach`` before a row
+is parsed, so the task sees text (tasks never do I/O), and the cache key holds the text itself
+(the document's content), never its path.
+
+A file is read only from where the user pointed: a front door ``place``s each row's path with its
+``Reports`` (the pool's or workbook's folder, ``--reports DIR``, the ``report_dirs`` setting), and
+``attach`` opens nothing but such a ``ReportPath`` inside those folders (symlinks resolved, ``..``
+refused), of at most ``max_report_mib``. A pool or workbook from someone else cannot make the product
+read, and send to the engine, a file outside them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import html.parser
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import periods
+from ..errors import InputError
+from ..tasks.tables import PAGE_BREAK
+
+SUFFIXES = (".pdf", ".txt", ".md", ".html", ".htm")
+MIN_CHARS_PER_PAGE = 20  # a PDF with less text than this per page is a scan without a text layer
+FIELD = "report_file"
+MIB = 1 << 20
+ALLOW_HINT = "add its folder to report_dirs (XLADDIN_REPORT_DIRS, folders separated by os.pathsep)"
+# a report text that ends in ".pdf" is a path only without sentence punctuation: "营业收入1505.60亿元，详见年报.pdf"
+# is text that names a file, "603339_年报.pdf" a file
+_SENTENCE = re.compile(r"[，。；！？、：,;!?]")
+
+
+@dataclass(frozen=True)
+class Reports:
+    """Where report files may be read from, and how large one may be: a front door's, per run or
+    workbook. ``folders`` are the pool's or workbook's folder, ``--reports DIR`` and ``report_dirs``."""
+
+    folders: tuple[Path, ...]
+    max_bytes: int = 64 * MIB
+
+    @classmethod
+    def of(cls, settings: Any, *folders: str | Path | None) -> Reports:
+        """The folders given (``None`` left out) and the setting's ``report_dirs``, each resolved
+        (a symlinked folder is the folder it points to)."""
+        given: Iterable[str | Path] = [f for f in folders if f is not None]
+        chosen = [*given, *getattr(settings, "report_dirs", ())]
+        resolved = tuple(dict.fromkeys(Path(f).expanduser().resolve() for f in chosen))
+        mib = getattr(settings, "max_report_mib", None)
+        return cls(resolved, int(mib * MIB) if mib else cls.max_bytes)
+
+    def place(self, record: Any, base: Path | None = None) -> Any:
+        """``record`` with its report path (``report_file``, or a path where the text goes) as a
+        ``ReportPath`` of these folders; a relative path is taken from ``base`` (the workbook's or pool
+        file's folder). Nothing is opened here: ``attach`` checks and reads."""
+        if not isinstance(record, dict):
+            return record
+        given = record.get(FIELD)
+        text = record.get("report_text")
+        if _blank(given) and isinstance(text, str) and looks_like_path(text):
+            record = {**record, "report_text": None}  # a path where the text goes (a cell)
+            given = text
+        if _blank(given):
+            return record
+        path = Path(str(given).strip()).expanduser()
+        # the folder the user chose may be written with '..' ("../pool.csv"): made absolute here, while the
+        # path the pool or cell gives keeps its '..' and is refused for it (``locate``)
+        if base is not None and not path.is_absolute() and ".." not in path.parts:
+            path = base.expanduser().resolve() / path
+        return {**record, FIELD: ReportPath(str(path), self)}
+
+
+class ReportPath(str):
+    """A report file's path as a front door placed it, with the ``Reports`` it may be read under:
+    the only kind of path ``attach`` opens."""
+
+    reports: Reports
+
+    def __new__(cls, path: str, reports: Reports) -> ReportPath:
+        self = super().__new__(cls, path)
+        self.reports = reports
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReportPath, (str(self), self.reports)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float)
+                                                                              and value != value)
+
+
+def attach(record: Any) -> Any:
+    """``record`` with the text of its ``report_file`` as ``report_text``, read here; a record without
+    a file is returned as it is. Raises ``InputError`` (a path no front door placed is refused, not
+    read). The front doors read through ``readers.Reader`` instead: once per file, off their thread."""
+    record, path = report_path(record)
+    return record if path is None else with_text(record, path, read_document(path))
+
+
+def report_path(record: Any) -> tuple[Any, ReportPath | None]:
+    """``record`` (a path where the text goes moved out of its text) and its report file's path, or
+    ``None`` without one. Raises ``InputError`` for a path no front door placed."""
+    if not isinstance(record, dict):
+        return record, None
+    given = record.get(FIELD)
+    text = record.get("report_text")
+    if _blank(given) and isinstance(text, str) and looks_like_path(text):
+        given = text
+        record = {**record, "report_text": None}
+    if _blank(given):
+        return record, None
+    if not isinstance(given, ReportPath):  # a front door that placed nothing allowed nothing
+        raise InputError(FIELD, f"{given}: not read (no folder was given to read report files from; "
+                         f"{ALLOW_HINT})")
+    return record, given
+
+
+def with_text(record: dict[str, Any], path: ReportPath, text: str) -> dict[str, Any]:
+    """``record`` with its report file's ``text``: a summary typed beside the file comes first (page 1
+    keeps its number); the file is named by its name only."""
+    own = record.get("report_text")
+    if isinstance(own, str) and own.strip():
+        text = own.strip() + "\n" + text
+    return {**record, "report_text": text, FIELD: Path(path).name}
+
+
+def looks_like_path(text: str) -> bool:
+    """Whether a cell's text is a report file's path rather than report text."""
+    t = text.strip()
+    return (0 < len(t) < 400 and "\n" not in t and t.lower().endswith(SUFFIXES)
+            and not _SENTENCE.search(t))
+
+
+def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
+    """The file ``path`` names, resolved, and its stat, once it is found inside its folders and within
+    the size bound (one stat, no read). Raises ``InputError`` naming the file and the setting."""
+    reports = path.reports
+    given = Path(path)
+    if ".." in given.parts:
+        raise InputError(FIELD, f"{path}: '..' is not allowed in a report path (give the file inside the pool's "
+                         "or workbook's folder, or its full path)")
+    if not given.is_absolute():
+        raise InputError(FIELD, f"{path}: a relative path needs the workbook's folder: give the full path, in a "
+                         f"folder of report_dirs")
+    try:
+        real = given.resolve(strict=True)
+        st = real.stat()
+    except OSError:
+        raise InputError(FIELD, f"{path}: file not found") from None
+    if not any(real.is_relative_to(folder) for folder in reports.folders):
+        where = ", ".join(map(str, reports.folders)) or "none"
+        raise InputError(FIELD, f"{path}: outside the folders report files are read from ({where}); to read it, "
+                         f"{ALLOW_HINT}")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(FIELD, f"{path}: not a file")
+    if st.st_size > reports.max_bytes:
+        raise InputError(FIELD, f"{given.name}: {st.st_size / MIB:.1f} MiB, over the {reports.max_bytes / MIB:g} MiB "
+                         "limit for report files (max_report_mib, XLADDIN_MAX_REPORT_MIB)")
+    return real, st
+
+
+def read_document(path: str | Path) -> str:
+    """The text of a report file (pages joined by ``\\f``); remembered while the file is unchanged. A
+    path that is not a ``ReportPath`` is a file the caller names itself (a benchmark, a test): read
+    within the size bound."""
+    if not isinstance(path, ReportPath):
+        real = Path(path).expanduser().resolve()
+        path = ReportPath(str(real), Reports((real.parent,)))
+    real, st = locate(path)
+    return _read(str(real), st.st_mtime_ns, st.st_size, path.reports.max_bytes)
+
+
+@functools.lru_cache(maxsize=32)
+def _read(path: str, mtime_ns: int, size: int, max_bytes: int) -> str:
+    return read_file(path, max_bytes)[1]
+
+
+def read_file(path: str, max_bytes: int) -> tuple[str, str]:
+    """The sha256 of the file at ``path`` (resolved and checked: ``locate``) and its text; at most
+    ``max_bytes`` are read. What a reader process runs."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(FIELD, f"{p.name}: expected one of {', '.join(SUFFIXES)}")
+    try:
+        with p.open("rb") as f:
+            raw = f.read(max_bytes + 1)  # never more than the bound, even of a file that grew since its stat
+    except OSError as e:
+        raise InputError(FIELD, f"{p.name}: cannot be read ({e.strerror or e})") from None
+    if len(raw) > max_bytes:
+        raise InputError(FIELD, f"{p.name}: over the {max_bytes / MIB:g} MiB limit for report files "
+                         "(max_report_mib, XLADDIN_MAX_REPORT_MIB)")
+    return hashlib.sha256(raw).hexdigest(), _text(p, suffix, raw)
+
+
+def _text(p: Path, suffix: str, raw: bytes) -> str:
+    if suffix == ".pdf":
+        return _pdf(p, raw)
+    text = decode_text(raw, p.name, FIELD)
+    if suffix in (".html", ".htm"):
+        text = _html_text(text)
+    if not text.strip():
+        raise InputError(FIELD, f"{p.name} is empty")
+    return text
+
+
+def decode_text(raw: bytes, name: str, field: str) -> str:
+    """A text file's text: UTF-16 with its byte-order mark (Excel's "Unicode Text"), else UTF-8 or GBK;
+    anything else is an ``InputError`` of ``field`` naming the file."""
+    bom = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+    for encoding in ("utf-16",) if bom else ("utf-8-sig", "gb18030"):
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    raise InputError(field, f"{name}: not UTF-8, UTF-16 or GBK text (save it as UTF-8)")
+
+
+# An annual report's notes to its statements (财务报表附注: about half its pages) are not read: the figures
+# code reads (the key-figure tables, the 合并利润表) and what the model is shown (the opening, the
+# management discussion) all stand before them, and reading is most of a report row's CPU
+# (bench/results/gpu.json, report_files_session). They start after the consolidated income statement.
+_STATEMENT_ROWS = ("营业收入", "营业成本", "销售费用", "管理费用", "利润总额", "净利润", "所得税")
+_NOTES = re.compile(r"财务报表附注|公司基本情况|财务报表的编制基础|重要会计政策及会计估计")
+_INCOME_STATEMENT = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?利润表")  # a bank's: 合并及银行利润表
+
+
+def _statement_stage(stage: int, page: str) -> int:
+    """How far into the financial report a page (whitespace removed) takes the reading: the auditor's
+    report, then the 合并利润表's title, then its rows (on that page or the next ones). Only in that order
+    do the notes end what is read (a 公司基本情况 in the front matter ends nothing)."""
+    if stage == 0 and "审计报告" in page and "审计意见" in page:
+        return 1
+    if stage == 1 and _INCOME_STATEMENT.search(page):
+        stage = 2
+    if stage == 2 and sum(row in page for row in _STATEMENT_ROWS) >= 3:
+        return 3
+    return stage
+
+
+def _pdf(p: Path, raw: bytes) -> str:
+    import pypdfium2 as pdfium
+
+    if not raw.startswith(b"%PDF"):
+        raise InputError(FIELD, f"{p.name} is not a PDF (damaged, or another kind of file)")
+    try:
+        doc = pdfium.PdfDocument(raw)
+    except pdfium.PdfiumError as e:
+        if "password" in str(e).lower():
+            raise InputError(FIELD, f"{p.name} is encrypted (password protected): save an unprotected copy") \
+                from None
+        raise InputError(FIELD, f"{p.name} is a damaged PDF ({e})") from None
+    try:
+        pages: list[str] = []
+        stage = 0  # 1: the auditor's report read, 2: the 合并利润表 begun, 3: its rows read
+        for i in range(len(doc)):
+            page = doc[i]
+            textpage = page.get_textpage()
+            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+            textpage.close()
+            page.close()
+            flat = re.sub(r"\s+", "", text)
+            if stage == 3 and _NOTES.search(flat):
+                break  # the notes to the statements: nothing code reads or the model is shown stands there
+            stage = _statement_stage(stage, flat)
+            pages.append(text)
+    except pdfium.PdfiumError as e:
+        raise InputError(FIELD, f"{p.name}: cannot read its pages ({e})") from None
+    finally:
+        doc.close()
+    chars = sum(len(re.sub(r"\s+", "", t)) for t in pages)
+    if not pages or chars < MIN_CHARS_PER_PAGE * len(pages):
+        raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
+    return PAGE_BREAK.join(pages)
+
+
+class _HtmlText(html.parser.HTMLParser):
+    """Text of an HTML page: table cells separated by spaces, rows and blocks by new lines."""
+
+    BLOCKS = frozenset({"p", "div", "br", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table", "section"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+        elif tag in ("td", "th"):
+            self.parts.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._skip = max(0, self._skip - 1)
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _html_text(text: str) -> str:
+    parser = _HtmlText()
+    parser.feed(text)
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
+                  left_out: dict[str, list[str]] | None = None,
+                  texts: Callable[[list[Path]], dict[Path, str | None]] | None = None) -> dict[str, Path]:
+    """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``). A code
+    with several files gets the newest: by the publication day and period their names give
+    (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by modification time. With
+    ``as_of``, a report published after that day is never chosen: the newest published by then is, its
+    day read from its name, else from its text (``periods``); each file left out, and why, goes to
+    ``left_out`` under its code. ``texts``: the texts of many files at once, for the files only their text
+    dates (a file that cannot be read: ``None``); default one after another here (``read_document``)."""
+    if not folder.is_dir():
+        raise InputError("reports", f"{folder}: not a folder")
+    wanted = {c[:6] for c in codes}
+    candidates: dict[str, list[Path]] = {}
+    for entry in os.scandir(folder):
+        if not entry.is_file() or Path(entry.name).suffix.lower() not in SUFFIXES:
+            continue
+        for digits in re.findall(r"(?<!\d)(\d{6})(?!\d)", entry.name):
+            if digits in wanted:
+                candidates.setdefault(digits, []).append(Path(entry.path))
+                break
+    found: dict[str, Path] = {}
+    undated = [p for paths in candidates.values() for p in paths if periods.from_name(p.name).published is None]
+    read = (texts or _read_texts)(undated) if as_of is not None and undated else {}
+    for code, paths in candidates.items():
+        dates = {p: periods.from_name(p.name) for p in paths}
+        if as_of is None:
+            if all(d.published for d in dates.values()):
+                found[code] = max(paths, key=lambda p: (dates[p].newest, p.name))
+            else:
+                found[code] = max(paths, key=lambda p: p.stat().st_mtime)
+            continue
+        for p in paths:
+            if dates[p].published is None and read.get(p):
+                dates[p] = dates[p].merged(periods.from_text(read[p]))  # type: ignore[arg-type]
+        public = [p for p in paths if dates[p].published is None or dates[p].published <= as_of]
+        for p in paths:
+            if p not in public:
+                (left_out if left_out is not None else {}).setdefault(code, []).append(
+                    f"未用 {p.name}: 公告日 {dates[p].published} ({dates[p].published_source}) 晚于 as-of {as_of}")
+        dated = [p for p in public if dates[p].published is not None]
+        if dated or public:
+            found[code] = max(dated, key=lambda p: (dates[p].newest, p.name)) if dated else \
+                max(public, key=lambda p: p.stat().st_mtime)
+    return found
+
+
+def _read_texts(paths: list[Path]) -> dict[Path, str | None]:
+    """Each file's text, read here one after another; ``None`` when it cannot be read (its row says why
+    when it is read for the screen)."""
+    out: dict[Path, str | None] = {}
+    for path in paths:
+        try:
+            out[path] = read_document(path)
+        except InputError:
+            out[path] = None
+    return out

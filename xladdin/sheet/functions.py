@@ -1,0 +1,113 @@
+"""The worksheet functions' bodies, shared by Excel (``excel/udfs.py``, through xlwings) and LibreOffice
+Calc (``xladdin.calc``): arguments as the spreadsheet gives them in, cell values out, through one
+process-wide ``CellRuntime``. What differs between the two stays with them: where the workbook's
+folder and Rules sheet come from, and how a waiting cell is recalculated."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ..errors import XladdinError
+from ..reading.as_of import date_rows
+from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
+from . import cells
+from .pending import CellRuntime
+
+STATUS_WIDTH, STATUS_ROWS = 2, 13  # QWEN_STATUS's table
+
+
+def cell_errors(runtime: Any, width: int = 1):
+    """Turn any exception into a ``#QWEN!`` value of the function's usual shape (``runtime()`` gives
+    the runtime whose last error it becomes)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                runtime().last_error = str(e)
+                value = cells.error_value(e)
+                return [cells.filler_row(value, width)] if width > 1 else value
+
+        return inner
+
+    return wrap
+
+
+def _single(rows: list[list[Any]]) -> Any:
+    return rows[0][0]
+
+
+def screen(rt: CellRuntime, values: Any, header: bool, rules: Any, caller: Any = None,
+           folder: Path | None = None) -> list[list[Any]]:
+    """One row, or a table with its header row: the spill rows (with the spill's header for a table),
+    each dated as the CLI's (报告期, 公告日) and, under the ``as_of`` setting, as of that day (``as_of``)."""
+    records, pool = cells.screen_table(values, bool(header))
+    reports = rt.reports(folder)  # a report file's relative path: from the workbook's folder
+    records, dating = date_rows(pool, [reports.place(r, folder) for r in records], rt.as_of, rt.read_text)
+    task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
+    width = len(cells.SPILL_FIELDS)
+    sent = [None if i in dating.refused else r for i, r in enumerate(records)]  # a refused row asks nothing
+    rows = rt.rows(task, sent, cells.result_row, width, caller, dating.result)
+    for i, error in dating.refused.items():  # published after the day: the row's error, as the CLI's
+        rows[i] = cells.error_row(error, width)
+    return [cells.spill_header(), *rows] if header else rows
+
+
+def ask(rt: CellRuntime, prompt: Any, context: Any, caller: Any = None) -> Any:
+    flat = [v for row in cells.to_rows(context) for v in row] if context is not None else []
+    return _single(rt.rows(AskTask(), [{"prompt": prompt, "context": flat}], lambda r: [r.answer], 1, caller))
+
+
+def extract(rt: CellRuntime, text: Any, item: Any, unit: Any, caller: Any = None) -> Any:
+    record = {"text": text, "item": item, "unit": unit if unit not in (None, "") else "亿元"}
+
+    def to_row(r):
+        return [f"#QWEN! {r.note}"] if r.value is None else [r.value]
+
+    return _single(rt.rows(ExtractTask(), [record], to_row, 1, caller))
+
+
+def classify(rt: CellRuntime, text: Any, labels: Any, caller: Any = None) -> Any:
+    record = {"text": text, "labels": labels}
+    return _single(rt.rows(ClassifyTask(), [record], lambda r: [r.label], 1, caller))
+
+
+def highlights(rt: CellRuntime, report: Any, points: Any, max_chars: Any, caller: Any = None,
+               folder: Path | None = None) -> Any:
+    record = rt.reports(folder).place({"report_text": report, "max_chars": max_chars}, folder)
+    return _single(rt.rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"#QWEN! {r.notes}"], 1,
+                           caller))
+
+
+def status(rt: CellRuntime) -> list[list[Any]]:
+    """Engine, model, queue, cache entries and hit rate, last error — as a two-column table."""
+    try:
+        b = rt.batcher
+    except XladdinError as e:
+        return [["engine", cells.error_value(e)], ["last error", str(e)]]
+    snap = b.snapshot()
+    cache = b.cache.stats()
+    # per request, once: answered from memory or the disk cache, joined to the same request in flight,
+    # or asked of the engine (each call the engine got)
+    from_cache = rt.resolver.memo_hits + snap["cache_hits"]
+    joined, asked = snap["deduplicated"], snap["engine_requests"]
+    rate = round(from_cache / (from_cache + asked), 4) if from_cache + asked else ""
+    return [
+        ["engine", b.engine.describe()],
+        ["model", snap["model"]],
+        ["starter model", "yes — configure a Qwen model for real work" if b.engine.starter else "no"],
+        ["queue", snap["queued"]],
+        ["in flight", snap["in_flight"]],
+        ["pending cells", rt.pending_cells],
+        ["requests", from_cache + joined + asked],
+        ["asked of the engine", asked],
+        ["joined one in flight", joined],
+        ["cache entries", cache["entries"]],
+        ["cache hit rate", rate],
+        ["cache", cache["directory"] if cache["enabled"] else (b.cache.warning or "off")],
+        ["last error", rt.last_error or snap["last_error"] or ""],
+    ]

@@ -1,0 +1,217 @@
+"""Pending-cell batching: what the UDFs share.
+
+Desktop Excel calls a UDF once per cell. xlwings' ``async_mode="threading"``
+parks every pending call on a thread of a pool of min(32, cores+4) threads, so
+a sheet of 500 rows reaches the model in batches of at most that size. We do
+not park threads:
+
+1. A UDF call asks the process-wide ``Resolver`` (``xladdin.core.resolver``) for each
+   of its rows and gets an outcome at once: ``Done`` (from memory or the cache —
+   no placeholder, no thread), ``Failed`` (a bad field, or a request that failed
+   within ``ERROR_TTL`` seconds: a down engine is not asked again in a loop) or
+   ``Pending`` (the request joined the engine queue, or a request in flight).
+2. A pending row shows a placeholder of the same shape as its result
+   (``#QWEN… pending``).
+3. When every pending request of that cell has settled (each answer goes to the
+   cache the moment it arrives), the cell is recalculated through
+   ``rewrite(caller)`` — on Windows ``xladdin.excel.com``, which rewrites the
+   cell's formula on xlwings' COM loop with its retry on a busy Excel. The UDF
+   runs again: its rows are now ``Done`` or ``Failed``.
+
+This module only turns outcomes into cell values and asks for recalculations.
+
+So 500 filled-down rows become one queue that the batcher feeds to the
+engine at its full parallelism, however few threads Excel has. Outside Excel
+(``caller`` is None, e.g. tests, scripts, or no COM) a call waits for its
+answers instead, up to the request timeout.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import functools
+import logging
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.batcher import Batcher
+from ..core.resolver import Done, Failed, Pending, Resolver
+from ..errors import EngineStalled, XladdinError
+from ..reading.documents import ReportPath, Reports
+from ..settings import Settings
+from ..tasks.base import Task
+from .cells import PENDING, error_row, filler_row
+
+log = logging.getLogger(__name__)
+Rewrite = Callable[[Any], None]
+
+
+def caller_key(caller: Any) -> Hashable:
+    try:
+        return (caller.sheet.book.name, caller.sheet.name, caller.address)
+    except Exception:
+        return id(caller)
+
+
+class CellRuntime:
+    """One resolver (and batcher) for all cells of the process, and the cells waiting on it."""
+
+    def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None,
+                 rewrite: Rewrite | None = None):
+        self._settings = settings
+        self._batcher = batcher
+        self._resolver: Resolver | None = None
+        self.rewrite = rewrite
+        self._lock = threading.Lock()
+        self._pending: dict[Hashable, int] = {}
+        self.last_error: str | None = None
+
+    @property
+    def batcher(self) -> Batcher:
+        with self._lock:
+            if self._batcher is None:
+                self._settings = settings = self._settings or Settings.load()
+                # the engine starts on the first request; a failure to start is that cell's error
+                self._batcher = Batcher.from_settings(settings)
+            return self._batcher
+
+    @property
+    def resolver(self) -> Resolver:
+        batcher = self.batcher
+        with self._lock:
+            if self._resolver is None or self._resolver.batcher is not batcher:
+                self._resolver = Resolver(batcher)
+            return self._resolver
+
+    @property
+    def error_ttl(self) -> float:
+        return self.resolver.error_ttl
+
+    @error_ttl.setter
+    def error_ttl(self, seconds: float) -> None:
+        self.resolver.error_ttl = seconds
+
+    @functools.cached_property
+    def max_text_chars(self) -> int | None:
+        self.batcher  # noqa: B018  (settings are loaded with the batcher)
+        return self._settings.max_text_chars if self._settings else Settings.model_fields["max_text_chars"].default
+
+    @functools.cached_property
+    def settings(self) -> Settings:
+        """The settings the cells read (``report_dirs``, ``as_of``): the runtime's, or for a batcher given
+        without them (Calc's) the user's."""
+        self.batcher  # noqa: B018  (settings are loaded with the batcher)
+        return self._settings or Settings.load()
+
+    @property
+    def as_of(self) -> dt.date | None:
+        """The ``as_of`` setting: the day the workbook's cells screen as of (``as_of.date_rows``)."""
+        return self.settings.as_of
+
+    def read_text(self, path: ReportPath) -> str:
+        """A report file's text, read by the batcher's reader (in its processes, waited for here): what
+        ``as_of.date_rows`` dates a file from that neither its name nor its row dates; its request then
+        finds it read."""
+        return self.batcher.reader.read_now(path)
+
+    def reports(self, folder: Path | None) -> Reports:
+        """Where a workbook's report files may be read from: its folder and the ``report_dirs`` setting
+        (made once per workbook folder, not resolved again on every cell's call)."""
+        return self._reports_of(folder)
+
+    @functools.cached_property
+    def _reports_of(self) -> Callable[[Path | None], Reports]:
+        return functools.lru_cache(maxsize=64)(functools.partial(Reports.of, self.settings))
+
+    @property
+    def pending_cells(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def rows(
+        self,
+        task: Task,
+        records: Sequence[Any | None],
+        to_row: Callable[[Any], list[Any]],
+        width: int,
+        caller: Any = None,
+        finish: Callable[[int, Any], Any] | None = None,
+    ) -> list[list[Any]]:
+        """One row of cell values per record (``None`` → a blank row); ``finish(i, result)``: record ``i``'s
+        result as its row shows it (``as_of.Dating.result``), on every call, memo hits too."""
+        resolver = self.resolver
+
+        def row_of(i: int) -> Callable[[Any], list[Any]]:
+            return to_row if finish is None else lambda r: to_row(finish(i, r))
+
+        out: list[list[Any] | None] = [None] * len(records)
+        waiting: dict[int, concurrent.futures.Future] = {}
+        for i, rec in enumerate(records):
+            if rec is None:
+                out[i] = filler_row("", width)
+                continue
+            outcome = resolver.resolve(task, rec)
+            if isinstance(outcome, Done):
+                out[i] = self._convert(lambda r=outcome.result: r, row_of(i), width)
+            elif isinstance(outcome, Failed):
+                self.last_error = str(outcome.error)
+                out[i] = error_row(outcome.error, width)
+            elif isinstance(outcome, Pending):
+                waiting[i] = outcome.ticket
+        if waiting and caller is not None and self.rewrite is not None:
+            for i in waiting:
+                out[i] = filler_row(PENDING, width)
+            self._watch(caller, list(waiting.values()))
+        elif waiting:  # outside Excel (a script, a test): wait for the answers, within the timeout
+            timeout = resolver.batcher.request_timeout
+            done, _ = concurrent.futures.wait(waiting.values(), timeout=timeout)
+            for i, fut in waiting.items():
+                if fut in done:
+                    out[i] = self._convert(fut.result, row_of(i), width)
+                else:
+                    out[i] = error_row(EngineStalled(f"no answer within {timeout:g}s"), width)
+        return out  # type: ignore[return-value]
+
+    def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
+        """``to_row`` of the produced result; a failure is the row's error."""
+        try:
+            return to_row(produce())
+        except XladdinError as e:
+            self.last_error = str(e)
+            return error_row(e, width)
+        except Exception as e:  # never raise into Excel
+            self.last_error = f"internal error: {e}"
+            return error_row(e, width)
+
+    def _watch(self, caller: Any, tickets: list[concurrent.futures.Future]) -> None:
+        """Recalculate ``caller`` once all its tickets have settled (the resolver recorded any failure)."""
+        key = caller_key(caller)
+        with self._lock:
+            if key in self._pending:  # an earlier call of this cell will recalculate it
+                return
+            self._pending[key] = len(tickets)
+
+        def one_done(_: concurrent.futures.Future) -> None:
+            with self._lock:
+                self._pending[key] -= 1
+                if self._pending[key]:
+                    return
+                del self._pending[key]
+            try:
+                assert self.rewrite is not None
+                self.rewrite(caller)
+            except Exception as e:
+                self.last_error = f"cannot recalculate {key}: {e}"
+                log.warning(self.last_error)
+
+        for fut in tickets:
+            fut.add_done_callback(one_done)
+
+    def close(self, *, abort: bool = False) -> None:
+        with self._lock:
+            batcher, self._batcher, self._resolver = self._batcher, None, None
+        if batcher is not None:  # closed without the lock: its last callbacks take it
+            batcher.close(abort=abort)
