@@ -151,33 +151,14 @@ class Server(_Routes):
                 pass
 
 
-class MockServer(_Routes):
-    """``Server``'s routes answered inside the client, through the SDK's HTTP library's
-    ``MockTransport``: responses of any shape without a socket (real sockets stay for the servers
-    that hang or refuse). ``engine(settings)`` is an HTTP engine that reaches it."""
-
-    def __init__(self, routes):
-        import sys
-
-        import openai
-
-        super().__init__(routes)
-        http = sys.modules[type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]]
-        self.url = "http://mock.test/v1"
-
-        def answer(request):
-            status, ctype, body = self.answer(request.url.path, request.content)
-            return http.Response(status, headers={"content-type": ctype}, content=body)
-
-        self.transport = http.MockTransport(answer)
+class MockServer(Server):
+    """``Server`` on a socket of its own for answers of any shape; ``engine(settings)`` is an HTTP engine
+    that reaches it (``settings`` name its URL)."""
 
     def engine(self, settings):
         from xladdin.engine.openai_http import OpenAIHTTPEngine
 
-        return OpenAIHTTPEngine(settings, transport=self.transport)
-
-    def close(self):
-        pass
+        return OpenAIHTTPEngine(settings)
 
 
 def vllm_models(root: str, served: str = "qwen") -> tuple[int, str, bytes]:

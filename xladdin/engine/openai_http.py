@@ -2,9 +2,11 @@
 
 Structured output goes as ``response_format`` json_schema (vLLM ≥ 0.12 ignores
 the old ``guided_json`` keys). Thinking is switched off through
-``chat_template_kwargs``. The openai client retries connection errors, 429 and
-5xx with exponential backoff up to ``retries`` times; ``timeout`` bounds the
-whole request, retries included, and a timeout reports the time really waited.
+``chat_template_kwargs``. Connection errors, 408, 409, 429 and 5xx are asked again
+with exponential backoff (the server's ``Retry-After`` when it gives one) up to
+``retries`` times; ``timeout`` bounds the whole request, retries included, and a
+timeout reports the time really waited. Every request goes through one HTTP client
+(``_HTTP``, aiohttp).
 
 The model is identified by what it is, not by the name it is served under
 (every profile serves as ``qwen``): vLLM's ``/v1/models`` gives ``root``, the
@@ -36,10 +38,13 @@ import asyncio
 import hashlib
 import json
 import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, ClassVar
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
 from ..settings import HTTPOptions, Settings
@@ -47,7 +52,9 @@ from .base import Engine, SamplingParams, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.core.inflight)
-POOL_CONNECTIONS = 32  # connections per HTTP pool (a server gets as many pools as its requests in flight need)
+RETRIED = frozenset({408, 409, 429}) | frozenset(range(500, 600))  # statuses asked again (as the OpenAI SDK does)
+BACKOFF_S = (0.5, 8.0)  # the first wait before asking again, doubling up to the second
+_JSON = {"Content-Type": "application/json"}
 _LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 DOWN_RETRY_S = 5.0  # a server found offline gets no request for this long
 IDENTIFY_S = 10.0  # a server's model is identified again when its last identification is older
@@ -67,55 +74,61 @@ def split_urls(urls: str) -> list[str]:
     return [normalize_base_url(u.strip()) for u in urls.split(",") if u.strip()]
 
 
-class _Pools:
-    """Each server's HTTP connection pools and a small one for what is not a chat (load, token counts).
+class _HTTP:
+    """The engine's one HTTP client: every request to every server (chats, listings, load, token counts)
+    through one aiohttp session and its connection pool, opened on the batcher's loop at the first
+    request and closed with the engine. aiohttp's pool and C HTTP parser cost the client about half the
+    CPU per row of the SDK's httpx client in pools of 32 at 1,024 in flight (``python -m bench client``,
+    ``bench/results/client.json``). The servers are reached directly (proxy variables are not read: a
+    model server is on this machine or the LAN).
 
-    Connections are split into small pools: the HTTP library's pool walks every connection it holds
-    (and probes each idle one's socket) whenever a request starts or ends, so one pool of ~1,000
-    costs the client several times the CPU per row of pools of 32 (``python -m bench client``,
-    ``bench/results/client.json``)."""
+    Errors: a server that cannot be reached raises aiohttp's ``ClientConnectionError`` (or
+    ``TimeoutError`` past ``connect``); an answer of any status is returned."""
 
-    def __init__(self, openai: Any, urls: list[str], options: HTTPOptions, transport: Any = None):
-        self._openai, self.urls, self.options = openai, urls, options
-        self._limits = type(openai.DEFAULT_CONNECTION_LIMITS)  # the HTTP library's own, whichever the SDK uses
-        self.http = sys.modules[self._limits.__module__.partition(".")[0]]  # the HTTP library the SDK uses
-        # one TLS context for every pool (building one takes milliseconds, and a window of 1,024 makes 32 pools)
-        tls = getattr(self.http, "create_ssl_context", None)
-        self._client_args = {"verify": tls()} if tls else {}
-        if transport is not None:  # the HTTP library's own transport in place of sockets (tests: MockTransport)
-            self._client_args = {"transport": transport}
-        self.shards: list[list[_Shard]] = [[self._shard(url)] for url in urls]  # more made as needed
-        self.meta = openai.DefaultAsyncHttpxClient(limits=self._limits(max_connections=8), **self._client_args)
-        self._headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+    def __init__(self, options: HTTPOptions):
+        self.options = options
+        self.headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+        # an aiohttp session belongs to the event loop it was opened on: one per loop that asks (the batcher's
+        # loop asks everything; another loop, a caller's asyncio.run, gets a session of its own)
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
-    def _shard(self, url: str) -> _Shard:
-        http = self._openai.DefaultAsyncHttpxClient(
-            limits=self._limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS,
-                                keepalive_expiry=30), **self._client_args)
-        # the engine bounds each request itself (no answer and no progress for ``timeout``): the SDK only
-        # bounds the connecting
-        timeout = self._openai.Timeout(None, connect=self.options.timeout)
-        return _Shard(self._openai.AsyncOpenAI(base_url=url, api_key=self.options.api_key or "EMPTY",
-                                               timeout=timeout, max_retries=self.options.retries,
-                                               http_client=http))
+    def session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            for other in [o for o in self._sessions if o.is_closed()]:
+                del self._sessions[other]  # (its loop has ended: nothing more can run on it)
+            traced = aiohttp.TraceConfig()
+            traced.on_connection_create_end.append(_fresh_connection)
+            session = self._sessions[loop] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30), headers=self.headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout), trust_env=False,
+                trace_configs=[traced])
+        return session
 
-    def pick(self, i: int) -> _Shard:
-        """The least busy pool of server ``i``; a new one when every pool has all its connections in use."""
-        shards = self.shards[i]
-        shard = min(shards, key=lambda s: s.busy)
-        if shard.busy >= POOL_CONNECTIONS:
-            shard = self._shard(self.urls[i])
-            shards.append(shard)
-        return shard
+    async def post(self, url: str, body: dict[str, Any], timeout: float | None = None) -> tuple[int, bytes, bool, Any]:
+        """(status, body, whether it came on a connection opened for it, the response's headers) of a JSON
+        POST."""
+        data = json.dumps(body, ensure_ascii=False).encode()
+        bounded = {"timeout": aiohttp.ClientTimeout(total=timeout)} if timeout else {}
+        opened = _Opened()
+        async with self.session().post(url, data=data, headers=_JSON, trace_request_ctx=opened, **bounded) as r:
+            return r.status, await r.read(), opened.fresh, r.headers
 
-    async def count_tokens(self, served: str, text: str, i: int = 0) -> int | None:
-        """Server ``i``'s own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
-        url = self.urls[i].removesuffix("/").removesuffix("/v1") + "/tokenize"
+    async def get(self, url: str, timeout: float) -> tuple[int, str]:
+        """(status, text) of a GET within ``timeout``."""
+        async with self.session().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            return r.status, (await r.read()).decode("utf-8", "replace")
+
+    async def count_tokens(self, base_url: str, served: str, text: str) -> int | None:
+        """A server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
+        url = base_url.removesuffix("/").removesuffix("/v1") + "/tokenize"
         try:
-            resp = await self.meta.post(url, json={"model": served, "prompt": text, "content": text},
-                                        headers=self._headers, timeout=10.0)
-            data = resp.json() if resp.status_code == 200 else {}
-        except Exception:  # the transport's own errors, or not JSON: no count
+            status, content, _, _ = await self.post(url, {"model": served, "prompt": text, "content": text}, 10.0)
+            data = json.loads(content) if status == 200 else {}
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):  # not reached, or not JSON: no count
+            return None
+        if not isinstance(data, dict):
             return None
         if isinstance(data.get("count"), int):
             return data["count"]
@@ -124,21 +137,21 @@ class _Pools:
     async def load(self, base_url: str) -> tuple[int, int] | None:
         """vLLM's requests (running, waiting) on one server (``/metrics``), else ``None``."""
         try:
-            resp = await self.meta.get(base_url.removesuffix("/v1") + "/metrics", headers=self._headers, timeout=2.0)
-        except Exception:  # the transport's own errors (httpx): no reading
+            status, text = await self.get(base_url.removesuffix("/v1") + "/metrics", 2.0)
+        except (aiohttp.ClientError, OSError, TimeoutError):  # not reached: no reading
             return None
-        if resp.status_code != 200:
+        if status != 200:
             return None
-        found = metric_sums(resp.text, _LOAD_METRICS)
+        found = metric_sums(text, _LOAD_METRICS)
         return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
 
     async def _get_json(self, url: str, timeout: float) -> Any:
         """The JSON a GET of ``url`` answers with 200, else ``None``; the transport's errors raised."""
-        resp = await self.meta.get(url, headers=self._headers, timeout=timeout)
-        if resp.status_code != 200:
+        status, text = await self.get(url, timeout)
+        if status != 200:
             return None
         try:
-            return resp.json()
+            return json.loads(text)
         except ValueError:
             return None
 
@@ -150,7 +163,7 @@ class _Pools:
             if isinstance(props, dict) and isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
                 return props["total_slots"]
             listed = await self._get_json(root + "/slots", timeout)
-        except Exception:  # the transport's own errors: no reading
+        except (aiohttp.ClientError, OSError, TimeoutError):  # not reached: no reading
             return None
         return len(listed) if isinstance(listed, list) and listed else None
 
@@ -165,18 +178,37 @@ class _Pools:
             return tuple((s.get("id_task"), s.get("n_prompt_tokens_processed"),
                           sum(t.get("n_decoded", 0) for t in s.get("next_token") or () if isinstance(t, dict)))
                          for s in listed if isinstance(s, dict))
-        resp = await self.meta.get(root + "/metrics", headers=self._headers, timeout=timeout)
-        found = metric_sums(resp.text, _PROGRESS) if resp.status_code == 200 else {}
+        status, text = await self.get(root + "/metrics", timeout)
+        found = metric_sums(text, _PROGRESS) if status == 200 else {}
         if found:
             return tuple(sorted(found.items()))
-        await self.meta.get(base_url + "/models", headers=self._headers, timeout=timeout)
+        await self.get(base_url + "/models", timeout)
         return None
 
     async def aclose(self) -> None:
-        for shards in self.shards:
-            for shard in shards:
-                await shard.client.close()
-        await self.meta.aclose()
+        """Close this loop's session now, and a session of another loop still running on that loop."""
+        here = asyncio.get_running_loop()
+        sessions, self._sessions = self._sessions, {}
+        for loop, session in sessions.items():
+            if loop is here:
+                await session.close()
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(session.close(), loop)
+
+
+class _Opened:
+    """Whether a request's connection was opened for it (set by ``_fresh_connection``)."""
+
+    __slots__ = ("fresh",)
+
+    def __init__(self) -> None:
+        self.fresh = False
+
+
+async def _fresh_connection(session: Any, context: Any, params: Any) -> None:
+    """aiohttp's trace of a new connection: the request it was opened for is told."""
+    if isinstance(context.trace_request_ctx, _Opened):
+        context.trace_request_ctx.fresh = True
 
 
 class _Replicas:
@@ -192,9 +224,6 @@ class _Replicas:
         self.wrong: dict[int, str] = {}  # server → the other model it serves now
         self.identified = [0.0] * len(urls)  # when each server's model was last identified
         self.identifying: dict[int, tuple[float, asyncio.Future]] = {}  # server → (started, check)
-        # the connections each server has answered on: an answer on a new one counts only once the server
-        # has been identified after the request was sent (a server replaced at its URL answers on new ones)
-        self.streams: list[dict[int, Any]] = [{} for _ in urls]
         self.progressed = [0.0] * len(urls)  # when each server last answered or showed progress
         self.marks: list[Any] = [None] * len(urls)  # what each server had done at its last check
         self.checking: dict[int, asyncio.Future] = {}  # server → its check in progress
@@ -248,17 +277,6 @@ class _Replicas:
             self.wrong[i] = model
             log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model, model_id)
 
-    def new_connection(self, i: int, stream: Any) -> bool:
-        """Whether ``stream`` is a connection server ``i`` has not answered on since it was identified."""
-        return stream is not None and id(stream) not in self.streams[i]
-
-    def known_connection(self, i: int, stream: Any) -> None:
-        """``stream`` answered after server ``i`` was identified as serving the model: its answers count."""
-        known = self.streams[i]
-        if len(known) >= 4 * ADAPTIVE_CAP:
-            known.clear()
-        known[id(stream)] = stream
-
     async def check(self, i: int, probe: Callable[[], Awaitable[Any]]) -> None:
         """Whether server ``i`` is working (one ``probe`` at a time, shared): progress moves
         ``progressed[i]``; a server that does not answer raises the transport's error."""
@@ -281,11 +299,7 @@ class OpenAIHTTPEngine(Engine):
     kind: ClassVar[str] = "openai_http"
     options_model = HTTPOptions
 
-    def __init__(self, settings: Settings | HTTPOptions, *, transport: Any = None):
-        """``transport``: an HTTP transport of the SDK's HTTP library to send every request through
-        instead of sockets (its ``MockTransport`` answers canned responses in-process)."""
-        import openai
-
+    def __init__(self, settings: Settings | HTTPOptions):
         self.options = settings if isinstance(settings, HTTPOptions) else settings.openai_http
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
@@ -293,28 +307,22 @@ class OpenAIHTTPEngine(Engine):
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self.parallel_limit, self.timeout = self.options.max_parallel, self.options.timeout  # (retries within it)
-        self._openai = openai
-        self._pools = _Pools(openai, self.urls, self.options, transport)
+        self._http = _HTTP(self.options)
         self.replicas = _Replicas(self.urls)
         self.down, self.wrong, self.answered = self.replicas.down, self.replicas.wrong, self.replicas.answered
         self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)
         self.served = self.options.served_model or ""  # the name requests use
         self.max_model_len: int | None = None
 
-    @property
-    def pools(self) -> list[int]:
-        """HTTP connection pools per server (one per ``POOL_CONNECTIONS`` requests in flight at the peak)."""
-        return [len(shards) for shards in self._pools.shards]
-
-    async def _bounded(self, call: Any, url: str | None = None, timeout: float | None = None) -> Any:
-        """Await ``call`` (retries included) within ``timeout`` (default: the engine's); errors become
-        ``EngineError`` naming ``url`` (default: every server)."""
+    async def _bounded(self, call: Awaitable[Any], url: str, timeout: float | None = None) -> Any:
+        """Await ``call`` within ``timeout`` (default: the engine's); the transport's errors become the
+        ``EngineError`` naming ``url``."""
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout or self.options.timeout):
                 return await call
-        except (self._openai.OpenAIError, TimeoutError) as e:
-            raise translate(self._openai, e, url or self.server_url, started) from e
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:
+            raise transport_error(e, url, started) from e
 
     def _check_s(self) -> float:
         return min(CHECK_S, self.options.timeout / 3)
@@ -338,7 +346,7 @@ class OpenAIHTTPEngine(Engine):
             if await self.server_load() is not None:  # the batcher adapts within this
                 self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self.urls)
             else:  # a llama.cpp server says its slots: that many in flight, none queued by the client
-                slots = [await self._pools.slots(self.urls[i], self._check_s()) for i in sorted(listed)]
+                slots = [await self._http.slots(self.urls[i], self._check_s()) for i in sorted(listed)]
                 if all(slots):
                     self.max_parallel = max(1, sum(slots) * len(self.urls) // len(slots))  # type: ignore[arg-type]
 
@@ -384,9 +392,12 @@ class OpenAIHTTPEngine(Engine):
 
     async def _listed(self, i: int, timeout: float | None = None) -> tuple[str, str, int | None]:
         """(served name, model identity, context length) of the model server ``i`` serves."""
-        client = self._pools.shards[i][0].client
-        raw = await self._bounded(client.models.with_raw_response.list(), self.urls[i], timeout)
-        return listed_model(raw.http_response.text, str(client.base_url).rstrip("/"), self.served)
+        url = self.urls[i]
+        status, text = await self._bounded(self._http.get(url + "/models", timeout or self.options.timeout), url,
+                                           timeout)
+        if status != 200:
+            raise status_error(status, text.encode(), url)
+        return listed_model(text, url, self.served)
 
     async def _identify(self, i: int, after: float | None = None) -> None:
         async def check() -> str:  # with other servers to go to, one that hangs is not waited for long
@@ -397,12 +408,12 @@ class OpenAIHTTPEngine(Engine):
     async def count_tokens(self, text: str) -> int | None:
         """The server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
         up = self.replicas.usable(set()) or [0]
-        return await self._pools.count_tokens(self.served, text, up[0])
+        return await self._http.count_tokens(self.urls[up[0]], self.served, text)
 
     async def server_load(self) -> tuple[int, int] | None:
         """vLLM's requests running and waiting (``/metrics``, summed over engines and servers),
         else ``None``."""
-        readings = [await self._pools.load(self.urls[i]) for i in self.replicas.usable(set()) or [0]]
+        readings = [await self._http.load(self.urls[i]) for i in self.replicas.usable(set()) or [0]]
         if any(r is None for r in readings):
             return None
         return sum(r[0] for r in readings), sum(r[1] for r in readings)  # type: ignore[index]
@@ -430,7 +441,7 @@ class OpenAIHTTPEngine(Engine):
                     await self._identify(i)
                     if i in self.wrong:
                         continue
-                resp = await self._send(i, body, deadline)
+                data = await self._send(i, body, deadline)
             except (EngineOffline, _Hanging) as e:
                 self.replicas.set_down(i, "not answering" if isinstance(e, _Hanging) else None)
                 if len(self.urls) > 1:
@@ -445,7 +456,7 @@ class OpenAIHTTPEngine(Engine):
                 self.replicas.set_down(i, "not answering")  # (its identification hung)
                 continue
             break
-        content, finish, tokens, answered_by = chat_answer(resp, self.urls[i])
+        content, finish, tokens, answered_by = chat_answer(data, self.urls[i])
         if answered_by not in (None, self.served):  # e.g. a proxy that sent the request to another model
             raise EngineError(f"{self.urls[i]} answered as {answered_by!r}, not {self.served!r}: the answer is "
                               "not used", url=self.urls[i])
@@ -455,35 +466,56 @@ class OpenAIHTTPEngine(Engine):
         return content
 
     async def _send(self, i: int, body: dict[str, Any], deadline: list[float]) -> Any:
-        """The chat completion as the server's response, posted through the SDK's client (its retries,
-        errors and key) as a plain body: the SDK's typed request transform and response models add to
-        the client's CPU per row at 1,024 in flight (``python -m bench client``,
-        ``bench/results/client.json``). Waits until ``deadline[0]``, which the server's progress moves
-        on (``_wait``)."""
-        shard = self._pools.pick(i)
+        """The chat completion server ``i`` answers (its JSON). Waits until
+        ``deadline[0]``, which the server's progress moves on (``_wait``)."""
         self.replicas.busy[i] += 1
-        shard.busy += 1
         sent = time.monotonic()
-        post = asyncio.ensure_future(shard.client.post("/chat/completions", body=body,
-                                                       cast_to=self._pools.http.Response))
+        post = asyncio.ensure_future(self._post(i, body, sent))
         try:
-            resp = await self._wait(i, post, sent, deadline)
+            data, fresh = await self._wait(i, post, sent, deadline)
         finally:
             self.replicas.busy[i] -= 1
-            shard.busy -= 1
             if not post.done():
                 post.cancel()
-        stream = resp.extensions.get("network_stream")
-        if self.replicas.new_connection(i, stream):  # who answers on it?
+        # an answer on a connection opened for this request counts only once the server has been identified
+        # after it was sent (a server replaced at its URL answers on new connections)
+        if fresh:
             await self._identify(i, after=sent)
             if i in self.wrong:
                 raise self._not_used(i)
-            self.replicas.known_connection(i, stream)
         self.answered[i] += 1
         self.replicas.progressed[i] = self.last_progress = time.monotonic()
-        return resp
+        return data
 
-    async def _wait(self, i: int, post: asyncio.Future, sent: float, deadline: list[float]) -> Any:
+    async def _post(self, i: int, body: dict[str, Any], sent: float) -> tuple[Any, bool]:
+        """POST the chat to server ``i``, asked again after a connection error or a status in ``RETRIED``
+        (``retries`` times, backoff from ``BACKOFF_S``, or the server's ``Retry-After`` up to 60 s): its JSON
+        and whether its connection was opened for it, or the ``EngineError`` of the last try (the transport's
+        error as its cause)."""
+        url = self.urls[i]
+        for attempt in range(self.options.retries + 1):
+            last = attempt == self.options.retries
+            wait = min(BACKOFF_S[0] * 2 ** attempt, BACKOFF_S[1])
+            try:
+                status, content, fresh, headers = await self._http.post(url + "/chat/completions", body)
+            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+                if last:
+                    raise transport_error(e, url, sent) from e
+                await asyncio.sleep(wait)
+                continue
+            if status == 200:
+                try:
+                    return json.loads(content), fresh
+                except ValueError:
+                    raise EngineError(f"{url} answered without a chat completion: "
+                                      f"{content[:120].decode('utf-8', 'replace')!r}", url=url) from None
+            if status in RETRIED and not last:
+                await asyncio.sleep(_retry_after(headers, wait))
+                continue
+            raise status_error(status, content, url)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    async def _wait(self, i: int, post: asyncio.Future, sent: float, deadline: list[float]) -> tuple[Any, bool]:
         """``post``'s response; every ``_check_s`` without it, server ``i`` is checked: its progress moves
         the deadline to ``timeout`` after it, and a server that does not answer the check is ``_Hanging``
         (when there are others to go to)."""
@@ -494,12 +526,9 @@ class OpenAIHTTPEngine(Engine):
                 raise EngineTimeout(f"engine timeout after {now - sent:.0f}s ({self.urls[i]})", url=self.urls[i])
             done, _ = await asyncio.wait({post}, timeout=min(check_s, deadline[0] - now))
             if done:
-                try:
-                    return post.result()
-                except self._openai.OpenAIError as e:
-                    raise translate(self._openai, e, self.urls[i], sent) from e
+                return post.result()
             try:
-                await self.replicas.check(i, lambda: self._pools.progress(self.urls[i], check_s))
+                await self.replicas.check(i, lambda: self._http.progress(self.urls[i], check_s))
             except Exception:  # the transport's errors: the server does not answer even a check
                 if len(self.urls) > 1:
                     raise _Hanging(EngineTimeout(f"engine timeout after {time.monotonic() - sent:.0f}s "
@@ -510,7 +539,7 @@ class OpenAIHTTPEngine(Engine):
                 deadline[0] = max(deadline[0], self.replicas.progressed[i] + self.options.timeout)
 
     async def aclose(self) -> None:
-        await self._pools.aclose()
+        await self._http.aclose()
 
     def describe(self) -> str:
         shown = self.served if self.served == self.model_id or not self.served else f"{self.served} = {self.model_id}"
@@ -519,20 +548,53 @@ class OpenAIHTTPEngine(Engine):
         return f"{shown or '(model not yet known)'} at {self.server_url}{down}{wrong}"
 
 
-def translate(openai: Any, e: Exception, server_url: str, started: float) -> EngineError:
-    """The SDK's error (or a timeout) as the engine error a row shows."""
-    if isinstance(e, openai.APITimeoutError | TimeoutError):
+def transport_error(e: BaseException, server_url: str, started: float) -> EngineError:
+    """A request that got no answer (the server not reached, or not in time) as the engine error a row shows."""
+    if isinstance(e, TimeoutError | aiohttp.ServerTimeoutError):
         return EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s ({server_url})", url=server_url)
-    if isinstance(e, openai.APIConnectionError):
-        return EngineOffline(f"engine offline ({server_url})", url=server_url)
-    if isinstance(e, openai.AuthenticationError):
-        return EngineError(f"API key rejected by {server_url} — set XLADDIN_API_KEY", url=server_url)
-    if isinstance(e, openai.APIStatusError):
-        detail = str(e.message).removeprefix(f"Error code: {e.status_code} - ")
+    return EngineOffline(f"engine offline ({server_url})", url=server_url)
+
+
+def status_error(status: int, content: bytes, server_url: str) -> EngineError:
+    """An answer of an error status as the engine error a row shows; aiohttp's ``ClientResponseError`` for
+    that status is its cause (what the transport says of it, for a traceback)."""
+    if status == 401:
+        error = EngineError(f"API key rejected by {server_url} — set XLADDIN_API_KEY", url=server_url)
+    else:
+        detail = error_detail(content)
         # a request the server refused (too long for its context, malformed): that row's, not the engine's
-        kind = EngineRejected if e.status_code in (400, 413, 422) else EngineError
-        return kind(f"engine error {e.status_code} ({server_url}): {detail[:200]}", url=server_url)
-    return EngineError(f"engine error ({server_url}): {e}", url=server_url)
+        kind = EngineRejected if status in (400, 413, 422) else EngineError
+        error = kind(f"engine error {status} ({server_url}): {detail[:200]}", url=server_url)
+    url = URL(server_url)
+    asked = aiohttp.RequestInfo(url, "POST", CIMultiDictProxy(CIMultiDict()), url)
+    error.__cause__ = aiohttp.ClientResponseError(asked, (), status=status, message=str(error))
+    return error
+
+
+def error_detail(content: bytes) -> str:
+    """What an error answer says: the message of an OpenAI-style error object (``{"error": {"message"}}``),
+    or a ``message``/``detail``, else the body's text."""
+    text = content.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())
+    if isinstance(data, dict):
+        inner = data.get("error")
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+        for key in ("message", "detail", "error"):
+            if isinstance(data.get(key), str):
+                return data[key]
+    return " ".join(text.split())
+
+
+def _retry_after(headers: Any, default: float) -> float:
+    """The wait a ``Retry-After`` header asks for (seconds, at most 60), else ``default``."""
+    try:
+        return min(max(float(headers.get("Retry-After", "")), 0.0), 60.0)
+    except (TypeError, ValueError):
+        return default
 
 
 def listed_model(text: str, url: str, served: str) -> tuple[str, str, int | None]:
@@ -561,16 +623,14 @@ def chat_body(served: str, messages: list[dict[str, str]], schema: dict[str, Any
             **request_fields(messages, schema, structured)}
 
 
-def chat_answer(resp: Any, server_url: str) -> tuple[str, str | None, int, str | None]:
-    """(content, finish reason, completion tokens, the model named in it) of a chat completion response."""
-    data: Any = None
+def chat_answer(data: Any, server_url: str) -> tuple[str, str | None, int, str | None]:
+    """(content, finish reason, completion tokens, the model named in it) of a chat completion's JSON."""
     try:
-        data = resp.json()
         choice = data["choices"][0]
         return (choice["message"].get("content") or "", choice.get("finish_reason"),
                 (data.get("usage") or {}).get("completion_tokens") or 0, data.get("model"))
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-        shown = data if isinstance(data, dict | list) else getattr(resp, "text", resp)
+        shown = data if isinstance(data, dict | list) else str(data)
         raise EngineError(f"{server_url} answered without a chat completion: "
                           f"{json.dumps(shown, ensure_ascii=False)[:120]}", url=server_url) from None
 
@@ -582,15 +642,6 @@ class _Hanging(Exception):
     def __init__(self, timeout: EngineTimeout):
         super().__init__(str(timeout))
         self.timeout = timeout
-
-
-class _Shard:
-    """One HTTP connection pool, the API client over it, and its requests in flight."""
-
-    __slots__ = ("client", "busy")
-
-    def __init__(self, client: Any):
-        self.client, self.busy = client, 0
 
 
 def metric_sums(text: str, names: Collection[str]) -> dict[str, float]:
