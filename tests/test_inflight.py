@@ -26,7 +26,9 @@ def test_window_doubles_while_the_server_takes_everything_then_settles():
     assert w.limit == INITIAL
     assert w.update(running=64, waiting=0, in_engine=64, queued=500) == 128
     assert w.update(running=128, waiting=0, in_engine=128, queued=400) == 256
-    assert w.update(running=200, waiting=56, in_engine=256, queued=300) == 200 + margin(200)  # server full
+    # requests wait while the running count still grows: being admitted, not full; the window stays
+    assert w.update(running=200, waiting=56, in_engine=256, queued=300) == 256
+    assert w.update(running=200, waiting=56, in_engine=256, queued=300) == 200 + margin(200)  # no more taken: full
     assert w.update(running=200, waiting=12, in_engine=212, queued=0) == 212  # stays while full
     assert w.update(running=10, waiting=0, in_engine=10, queued=0) == 212  # nothing queued here: no change
     for _ in range(10):
@@ -34,6 +36,16 @@ def test_window_doubles_while_the_server_takes_everything_then_settles():
     assert w.limit == 1024  # never past the cap
     fixed = Window.fixed(32)
     assert (fixed.limit, fixed.cap, fixed.adaptive) == (32, 32, False)
+
+
+def test_requests_waiting_while_the_server_admits_them_do_not_cut_the_window():
+    """A server admits a burst over several steps (so many new prompts a step): readings while its running
+    count grows show requests waiting; the window is not cut to what runs so far."""
+    w = Window.adaptive_up_to(2048)
+    w.limit = 1024
+    for running in (300, 600, 900, 1000):
+        assert w.update(running=running, waiting=1024 - running, in_engine=1024, queued=2000) == 1024
+    assert w.update(running=1000, waiting=24, in_engine=1024, queued=2000) == 1000 + margin(1000)  # full now
 
 
 class LoadedEngine(ScriptedEngine):

@@ -8,9 +8,13 @@ server (measured by window size on one H200: ``bench/results/gpu.json``, ``sweep
 
 So for a server that reports its load (vLLM's ``/metrics``: requests running and
 waiting), the window adapts: it doubles while the server runs everything it is
-sent and work is queued here, and when requests start to wait in the server it
-settles at what the server runs plus a small margin, so a finished sequence is
-replaced at once. A limit set by the user is kept as given.
+sent and work is queued here, and when requests wait in the server while it runs
+no more than at the last reading (it takes no more: it is full), it settles at what
+the server runs plus a small margin, so a finished sequence is replaced at once.
+Requests waiting while the server's running count still grows are being admitted
+(a step takes only so many new prompts): the window is kept, not cut to what runs
+so far (on one H200 a window cut so swung between ~100 and ~1,000 running). A
+limit set by the user is kept as given.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Window:
     cap: int
     adaptive: bool = False
     readings: int = 0
+    last_running: int = 0  # the server's running requests at the last reading
 
     @classmethod
     def fixed(cls, n: int) -> Window:
@@ -51,9 +56,12 @@ class Window:
     def update(self, running: int, waiting: int, in_engine: int, queued: int) -> int:
         """The new limit after one reading of the server's load."""
         self.readings += 1
-        if waiting > 0 and running > 0:  # the server is full: run what it runs, keep a few waiting
-            self.limit = running + margin(running)
+        if waiting > 0 and running > 0:
+            if running <= self.last_running:  # the server is full: run what it runs, keep a few waiting
+                self.limit = running + margin(running)
+            # else it is still admitting what it was sent: the window stays
         elif queued and in_engine >= self.limit:  # the server took everything: offer more
             self.limit *= 2
+        self.last_running = running
         self.limit = max(1, min(self.cap, self.limit))
         return self.limit
