@@ -186,3 +186,20 @@ def test_map_is_bounded_when_the_engine_stalls(tmp_path):
     # the rows whose answers never came still get what code gives: the rules' verdict, flagged 模型未作答
     assert all(Flag.NO_ANSWER in r.flags and "no answer within 1s" in r.notes for r in results[2:])
     assert [r.risk_level.value for r in results[2:]] == ["中", "中", "中"]  # ROE 10 → 中 by the rules
+
+
+def test_a_prepared_request_is_data_that_pickles_and_finishes_its_answer_the_same(tmp_path):
+    """A request made once carries its task and input as data (no closures): a pickled copy (a Ray job's
+    actors pass them) validates and finishes the same answer to the same result."""
+    import pickle
+
+    row = {"code": "600000", "name": "浦发银行", "roe": 12, "pe_ttm": 20, "report_text": "营收100亿元"}
+    with Batcher(ScriptedEngine(lambda _: screen_answer()), Cache(tmp_path / "c")) as b:
+        b.start()
+        request = b.prepare(ScreenTask(), ScreenTask().parse(row))
+    copy = pickle.loads(pickle.dumps(request))
+    assert (copy.key, copy.model, copy.messages, copy.schema) == (request.key, request.model, request.messages,
+                                                                  request.schema)
+    results = [r.finish(r.validate(screen_answer()), False) for r in (request, copy)]
+    assert isinstance(results[0], ScreenResult) and results[0] == results[1]
+    assert results[0].provenance.model == request.model and not results[0].provenance.cached
