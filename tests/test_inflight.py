@@ -129,6 +129,22 @@ def test_a_vllm_server_makes_the_default_window_adaptive(tmp_path):
         plain.close()
 
 
+def test_a_vllm_server_with_several_front_ends_gets_a_full_fixed_window(tmp_path):
+    """vLLM with several HTTP front ends (``--api-server-count``) has its token counters in /metrics but no
+    running/waiting gauges: the window is the adaptive one's cap, fixed (it was 32, the default for a
+    server that says nothing: on one H200 the pool ran at ~25 in flight)."""
+    counters = (200, "text/plain; version=0.0.4", b'vllm:generation_tokens_total{engine="0"} 10.0\n'
+                b'vllm:prompt_tokens_total{engine="0"} 90.0\n')
+    server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": counters})
+    try:
+        engine = server.engine(tiny_settings(tmp_path, engine_url=server.url))
+        with Batcher(engine, Cache(tmp_path / "c")) as b:
+            b.start()
+            assert not b.window.adaptive and b.window.limit == ADAPTIVE_CAP
+    finally:
+        server.close()
+
+
 def test_replicas_are_one_engine_of_one_model(tmp_path):
     a = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(300, 40)})
     b = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(100, 0)})

@@ -341,7 +341,7 @@ def test_the_ray_vllm_processor_runs_a_profile_as_vllm_serve_does(name):
     the server's own flags: each engine setting the same value under vLLM's argument name."""
     cmd = profiles.vllm_command(ALL[name], seed=7)
     args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
-    server_only = {"--served-model-name", "--host", "--port", "--default-chat-template-kwargs"}
+    server_only = {"--served-model-name", "--host", "--port", "--default-chat-template-kwargs", "--api-server-count"}
     expected = {flag[2:].replace("-", "_"): json.loads(v) if v[:1] in "{[" else v
                 for flag, v in args.items() if flag not in server_only}
     kwargs = profiles.engine_kwargs(ALL[name], seed=7)

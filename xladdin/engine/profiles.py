@@ -35,7 +35,7 @@ VLLM_FLAGS = frozenset({
     "--served-model-name", "--host", "--port", "--dtype", "--quantization", "--max-model-len",
     "--gpu-memory-utilization", "--max-num-seqs", "--structured-outputs-config", "--default-chat-template-kwargs",
     "--api-key", "--seed", "--generation-config", "--data-parallel-size", "--compilation-config",
-    "--max-num-batched-tokens",
+    "--max-num-batched-tokens", "--api-server-count",
 })
 REMOVED_FLAGS = frozenset({"--rope-theta", "--tokenizer-pool-size", "--guided-decoding-backend", "--rope-scaling",
                            "--disable-log-requests", "--use-v2-block-manager", "--worker-use-ray"})
@@ -58,6 +58,10 @@ class Profile(BaseModel):
     cudagraph_capture_size: int | None = Field(None, gt=0)  # largest batch run as a CUDA graph (else vLLM's)
     max_num_batched_tokens: int | None = Field(None, gt=0)  # tokens one engine step may take (else vLLM's)
     disable_thinking: bool = True
+    # HTTP front-end processes (vLLM's --api-server-count; else one): each parses, tokenizes and answers its
+    # share of the requests. With more than one, vLLM's /metrics has no running/waiting gauges: the client
+    # then keeps a fixed window (xladdin.engine.openai_http)
+    api_server_count: int | None = Field(None, gt=0)
     # the same answer whatever else is in the batch (vLLM's VLLM_BATCH_INVARIANT=1, beta): with the cache, a
     # rerun of a nightly screen reproduces its verdicts; it costs throughput (BENCHMARKS, batch-invariant)
     batch_invariant: bool = False
@@ -118,6 +122,8 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
         cmd += ["--max-num-batched-tokens", str(profile.max_num_batched_tokens)]
     if profile.disable_thinking:
         cmd += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": False})]
+    if profile.api_server_count:
+        cmd += ["--api-server-count", str(profile.api_server_count)]
     if gpus > 1:
         cmd += ["--data-parallel-size", str(gpus)]
     check_flags(cmd)
@@ -127,7 +133,8 @@ def vllm_command(profile: Profile, *, host: str = "127.0.0.1", port: int = 8000,
 def engine_kwargs(profile: Profile, *, seed: int = 42) -> dict[str, Any]:
     """The profile as vLLM engine arguments (``AsyncEngineArgs``, what ``ray.data.llm``'s vLLM processor
     takes): the settings ``vllm_command`` passes ``vllm serve``, less the server's own (host, port, name,
-    chat template defaults: the processor's requests disable thinking themselves)."""
+    its HTTP front-end processes, chat template defaults: the processor's requests disable thinking
+    themselves)."""
     kwargs: dict[str, Any] = {
         "dtype": profile.dtype, "max_model_len": profile.max_model_len,
         "gpu_memory_utilization": profile.gpu_memory_utilization, "max_num_seqs": profile.max_num_seqs,
