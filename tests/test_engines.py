@@ -173,3 +173,43 @@ def test_an_engine_alone_says_its_limits_and_the_batcher_takes_them_as_they_are(
         assert b.engine.parallel_limit is None  # the server's own default, adapted to its load once known
     embedded = EmbeddedEngine(Settings.load({"timeout": 30, "max_parallel": 2, "models_dir": str(tmp_path)}, env={}))
     assert (embedded.stall_s, embedded.parallel_limit, embedded.max_parallel) == (30 + STALL_MARGIN_S, 2, 2)
+
+
+def test_start_returns_what_the_engine_learned_and_the_batcher_builds_on_that_value(tmp_path):
+    """``start()`` says what it learned as a value: a vLLM server's model (its root), context and load
+    reporting; the batcher's window is made from the value start returned, not read back from the engine."""
+    import asyncio
+
+    from conftest import MockServer, vllm_models
+
+    from xladdin.core.batcher import Batcher
+    from xladdin.core.cache import Cache
+    from xladdin.engine import Started
+    from xladdin.testing import ScriptedEngine
+
+    gauges = (200, "text/plain",
+              b'vllm:num_requests_running{engine="0"} 3.0\nvllm:num_requests_waiting{engine="0"} 0.0\n')
+    server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": gauges})
+    try:
+        settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "c"}, env={})
+        engine = OpenAIHTTPEngine(settings)
+
+        async def start():
+            try:
+                return await engine.start()
+            finally:
+                await engine.aclose()
+
+        learned = asyncio.run(start())
+    finally:
+        server.close()
+    assert learned == Started(model_id="Qwen/Qwen3-8B", max_parallel=1024, reports_load=True, context_tokens=8192)
+
+    class Says(ScriptedEngine):
+        async def start(self):
+            self.model_id = "said-model"
+            return Started(model_id="said-model", max_parallel=7)  # its max_parallel attribute stays 2
+
+    with Batcher(Says(lambda _: "{}", max_parallel=2), Cache(tmp_path / "c2")) as b:
+        b.start()
+        assert b.learned.model_id == "said-model" and b.window.limit == 7 and not b.window.adaptive

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..engine import Engine, SamplingParams, build_engine
+from ..engine import Engine, SamplingParams, Started, build_engine
 from ..errors import EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, internal_error
 from ..settings import Settings
 from ..tasks.base import Task
@@ -76,6 +76,7 @@ class Batcher:
         self.own_engine = own_engine
         self.params = params or SamplingParams()
         self.collect_s = window_ms / 1000
+        self.learned: Started = engine.started()  # what the engine knows before it starts; its start's value after
         self.window = self._window()
         self.output_retries = output_retries
         self.request_timeout = request_timeout if request_timeout is not None else engine.stall_s
@@ -133,20 +134,22 @@ class Batcher:
         answers already cached for it are still served (misses report the engine offline)."""
         url = self.engine.server_url
         try:
-            await self.engine.start()
+            # what it learned, as its value (a plugin's start that returns nothing: its attributes)
+            self.learned = await self.engine.start() or self.engine.started()
         except EngineOffline:
             remembered = self.cache.get_meta(f"model@{url}") if url else None
             if not remembered:
                 raise
             self.engine.model_id = remembered
+            self.learned = self.engine.started()
         else:
             if url:
-                self.cache.set_meta(f"model@{url}", self.engine.model_id)
+                self.cache.set_meta(f"model@{url}", self.learned.model_id)
         await self.context.measure()
 
     async def _astart(self) -> None:
         await self._start_engine()
-        if not self.engine.model_id:  # the model id is part of every cache key
+        if not self.learned.model_id:  # the model id is part of every cache key
             raise EngineError(f"{self.engine.describe()}: the engine did not name its model")
         self.window = self._window()  # the engine now knows its slots, or whether its server reports load
         self.queue = JobQueue(self.collect_s)
@@ -195,7 +198,7 @@ class Batcher:
         return await asyncio.shield(fut)
 
     def _window(self) -> Window:
-        return Window.for_engine(self.engine.max_parallel, self.engine.reports_load, self.engine.parallel_limit)
+        return Window.for_engine(self.learned.max_parallel, self.learned.reports_load, self.engine.parallel_limit)
 
     def _spawn_workers(self) -> None:
         """One worker per request the window allows (workers beyond it retire after their request)."""

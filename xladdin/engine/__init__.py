@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 
 from ..errors import ConfigError
 from ..settings import Settings
-from .base import Engine, EngineOptions, SamplingParams, response_format
+from .base import Engine, EngineOptions, SamplingParams, Started, response_format
 
 GROUP = "xladdin.engines"
 # the built-ins, as pyproject.toml registers them: used as they are when the package's metadata is not
@@ -72,5 +72,5 @@ def build_engine(settings: Settings) -> Engine:
     return cls(options)  # type: ignore[call-arg]
 
 
-__all__ = ["ENGINES", "Engine", "EngineOptions", "SamplingParams", "build_engine", "engine_class", "engine_kind",
-           "registered", "response_format"]
+__all__ = ["ENGINES", "Engine", "EngineOptions", "SamplingParams", "Started", "build_engine", "engine_class",
+           "engine_kind", "registered", "response_format"]

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..settings import EngineOptions, SamplingParams
 
 STALL_MARGIN_S = 5.0  # beyond an engine's own timeout before the batcher calls it stalled
 
-__all__ = ["Engine", "EngineOptions", "SamplingParams", "request_fields", "response_format"]
+__all__ = ["Engine", "EngineOptions", "SamplingParams", "Started", "request_fields", "response_format"]
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What an engine learned when it started (``Engine.start``'s value): the model that keys the cache, how
+    many requests it may hold at once, whether it reports its load (the batcher's window then adapts), the
+    tokens one request may hold, and whether it serves the offline starter model."""
+
+    model_id: str
+    max_parallel: int
+    reports_load: bool = False
+    context_tokens: int | None = None
+    starter: bool = False
 
 
 class Engine(ABC):
@@ -40,8 +54,15 @@ class Engine(ABC):
         names what it waited for) comes first. ``None``: never."""
         return None if self.timeout is None else self.timeout + STALL_MARGIN_S
 
-    async def start(self) -> None:
-        """Load or connect; after this ``model_id`` is set."""
+    async def start(self) -> Started:
+        """Load or connect, and say what was learned (``started()``: the engine's attributes say the same
+        after it)."""
+        return self.started()
+
+    def started(self) -> Started:
+        """What the engine knows of itself now, as a value."""
+        return Started(model_id=self.model_id, max_parallel=self.max_parallel, reports_load=self.reports_load,
+                       context_tokens=self.context_tokens, starter=self.starter)
 
     @abstractmethod
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:

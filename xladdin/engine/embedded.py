@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
 from ..settings import EmbeddedOptions, Settings
-from .base import Engine, SamplingParams, request_fields
+from .base import Engine, SamplingParams, Started, request_fields
 from .gguf_files import ModelFile, resolve_model
 
 DEFAULT_SLOTS = 4
@@ -39,11 +39,12 @@ class EmbeddedEngine(Engine):
         self._loading = threading.Lock()
         self.last_progress = 0.0  # when the engine last made a token (monotonic)
 
-    async def start(self) -> None:
+    async def start(self) -> Started:
         """Identify the model (its id keys the cache); the weights load on the first request,
         so a run or a recalculation answered from the cache never waits for them."""
         if not self.model_id:
             await asyncio.to_thread(self.identify)
+        return self.started()
 
     def identify(self) -> None:
         if self._model is None:

@@ -48,7 +48,7 @@ from yarl import URL
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
 from ..settings import HTTPOptions, Settings
-from .base import Engine, SamplingParams, request_fields
+from .base import Engine, SamplingParams, Started, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.core.inflight)
@@ -335,9 +335,9 @@ class OpenAIHTTPEngine(Engine):
     def _check_s(self) -> float:
         return min(CHECK_S, self.options.timeout / 3)
 
-    async def start(self) -> None:
+    async def start(self) -> Started:
         if self.model_id and self.served:
-            return  # (a model id remembered for an offline server has no served name yet)
+            return self.started()  # (a model id remembered for an offline server has no served name yet)
         listed = await self._list_all()
         if self.down:
             log.warning("servers down, their share goes to the others: %s", self.replicas.down_urls())
@@ -361,6 +361,7 @@ class OpenAIHTTPEngine(Engine):
                 slots = [await self._http.slots(self.urls[i], self._check_s()) for i in sorted(listed)]
                 if all(slots):
                     self.max_parallel = max(1, sum(slots) * len(self.urls) // len(slots))  # type: ignore[arg-type]
+        return self.started()
 
     async def _list_all(self) -> dict[int, tuple[str, str, int | None]]:
         """Every server's listing, asked at once. Once one has answered the others get ``START_GRACE_S``

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..settings import HTTPOptions, SamplingParams, Settings
+from .base import Started
 from .gguf_files import resolve_model
 from .openai_http import OpenAIHTTPEngine
 from .processes import ServerProcess
@@ -61,18 +62,19 @@ class PrivateServer(OpenAIHTTPEngine):
             return {}
         return data if isinstance(data, dict) else {}
 
-    async def start(self) -> None:
+    async def start(self) -> Started:
         """Who would serve: remembered for this model file, else asked of the server, started now."""
         if self.model_id and self.served:
-            return
+            return self.started()
         e = self._settings.embedded
         self._fingerprint = (await asyncio.to_thread(resolve_model, e.model, e.models_dir, progress=False)).model_id
         known = self._known().get(self._fingerprint)
         if isinstance(known, dict) and {"model", "served"} <= known.keys():
             self.model_id, self.served = known["model"], known["served"]
             self.max_model_len = self.context_tokens = known.get("context")
-            return
+            return self.started()
         await self._running()
+        return self.started()
 
     async def _running(self) -> None:
         """The server started and asked what it serves (once), and that remembered."""

@@ -36,7 +36,7 @@ from ..core.cache import Cache
 from ..core.fitting import ContextFit
 from ..core.prepared import Prepared, Requests
 from ..core.structured import ask_again
-from ..engine import Engine, SamplingParams
+from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
 from ..reading import documents
 from ..settings import Settings
@@ -68,8 +68,9 @@ class Described(Engine):
         self._id, self.context_tokens, self._tokenizer_source = model_id, context_tokens, tokenizer
         self._tokenizer: Any = None
 
-    async def start(self) -> None:
+    async def start(self) -> Started:
         self.model_id = self._id
+        return self.started()
 
     async def count_tokens(self, text: str) -> int | None:
         if self._tokenizer is None and self._tokenizer_source:
