@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from kit import Caller
+from kit import Caller, wait_until
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
@@ -73,3 +73,46 @@ def test_a_failed_request_is_its_cells_error_for_the_ttl_then_asked_again(tmp_pa
         later = resolver.resolve(ScreenTask(), record)
         assert isinstance(later, Pending) and later.ticket.result(10).reason == "经营稳健"
         assert isinstance(resolver.resolve(ScreenTask(), record), Done) and len(engine.calls) == 2
+
+
+def test_the_cells_and_calc_calls_waiting_on_a_request_are_in_the_one_fate_table(tmp_path):
+    """A pending Excel cell and a pending Calc call wait in the resolver's fate table (``Fates.watch``):
+    one waiter per cell however often it is asked, gone once its request settles, after which the cell is
+    recalculated and finds its result there."""
+    from xladdin.calc.runtime import CalcFunctions, Waiting
+
+    release = threading.Event()
+
+    def respond(_):
+        release.wait(30)
+        return screen_answer("经营稳健")
+
+    recalculated = threading.Event()
+    rt = CellRuntime(batcher=Batcher(ScriptedEngine(respond), Cache(tmp_path / "c")),
+                     rewrite=lambda caller: recalculated.set())
+    udfs.set_runtime(rt)
+    posted: list = []
+    calc = CalcFunctions(lambda: Waiting(lambda source, value: value), posted.append,
+                         batcher=Batcher(ScriptedEngine(respond), Cache(tmp_path / "c2")))
+    try:
+        caller = Caller("$H$2")
+        for _ in range(3):  # Excel recalculates the cell while its request is out
+            assert udfs.QWEN_SCREEN([ROW], False, None, caller)[0][0] == cells.PENDING
+        pending = calc.call("QWEN_SCREEN", ((tuple(ROW),), None, None))
+        fates = rt.resolver.fates
+        assert fates.waiting == 1 and rt.pending_cells == 1  # one cell, one waiter
+        assert calc.runtime().resolver.fates.waiting == 1  # the Calc call waits in its runtime's table
+        release.set()
+        assert recalculated.wait(10)
+        assert fates.waiting == 0 and isinstance(rt.resolver.resolve(ScreenTask(), dict(
+            zip(cells.POSITIONAL, ROW, strict=False))), Done)
+        assert udfs.QWEN_SCREEN([ROW], False, None, caller)[0][0] == "600519.SH"
+        wait_until(lambda: posted, 10, message="the Calc call's settle was not posted")
+        posted.pop()()
+        assert pending.final and pending.value[0][0] == "600519.SH"
+        assert calc.runtime().resolver.fates.waiting == 0
+    finally:
+        release.set()
+        udfs.set_runtime(None)
+        rt.close()
+        calc.close()

@@ -60,15 +60,44 @@ def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
 
 class Fates:
     """One request's fate by its input (``_memo_key``): ``Done`` (the result), ``Pending`` (the ticket
-    every caller of it waits on) or ``Failed`` (the error, and since when). The done are bounded by
-    ``rows`` (the oldest forgotten first: they are in the disk cache); a failure counts for ``ttl``
-    seconds, then the request is asked again."""
+    every caller of it waits on) or ``Failed`` (the error, and since when), and who waits on the pending
+    ones: each cell or Calc call (``watch``) with its tickets still out. The done are bounded by ``rows``
+    (the oldest forgotten first: they are in the disk cache); a failure counts for ``ttl`` seconds, then
+    the request is asked again."""
 
     def __init__(self, rows: int, ttl: float):
         self.rows, self.ttl = rows, ttl
         self._lock = threading.Lock()
         self._table: collections.OrderedDict[Hashable, Done | Pending | tuple[float, Failed]] = (
             collections.OrderedDict())
+        self._waiters: dict[Hashable, int] = {}  # a cell or call → its tickets not yet settled
+
+    def watch(self, who: Hashable, tickets: list[concurrent.futures.Future], then: Callable[[], None]) -> bool:
+        """``then()`` once all ``tickets`` have settled, after their fates are kept here (so what runs
+        then finds them done or failed), unless ``who`` already waits: an earlier call of that cell is
+        recalculated then. Whether ``who`` waits now."""
+        with self._lock:
+            if who in self._waiters:
+                return False
+            self._waiters[who] = len(tickets)
+
+        def one(_: concurrent.futures.Future) -> None:
+            with self._lock:
+                self._waiters[who] -= 1
+                if self._waiters[who]:
+                    return
+                del self._waiters[who]
+            then()
+
+        for ticket in tickets:
+            ticket.add_done_callback(one)
+        return True
+
+    @property
+    def waiting(self) -> int:
+        """The cells and calls waiting on a ticket."""
+        with self._lock:
+            return len(self._waiters)
 
     def get(self, key: Hashable | None) -> Outcome | None:
         if key is None:

@@ -57,7 +57,8 @@ def caller_key(caller: Any) -> Hashable:
 
 
 class CellRuntime:
-    """One resolver (and batcher) for all cells of the process, and the cells waiting on it."""
+    """One resolver (and batcher) for all cells of the process; the cells waiting on its requests are
+    in the resolver's fate table (``Fates.watch``)."""
 
     def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None,
                  rewrite: Rewrite | None = None):
@@ -66,7 +67,6 @@ class CellRuntime:
         self._resolver: Resolver | None = None
         self.rewrite = rewrite
         self._lock = threading.Lock()
-        self._pending: dict[Hashable, int] = {}
         self.last_error: str | None = None
 
     @property
@@ -129,7 +129,8 @@ class CellRuntime:
     @property
     def pending_cells(self) -> int:
         with self._lock:
-            return len(self._pending)
+            resolver = self._resolver
+        return resolver.fates.waiting if resolver is not None else 0
 
     def rows(
         self,
@@ -164,7 +165,9 @@ class CellRuntime:
         if waiting and caller is not None and self.rewrite is not None:
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
-            self._watch(caller, list(waiting.values()))
+            # the cell waits in the fate table; recalculated once all its tickets have settled
+            resolver.fates.watch(caller_key(caller), list(waiting.values()),
+                                 functools.partial(self._recalculate, caller))
         elif waiting:  # outside Excel (a script, a test): wait for the answers, within the timeout
             timeout = resolver.batcher.request_timeout
             done, _ = concurrent.futures.wait(waiting.values(), timeout=timeout)
@@ -186,29 +189,14 @@ class CellRuntime:
             self.last_error = f"internal error: {e}"
             return error_row(e, width)
 
-    def _watch(self, caller: Any, tickets: list[concurrent.futures.Future]) -> None:
-        """Recalculate ``caller`` once all its tickets have settled (the resolver recorded any failure)."""
-        key = caller_key(caller)
-        with self._lock:
-            if key in self._pending:  # an earlier call of this cell will recalculate it
-                return
-            self._pending[key] = len(tickets)
-
-        def one_done(_: concurrent.futures.Future) -> None:
-            with self._lock:
-                self._pending[key] -= 1
-                if self._pending[key]:
-                    return
-                del self._pending[key]
-            try:
-                assert self.rewrite is not None
-                self.rewrite(caller)
-            except Exception as e:
-                self.last_error = f"cannot recalculate {key}: {e}"
-                log.warning(self.last_error)
-
-        for fut in tickets:
-            fut.add_done_callback(one_done)
+    def _recalculate(self, caller: Any) -> None:
+        """Every ticket of ``caller`` has settled (the resolver kept their fates): recalculate the cell."""
+        try:
+            assert self.rewrite is not None
+            self.rewrite(caller)
+        except Exception as e:
+            self.last_error = f"cannot recalculate {caller_key(caller)}: {e}"
+            log.warning(self.last_error)
 
     def close(self, *, abort: bool = False) -> None:
         with self._lock:
