@@ -425,7 +425,7 @@ def excel_rows(pool: Path) -> list[dict[str, Any]]:
 
 def excel(url: str, workdir: Path, pool: Path) -> dict[str, Any]:
     """The Excel path against the CLI on one server (``bench/excel_path``'s two arms): the market pool's rows
-    in four quarters, asked CLI, Excel, Excel, CLI (each arm first once and last once), each run on rows no
+    in four quarters, asked CLI, Excel, Excel, CLI (each arm's mean place in the order the same), each run on rows no
     other run asked and a fresh cache; each arm's seconds are the sum of its two runs."""
     from .excel_path import cli as cli_arm
     from .excel_path import excel as excel_arm

@@ -92,3 +92,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cache_for(kind: str, tmp_path: Path) -> Any:
+    """A disk cache that is ``off`` (disabled) or ``unwritable`` (its folder cannot be made: it degrades to
+    no cache with a warning)."""
+    from xladdin.core.cache import Cache
+
+    if kind == "off":
+        return Cache(tmp_path / "cache", enabled=False)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    cache = Cache(blocker / "cache")
+    assert cache.warning and not cache.enabled
+    return cache

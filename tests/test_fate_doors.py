@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-from kit import Caller
+from kit import Caller, cache_for
 
 from xladdin.calc.runtime import CalcFunctions, Waiting
 from xladdin.core.batcher import Batcher
@@ -41,16 +41,6 @@ def row(i: int) -> list:
 
 def code(i: int) -> str:
     return f"{600000 + i}.SH"  # the spilled row's first column
-
-
-def cache_for(kind: str, tmp_path) -> Cache:
-    if kind == "off":
-        return Cache(tmp_path / "cache", enabled=False)
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("a file where the cache directory should be")
-    cache = Cache(blocker / "cache")  # unusable: degrades to no cache with a warning
-    assert cache.warning and not cache.enabled
-    return cache
 
 
 class Door:

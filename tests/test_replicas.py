@@ -8,6 +8,7 @@ import threading
 
 import pytest
 from conftest import Server, tiny_settings, vllm_models
+from kit import free_port
 
 from xladdin.cli.main import main as cli_main
 from xladdin.core.batcher import Batcher
@@ -283,3 +284,149 @@ def test_rows_that_time_out_on_a_stalled_engine_name_the_remedy(tiny_model_path,
     err = capsys.readouterr().err
     assert code == 0 and all("模型未作答" in json.dumps(r, ensure_ascii=False) for r in rows), rows
     assert "2 of 2 rows timed out" in err and "raise --timeout" in err, err
+
+
+def _replaced_server_run(first_asks):
+    """A server on 127.0.0.1 (aiohttp) serving model A, identified; then replaced at its URL by one serving
+    model B (its listing slow, as a busy server's); ``first_asks(engine)`` runs first, then chats. The
+    outcome of each chat (``OK`` or the error's type)."""
+    import asyncio
+
+    from aiohttp import web
+
+    from xladdin.engine.base import SamplingParams
+    from xladdin.engine.openai_http import OpenAIHTTPEngine
+    from xladdin.settings import HTTPOptions
+
+    state = {"model": "A"}
+    port = free_port()
+
+    async def models(_):
+        await asyncio.sleep(0.3 if state["model"] == "B" else 0)
+        return web.json_response({"data": [{"id": "qwen", "root": state["model"]}]})
+
+    async def chat(_):
+        return web.json_response({"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}],
+                                  "model": "qwen"})
+
+    async def metrics(_):
+        return web.Response(text="vllm:num_requests_running 0\n")
+
+    async def serve():
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_get("/metrics", metrics)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        return runner
+
+    async def run():
+        runner = await serve()
+        engine = OpenAIHTTPEngine(HTTPOptions(url=f"http://127.0.0.1:{port}", timeout=30, retries=0))
+        try:
+            await engine.start()
+            assert engine.model_id == "A"
+            await runner.cleanup()
+            state["model"] = "B"
+            runner = await serve()
+
+            async def one(delay: float) -> str:
+                await asyncio.sleep(delay)
+                try:
+                    await engine.complete([{"role": "user", "content": "x"}], {}, SamplingParams())
+                    return "OK"
+                except Exception as e:
+                    return type(e).__name__
+
+            await first_asks(engine, one)
+            return await asyncio.gather(*[one(0.05) for _ in range(5)], *[one(0.2) for _ in range(3)])
+        finally:
+            await engine.aclose()
+            await runner.cleanup()
+
+    return asyncio.run(run())
+
+
+def test_an_answer_on_a_connection_another_request_opened_to_a_replaced_server_is_not_taken():
+    """The first requests to a server replaced at its URL open new connections; a later request reusing one
+    of them before the server is identified again gets no answer of the new model either."""
+    async def nothing(engine, one):
+        return None
+
+    outcomes = _replaced_server_run(nothing)
+    assert outcomes == ["EngineError"] * 8, outcomes
+
+
+def test_an_answer_on_a_connection_a_load_reading_opened_is_not_taken():
+    """A load reading (``/metrics``) is the first request to reach the replaced server: the chat that reuses
+    its connection is not answered by the new model."""
+    async def load_first(engine, one):
+        await engine.server_load()
+        assert await one(0) == "EngineError"
+
+    outcomes = _replaced_server_run(load_first)
+    assert outcomes == ["EngineError"] * 8, outcomes
+
+
+def test_a_listing_answered_503_is_asked_again_and_then_the_server_is_down_not_another_model(tmp_path):
+    """A proxy in front of a restarting server answers /models with 503: asked again within ``retries``; past
+    them the server is offline for a while (asked again later), never marked as serving another model."""
+    import asyncio
+
+    from conftest import MockServer
+
+    from xladdin.errors import EngineOffline
+
+    answers = iter([(503, "text/plain", b"restarting"), vllm_models("Qwen/Qwen3-8B")])
+    server = MockServer({"/v1/models": lambda _: next(answers, (503, "text/plain", b"restarting"))})
+    try:
+        engine = server.engine(tiny_settings(tmp_path, engine_url=server.url, retries=1))
+
+        async def start():
+            try:
+                return await engine.start()
+            finally:
+                await engine.aclose()
+
+        assert asyncio.run(start()).model_id == "Qwen/Qwen3-8B"  # the 503 asked again
+        again = server.engine(tiny_settings(tmp_path, engine_url=server.url, retries=0))
+
+        async def identify():
+            again.model_id, again.served = "Qwen/Qwen3-8B", "qwen"
+            try:
+                await again._identify(0)
+            finally:
+                await again.aclose()
+
+        with pytest.raises(EngineOffline, match="answered 503"):
+            asyncio.run(identify())
+        assert not again.wrong
+    finally:
+        server.close()
+
+
+def test_a_plugin_start_s_value_is_what_keys_its_answers(tmp_path):
+    """An engine whose start() returns what it learned without setting its attributes: the batcher keys
+    and checks with that value; a start() returning something else is a clear error."""
+    from xladdin.engine import Started
+    from xladdin.errors import ConfigError
+    from xladdin.tasks import ScreenTask
+    from xladdin.testing import ScriptedEngine, screen_answer
+
+    class Says(ScriptedEngine):
+        async def start(self):
+            return Started(model_id="said-model", max_parallel=4, context_tokens=4096)
+
+    with Batcher(Says(lambda _: screen_answer()), Cache(tmp_path / "c")) as b:
+        result = Resolver(b).map(ScreenTask(), ROWS[:1])[0]
+        assert result.provenance.model == "said-model" and b.engine.context_tokens == 4096
+
+    class Wrong(ScriptedEngine):
+        async def start(self):
+            return {"model_id": "x"}
+
+    with Batcher(Wrong(lambda _: screen_answer()), Cache(tmp_path / "c2")) as b:
+        with pytest.raises(ConfigError, match="not xladdin.engine.Started"):
+            b.start()

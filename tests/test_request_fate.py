@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kit import Caller
+from kit import Caller, cache_for
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
@@ -15,16 +15,6 @@ from xladdin.excel import udfs
 from xladdin.sheet import cells
 from xladdin.sheet.pending import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
-
-
-def cache_for(kind: str, tmp_path) -> Cache:
-    if kind == "off":
-        return Cache(tmp_path / "cache", enabled=False)
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("a file where the cache directory should be")
-    cache = Cache(blocker / "cache")  # unusable: degrades to no cache with a warning
-    assert cache.warning and not cache.enabled
-    return cache
 
 
 @pytest.mark.parametrize("kind", ["off", "unwritable"])

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..engine import Engine, SamplingParams, Started, build_engine
-from ..errors import EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, internal_error
+from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, internal_error
 from ..settings import Settings
 from ..tasks.base import Task
 from . import inflight
@@ -134,8 +134,7 @@ class Batcher:
         answers already cached for it are still served (misses report the engine offline)."""
         url = self.engine.server_url
         try:
-            # what it learned, as its value (a plugin's start that returns nothing: its attributes)
-            self.learned = await self.engine.start() or self.engine.started()
+            learned = await self.engine.start()
         except EngineOffline:
             remembered = self.cache.get_meta(f"model@{url}") if url else None
             if not remembered:
@@ -143,9 +142,23 @@ class Batcher:
             self.engine.model_id = remembered
             self.learned = self.engine.started()
         else:
+            self.learned = self._learned(learned)
             if url:
                 self.cache.set_meta(f"model@{url}", self.learned.model_id)
         await self.context.measure()
+
+    def _learned(self, learned: Any) -> Started:
+        """What the engine's start said, as the one account of it: its value (a plugin's start that returns
+        nothing: its attributes), and the engine's attributes made to say the same (the keys, the context
+        and the model checks read them)."""
+        if learned is None:
+            return self.engine.started()
+        if not isinstance(learned, Started):
+            raise ConfigError(f"{type(self.engine).__name__}.start() returned {type(learned).__name__}, not "
+                              "xladdin.engine.Started (or nothing)")
+        self.engine.model_id, self.engine.context_tokens = learned.model_id, learned.context_tokens
+        self.engine.starter = learned.starter
+        return learned
 
     async def _astart(self) -> None:
         await self._start_engine()

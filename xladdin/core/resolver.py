@@ -103,6 +103,9 @@ class Fates:
         if key is None:
             return None
         fate = self._table.get(key)
+        if isinstance(fate, Pending) and fate.ticket.done():  # settled, its callbacks not yet run: keep it now
+            self._settled(key, fate.ticket)
+            fate = self._table.get(key)
         if isinstance(fate, tuple):  # failed: for ttl seconds
             if time.monotonic() - fate[0] < self.ttl:
                 return fate[1]

@@ -40,11 +40,10 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import aiohttp
-from multidict import CIMultiDict, CIMultiDictProxy
-from yarl import URL
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
 from ..settings import HTTPOptions, Settings
@@ -82,6 +81,12 @@ class _HTTP:
     ``bench/results/client.json``). The servers are reached directly (proxy variables are not read: a
     model server is on this machine or the LAN).
 
+    Every request names the server it is for (``server``, its base URL), and aiohttp's trace of a new
+    connection records when one was last opened to it (``opened``): a server replaced at its URL answers
+    on new connections, so an answer counts only once the server has been identified after that
+    (``OpenAIHTTPEngine._send``). The identification's own listing names no server: what answers it is
+    what it identifies.
+
     Errors: a server that cannot be reached raises aiohttp's ``ClientConnectionError`` (or
     ``TimeoutError`` past ``connect``); an answer of any status is returned."""
 
@@ -91,6 +96,7 @@ class _HTTP:
         # an aiohttp session belongs to the event loop it was opened on: one per loop that asks (the batcher's
         # loop asks everything; another loop, a caller's asyncio.run, gets a session of its own)
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self.opened: dict[str, float] = {}  # a server's base URL → when a connection to it was last opened
 
     def session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -106,26 +112,30 @@ class _HTTP:
                 trace_configs=[traced])
         return session
 
-    async def post(self, url: str, body: dict[str, Any], timeout: float | None = None) -> tuple[int, bytes, bool, Any]:
-        """(status, body, whether it came on a connection opened for it, the response's headers) of a JSON
-        POST."""
-        data = json.dumps(body, ensure_ascii=False).encode()
+    async def request(self, method: str, url: str, server: str | None, *, body: dict[str, Any] | None = None,
+                      timeout: float | None = None) -> _Answer:
+        """The answer to one request for ``server`` (``None``: an identification's own listing), of any
+        status; a JSON ``body`` is posted."""
         bounded = {"timeout": aiohttp.ClientTimeout(total=timeout)} if timeout else {}
-        opened = _Opened()
-        async with self.session().post(url, data=data, headers=_JSON, trace_request_ctx=opened, **bounded) as r:
-            return r.status, await r.read(), opened.fresh, r.headers
+        if body is not None:
+            bounded.update(data=json.dumps(body, ensure_ascii=False).encode(), headers=_JSON)
+        async with self.session().request(method, url, trace_request_ctx=_Trace(self, server), **bounded) as r:
+            return _Answer(r.status, await r.read(), r.headers, r.request_info)
 
-    async def get(self, url: str, timeout: float) -> tuple[int, str]:
+    async def post(self, url: str, body: dict[str, Any], server: str, timeout: float | None = None) -> _Answer:
+        return await self.request("POST", url, server, body=body, timeout=timeout)
+
+    async def get(self, url: str, timeout: float, server: str | None) -> tuple[int, str]:
         """(status, text) of a GET within ``timeout``."""
-        async with self.session().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
-            return r.status, (await r.read()).decode("utf-8", "replace")
+        answer = await self.request("GET", url, server, timeout=timeout)
+        return answer.status, answer.text
 
     async def count_tokens(self, base_url: str, served: str, text: str) -> int | None:
         """A server's own count (vLLM's and llama.cpp's ``/tokenize``), else ``None``."""
         url = base_url.removesuffix("/").removesuffix("/v1") + "/tokenize"
         try:
-            status, content, _, _ = await self.post(url, {"model": served, "prompt": text, "content": text}, 10.0)
-            data = json.loads(content) if status == 200 else {}
+            answer = await self.post(url, {"model": served, "prompt": text, "content": text}, base_url, 10.0)
+            data = json.loads(answer.content) if answer.status == 200 else {}
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError):  # not reached, or not JSON: no count
             return None
         if not isinstance(data, dict):
@@ -142,20 +152,21 @@ class _HTTP:
 
     async def vllm_without_load(self, base_url: str) -> bool:
         """Whether the server is vLLM (its token counters in ``/metrics``) but says nothing of its running
-        and waiting requests: vLLM with several HTTP front ends (``--api-server-count``) has no gauges."""
+        and waiting requests: vLLM with several HTTP front ends (``--api-server-count``) shows those gauges
+        only once its front ends have written them; started and not yet asked, it has none."""
         text = await self._metrics(base_url)
         return bool(text) and bool(metric_sums(text, _PROGRESS)) and not metric_sums(text, _LOAD_METRICS)
 
     async def _metrics(self, base_url: str) -> str | None:
         try:
-            status, text = await self.get(base_url.removesuffix("/v1") + "/metrics", 2.0)
+            status, text = await self.get(base_url.removesuffix("/v1") + "/metrics", 2.0, base_url)
         except (aiohttp.ClientError, OSError, TimeoutError):  # not reached: no reading
             return None
         return text if status == 200 else None
 
-    async def _get_json(self, url: str, timeout: float) -> Any:
+    async def _get_json(self, url: str, timeout: float, server: str) -> Any:
         """The JSON a GET of ``url`` answers with 200, else ``None``; the transport's errors raised."""
-        status, text = await self.get(url, timeout)
+        status, text = await self.get(url, timeout, server)
         if status != 200:
             return None
         try:
@@ -167,10 +178,10 @@ class _HTTP:
         """A llama.cpp server's slots (``/props`` ``total_slots``, else ``/slots``), else ``None``."""
         root = base_url.removesuffix("/v1")
         try:
-            props = await self._get_json(root + "/props", timeout)
+            props = await self._get_json(root + "/props", timeout, base_url)
             if isinstance(props, dict) and isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
                 return props["total_slots"]
-            listed = await self._get_json(root + "/slots", timeout)
+            listed = await self._get_json(root + "/slots", timeout, base_url)
         except (aiohttp.ClientError, OSError, TimeoutError):  # not reached: no reading
             return None
         return len(listed) if isinstance(listed, list) and listed else None
@@ -181,16 +192,16 @@ class _HTTP:
         answering (``None``: alive, progress unknown). Raises the transport's error when it does not
         answer."""
         root = base_url.removesuffix("/v1")
-        listed = await self._get_json(root + "/slots", timeout)
+        listed = await self._get_json(root + "/slots", timeout, base_url)
         if isinstance(listed, list):
             return tuple((s.get("id_task"), s.get("n_prompt_tokens_processed"),
                           sum(t.get("n_decoded", 0) for t in s.get("next_token") or () if isinstance(t, dict)))
                          for s in listed if isinstance(s, dict))
-        status, text = await self.get(root + "/metrics", timeout)
+        status, text = await self.get(root + "/metrics", timeout, base_url)
         found = metric_sums(text, _PROGRESS) if status == 200 else {}
         if found:
             return tuple(sorted(found.items()))
-        await self.get(base_url + "/models", timeout)
+        await self.get(base_url + "/models", timeout, base_url)
         return None
 
     async def aclose(self) -> None:
@@ -204,19 +215,31 @@ class _HTTP:
                 asyncio.run_coroutine_threadsafe(session.close(), loop)
 
 
-class _Opened:
-    """Whether a request's connection was opened for it (set by ``_fresh_connection``)."""
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    content: bytes
+    headers: Any
+    asked: Any  # aiohttp's RequestInfo: what was asked (the cause of a status error names it)
 
-    __slots__ = ("fresh",)
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
 
-    def __init__(self) -> None:
-        self.fresh = False
+
+@dataclass(frozen=True, slots=True)
+class _Trace:
+    """What aiohttp's trace of a request is told: the client, and the server it is for."""
+
+    http: _HTTP
+    server: str | None
 
 
 async def _fresh_connection(session: Any, context: Any, params: Any) -> None:
-    """aiohttp's trace of a new connection: the request it was opened for is told."""
-    if isinstance(context.trace_request_ctx, _Opened):
-        context.trace_request_ctx.fresh = True
+    """aiohttp's trace of a new connection: when one was last opened to its server."""
+    trace = context.trace_request_ctx
+    if isinstance(trace, _Trace) and trace.server is not None:
+        trace.http.opened[trace.server] = time.monotonic()
 
 
 class _Replicas:
@@ -405,12 +428,18 @@ class OpenAIHTTPEngine(Engine):
 
     async def _listed(self, i: int, timeout: float | None = None) -> tuple[str, str, int | None]:
         """(served name, model identity, context length) of the model server ``i`` serves."""
-        url = self.urls[i]
-        status, text = await self._bounded(self._http.get(url + "/models", timeout or self.options.timeout), url,
-                                           timeout)
-        if status != 200:
-            raise status_error(status, text.encode(), url)
-        return listed_model(text, url, self.served)
+        url, started = self.urls[i], time.monotonic()
+        # bounded as a whole, retries included (no bound of aiohttp's own inside: its timer and this one firing
+        # together, the outer one's cancellation is taken for aiohttp's and lost)
+        answer = await self._bounded(self._retrying(i, lambda: self._http.request("GET", url + "/models", None),
+                                                    started), url, timeout)
+        if answer.status in RETRIED:  # (a proxy while the server restarts): down for a while, not another model
+            error = EngineOffline(f"engine offline ({url}): /models answered {answer.status}", url=url)
+            error.__cause__ = status_error(answer, url).__cause__
+            raise error
+        if answer.status != 200:
+            raise status_error(answer, url)
+        return listed_model(answer.text, url, self.served)
 
     async def _identify(self, i: int, after: float | None = None) -> None:
         async def check() -> str:  # with other servers to go to, one that hangs is not waited for long
@@ -485,50 +514,56 @@ class OpenAIHTTPEngine(Engine):
         sent = time.monotonic()
         post = asyncio.ensure_future(self._post(i, body, sent))
         try:
-            data, fresh = await self._wait(i, post, sent, deadline)
+            data = await self._wait(i, post, sent, deadline)
         finally:
             self.replicas.busy[i] -= 1
             if not post.done():
                 post.cancel()
-        # an answer on a connection opened for this request counts only once the server has been identified
-        # after it was sent (a server replaced at its URL answers on new connections)
-        if fresh:
-            await self._identify(i, after=sent)
+        # a connection opened to the server since it was last identified (by any request: a server replaced at
+        # its URL answers on new connections): the answer counts only once it is identified after that
+        opened = self._http.opened.get(self.urls[i], 0.0)
+        if opened > self.replicas.identified[i]:
+            await self._identify(i, after=opened)
             if i in self.wrong:
                 raise self._not_used(i)
         self.answered[i] += 1
         self.replicas.progressed[i] = self.last_progress = time.monotonic()
         return data
 
-    async def _post(self, i: int, body: dict[str, Any], sent: float) -> tuple[Any, bool]:
-        """POST the chat to server ``i``, asked again after a connection error or a status in ``RETRIED``
-        (``retries`` times, backoff from ``BACKOFF_S``, or the server's ``Retry-After`` up to 60 s): its JSON
-        and whether its connection was opened for it, or the ``EngineError`` of the last try (the transport's
-        error as its cause)."""
+    async def _post(self, i: int, body: dict[str, Any], sent: float) -> Any:
+        """POST the chat to server ``i`` (``_retrying``): its JSON, or the ``EngineError`` of the last try (the
+        transport's error as its cause)."""
         url = self.urls[i]
+        answer = await self._retrying(i, lambda: self._http.post(url + "/chat/completions", body, url), sent)
+        if answer.status != 200:
+            raise status_error(answer, url)
+        try:
+            return json.loads(answer.content)
+        except ValueError:
+            raise EngineError(f"{url} answered without a chat completion: "
+                              f"{answer.content[:120].decode('utf-8', 'replace')!r}", url=url) from None
+
+    async def _retrying(self, i: int, send: Callable[[], Awaitable[_Answer]], started: float) -> _Answer:
+        """``send()`` to server ``i``, sent again after a connection error or a status in ``RETRIED``
+        (``retries`` times, backoff from ``BACKOFF_S``, or the server's ``Retry-After`` up to 60 s): the last
+        answer, of any status; not reached on the last try, its ``EngineOffline`` or ``EngineTimeout``."""
         for attempt in range(self.options.retries + 1):
             last = attempt == self.options.retries
             wait = min(BACKOFF_S[0] * 2 ** attempt, BACKOFF_S[1])
             try:
-                status, content, fresh, headers = await self._http.post(url + "/chat/completions", body)
+                answer = await send()
             except (aiohttp.ClientError, OSError, TimeoutError) as e:
                 if last:
-                    raise transport_error(e, url, sent) from e
+                    raise transport_error(e, self.urls[i], started) from e
                 await asyncio.sleep(wait)
                 continue
-            if status == 200:
-                try:
-                    return json.loads(content), fresh
-                except ValueError:
-                    raise EngineError(f"{url} answered without a chat completion: "
-                                      f"{content[:120].decode('utf-8', 'replace')!r}", url=url) from None
-            if status in RETRIED and not last:
-                await asyncio.sleep(_retry_after(headers, wait))
+            if answer.status in RETRIED and not last:
+                await asyncio.sleep(_retry_after(answer.headers, wait))
                 continue
-            raise status_error(status, content, url)
+            return answer
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
-    async def _wait(self, i: int, post: asyncio.Future, sent: float, deadline: list[float]) -> tuple[Any, bool]:
+    async def _wait(self, i: int, post: asyncio.Future, sent: float, deadline: list[float]) -> Any:
         """``post``'s response; every ``_check_s`` without it, server ``i`` is checked: its progress moves
         the deadline to ``timeout`` after it, and a server that does not answer the check is ``_Hanging``
         (when there are others to go to)."""
@@ -568,9 +603,10 @@ def transport_error(e: BaseException, server_url: str, started: float) -> Engine
     return EngineOffline(f"engine offline ({server_url})", url=server_url)
 
 
-def status_error(status: int, content: bytes, server_url: str) -> EngineError:
+def status_error(answer: _Answer, server_url: str) -> EngineError:
     """An answer of an error status as the engine error a row shows; aiohttp's ``ClientResponseError`` for
-    that status is its cause (what the transport says of it, for a traceback)."""
+    that status and request is its cause (what the transport says of it, for a traceback)."""
+    status, content = answer.status, answer.content
     if status == 401:
         error = EngineError(f"API key rejected by {server_url} — set XLADDIN_API_KEY", url=server_url)
     else:
@@ -578,9 +614,7 @@ def status_error(status: int, content: bytes, server_url: str) -> EngineError:
         # a request the server refused (too long for its context, malformed): that row's, not the engine's
         kind = EngineRejected if status in (400, 413, 422) else EngineError
         error = kind(f"engine error {status} ({server_url}): {detail[:200]}", url=server_url)
-    url = URL(server_url)
-    asked = aiohttp.RequestInfo(url, "POST", CIMultiDictProxy(CIMultiDict()), url)
-    error.__cause__ = aiohttp.ClientResponseError(asked, (), status=status, message=str(error))
+    error.__cause__ = aiohttp.ClientResponseError(answer.asked, (), status=status, message=str(error))
     return error
 
 
@@ -603,11 +637,13 @@ def error_detail(content: bytes) -> str:
 
 
 def _retry_after(headers: Any, default: float) -> float:
-    """The wait a ``Retry-After`` header asks for (seconds, at most 60), else ``default``."""
+    """The wait a ``Retry-After`` header asks for, when it is more than 0 and at most 60 seconds (as the
+    OpenAI SDK reads it), else ``default``."""
     try:
-        return min(max(float(headers.get("Retry-After", "")), 0.0), 60.0)
+        asked = float(headers.get("Retry-After", ""))
     except (TypeError, ValueError):
         return default
+    return asked if 0 < asked <= 60 else default
 
 
 def listed_model(text: str, url: str, served: str) -> tuple[str, str, int | None]:

@@ -59,8 +59,8 @@ class Profile(BaseModel):
     max_num_batched_tokens: int | None = Field(None, gt=0)  # tokens one engine step may take (else vLLM's)
     disable_thinking: bool = True
     # HTTP front-end processes (vLLM's --api-server-count; else one): each parses, tokenizes and answers its
-    # share of the requests. With more than one, vLLM's /metrics has no running/waiting gauges: the client
-    # then keeps a fixed window (xladdin.engine.openai_http)
+    # share of the requests. With more than one, vLLM's /metrics shows no running/waiting gauges until they
+    # have served: a client started then keeps a fixed window (xladdin.engine.openai_http)
     api_server_count: int | None = Field(None, gt=0)
     # the same answer whatever else is in the batch (vLLM's VLLM_BATCH_INVARIANT=1, beta): with the cache, a
     # rerun of a nightly screen reproduces its verdicts; it costs throughput (BENCHMARKS, batch-invariant)
