@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
 from xladdin.core.resolver import Resolver
@@ -48,6 +52,8 @@ class SDKHTTP(openai_http._HTTP):
         import openai
 
         self._openai, self._pools = openai, []
+        # the SDK's HTTP library's response type (httpx2's, or httpx's in older SDKs): what a raw post returns
+        self._response = sys.modules[type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]].Response
 
     def _pool(self, url: str) -> list:
         free = [p for p in self._pools if p[1] < self.POOLED]
@@ -62,17 +68,17 @@ class SDKHTTP(openai_http._HTTP):
         self._pools.append([client, 0])
         return self._pools[-1]
 
-    async def post(self, url: str, body: dict[str, Any], timeout: float | None = None) -> tuple[int, bytes, bool, Any]:
+    async def post(self, url: str, body: dict[str, Any], server: str, timeout: float | None = None) -> Any:
         if not url.endswith("/chat/completions"):
-            return await super().post(url, body, timeout)
+            return await super().post(url, body, server, timeout)
         pool = self._pool(url)
         pool[1] += 1
         try:
-            resp = await pool[0].post("/chat/completions", body=body, cast_to=sys.modules[
-                type(self._openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]].Response)
+            resp = await pool[0].post("/chat/completions", body=body, cast_to=self._response)
         finally:
             pool[1] -= 1
-        return resp.status_code, resp.content, False, resp.headers
+        asked = aiohttp.RequestInfo(URL(url), "POST", CIMultiDictProxy(CIMultiDict()), URL(url))
+        return openai_http._Answer(resp.status_code, resp.content, resp.headers, asked)
 
     async def aclose(self) -> None:
         for client, _ in self._pools:
@@ -104,16 +110,18 @@ def table(n: int, seed: int, in_flight: int) -> dict[str, Any]:
             "cpu_ms_per_row": round(cpu * 1e3 / n, 3), "errors": errors}
 
 
-def http_table(n: int, seed: int, in_flight: int, sdk: bool) -> dict[str, Any]:
+def http_table(n: int, seed: int, in_flight: int, sdk: bool,
+               delays: tuple[float, float] = (0.5, 8.0)) -> dict[str, Any]:
     """``n`` rows through the HTTP engine: as shipped (aiohttp), or with ``sdk`` its chats posted through
-    the OpenAI SDK over httpx in pools of 32 (``SDKHTTP``)."""
+    the OpenAI SDK over httpx in pools of 32 (``SDKHTTP``); each answered after ``delays`` (low, high)
+    seconds."""
     from .answer_server import serve
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(4096)
     port = sock.getsockname()[1]
-    server = multiprocessing.get_context("fork").Process(target=serve, args=(sock, 0.5, 8.0, seed), daemon=True)
+    server = multiprocessing.get_context("fork").Process(target=serve, args=(sock, *delays, seed), daemon=True)
     server.start()  # before the batcher's threads exist
     sock.close()
     try:

@@ -296,3 +296,14 @@ def test_the_quick_benchmarks_batchers_are_built_as_the_core_builds_them(tmp_pat
     with suite._no_cache_batcher(env) as b:
         b.start()
         assert b.window.limit == 3 and not b.cache.enabled
+
+
+@pytest.mark.parametrize("sdk", [False, True])
+def test_the_client_benchmark_s_http_arms_run_against_a_stand_in_server(sdk):
+    """``python -m bench client``'s two HTTP clients (aiohttp as shipped, the OpenAI SDK over httpx as
+    before) answer every row of a small table (no timings asserted): the arm that overrides the engine's
+    transport keeps to its signature."""
+    from bench import client
+
+    run = client.http_table(40, seed=3, in_flight=8, sdk=sdk, delays=(0.0, 0.01))
+    assert run["rows"] == 40 and run["errors"] == 0, run
