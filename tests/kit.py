@@ -106,3 +106,17 @@ def cache_for(kind: str, tmp_path: Path) -> Any:
     cache = Cache(blocker / "cache")
     assert cache.warning and not cache.enabled
     return cache
+
+
+def on_engine(engine: Any, call: Callable[[Any], Any]) -> Any:
+    """``await call(engine)`` on an event loop of its own, the engine closed after (its HTTP session belongs
+    to that loop)."""
+    import asyncio
+
+    async def run() -> Any:
+        try:
+            return await call(engine)
+        finally:
+            await engine.aclose()
+
+    return asyncio.run(run())

@@ -178,9 +178,8 @@ def test_an_engine_alone_says_its_limits_and_the_batcher_takes_them_as_they_are(
 def test_start_returns_what_the_engine_learned_and_the_batcher_builds_on_that_value(tmp_path):
     """``start()`` says what it learned as a value: a vLLM server's model (its root), context and load
     reporting; the batcher's window is made from the value start returned, not read back from the engine."""
-    import asyncio
-
     from conftest import MockServer, vllm_models
+    from kit import on_engine
 
     from xladdin.core.batcher import Batcher
     from xladdin.core.cache import Cache
@@ -192,15 +191,7 @@ def test_start_returns_what_the_engine_learned_and_the_batcher_builds_on_that_va
     server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": gauges})
     try:
         settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "c"}, env={})
-        engine = OpenAIHTTPEngine(settings)
-
-        async def start():
-            try:
-                return await engine.start()
-            finally:
-                await engine.aclose()
-
-        learned = asyncio.run(start())
+        learned = on_engine(OpenAIHTTPEngine(settings), lambda engine: engine.start())
     finally:
         server.close()
     assert learned == Started(model_id="Qwen/Qwen3-8B", max_parallel=1024, reports_load=True, context_tokens=8192)

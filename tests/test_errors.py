@@ -3,10 +3,9 @@ the transport's error behind an engine error, their own types for a bug and a st
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from conftest import MockServer, vllm_models
+from kit import on_engine
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
@@ -44,18 +43,14 @@ def test_an_engine_error_names_its_server_and_keeps_the_transport_s_error(tmp_pa
                          "/v1/chat/completions": (400, "application/json",
                                                   b'{"error": {"message": "prompt too long"}}')})
     settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "c", "retries": 0}, env={})
-    engine = server.engine(settings)
 
-    async def ask():
-        try:
-            await engine.start()
-            return await engine.complete([{"role": "user", "content": "x"}], {"type": "object"}, settings.sampling)
-        finally:
-            await engine.aclose()
+    async def ask(engine):
+        await engine.start()
+        return await engine.complete([{"role": "user", "content": "x"}], {"type": "object"}, settings.sampling)
 
     try:
         with pytest.raises(EngineRejected) as caught:
-            asyncio.run(ask())
+            on_engine(server.engine(settings), ask)
     finally:
         server.close()
     error = caught.value

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from conftest import Server, tiny_settings, vllm_models
-from kit import free_port
+from kit import free_port, on_engine
 
 from xladdin.cli.main import main as cli_main
 from xladdin.core.batcher import Batcher
@@ -373,8 +373,6 @@ def test_an_answer_on_a_connection_a_load_reading_opened_is_not_taken():
 def test_a_listing_answered_503_is_asked_again_and_then_the_server_is_down_not_another_model(tmp_path):
     """A proxy in front of a restarting server answers /models with 503: asked again within ``retries``; past
     them the server is offline for a while (asked again later), never marked as serving another model."""
-    import asyncio
-
     from conftest import MockServer
 
     from xladdin.errors import EngineOffline
@@ -383,25 +381,15 @@ def test_a_listing_answered_503_is_asked_again_and_then_the_server_is_down_not_a
     server = MockServer({"/v1/models": lambda _: next(answers, (503, "text/plain", b"restarting"))})
     try:
         engine = server.engine(tiny_settings(tmp_path, engine_url=server.url, retries=1))
-
-        async def start():
-            try:
-                return await engine.start()
-            finally:
-                await engine.aclose()
-
-        assert asyncio.run(start()).model_id == "Qwen/Qwen3-8B"  # the 503 asked again
+        assert on_engine(engine, lambda e: e.start()).model_id == "Qwen/Qwen3-8B"  # the 503 asked again
         again = server.engine(tiny_settings(tmp_path, engine_url=server.url, retries=0))
 
-        async def identify():
-            again.model_id, again.served = "Qwen/Qwen3-8B", "qwen"
-            try:
-                await again._identify(0)
-            finally:
-                await again.aclose()
+        async def identify(engine):
+            engine.model_id, engine.served = "Qwen/Qwen3-8B", "qwen"
+            await engine._identify(0)
 
         with pytest.raises(EngineOffline, match="answered 503"):
-            asyncio.run(identify())
+            on_engine(again, identify)
         assert not again.wrong
     finally:
         server.close()

@@ -146,23 +146,21 @@ class _HTTP:
 
     async def load(self, base_url: str) -> tuple[int, int] | None:
         """vLLM's requests (running, waiting) on one server (``/metrics``), else ``None``."""
-        text = await self._metrics(base_url)
-        found = metric_sums(text, _LOAD_METRICS) if text else {}
-        return (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
+        return (await self.metrics(base_url)).load
 
-    async def vllm_without_load(self, base_url: str) -> bool:
-        """Whether the server is vLLM (its token counters in ``/metrics``) but says nothing of its running
-        and waiting requests: vLLM with several HTTP front ends (``--api-server-count``) shows those gauges
-        only once its front ends have written them; started and not yet asked, it has none."""
-        text = await self._metrics(base_url)
-        return bool(text) and bool(metric_sums(text, _PROGRESS)) and not metric_sums(text, _LOAD_METRICS)
-
-    async def _metrics(self, base_url: str) -> str | None:
+    async def metrics(self, base_url: str) -> _Metrics:
+        """What one read of a server's ``/metrics`` says: its load, and whether it is vLLM (its token
+        counters). vLLM with several HTTP front ends (``--api-server-count``) shows the load gauges only once
+        its front ends have written them: started and not yet asked, it is vLLM without a load."""
         try:
             status, text = await self.get(base_url.removesuffix("/v1") + "/metrics", 2.0, base_url)
         except (aiohttp.ClientError, OSError, TimeoutError):  # not reached: no reading
-            return None
-        return text if status == 200 else None
+            return _Metrics(None, False)
+        if status != 200:
+            return _Metrics(None, False)
+        found = metric_sums(text, _LOAD_METRICS)
+        load = (int(found.get(_LOAD_METRICS[0], 0)), int(found.get(_LOAD_METRICS[1], 0))) if found else None
+        return _Metrics(load, bool(metric_sums(text, _PROGRESS)))
 
     async def _get_json(self, url: str, timeout: float, server: str) -> Any:
         """The JSON a GET of ``url`` answers with 200, else ``None``; the transport's errors raised."""
@@ -225,6 +223,12 @@ class _Answer:
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class _Metrics:
+    load: tuple[int, int] | None  # requests (running, waiting), when the server says
+    vllm: bool  # vLLM's token counters are there
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,9 +378,10 @@ class OpenAIHTTPEngine(Engine):
             self.replicas.identified[i] = now
         self.context_tokens = self.max_model_len
         if self.options.max_parallel is None:
-            if await self.server_load() is not None:  # the batcher adapts within this
+            readings = [await self._http.metrics(self.urls[i]) for i in sorted(listed)]  # one read each
+            if all(r.load is not None for r in readings):  # the batcher adapts within this
                 self.reports_load, self.max_parallel = True, ADAPTIVE_CAP * len(self.urls)
-            elif all([await self._http.vllm_without_load(self.urls[i]) for i in sorted(listed)]):
+            elif all(r.vllm and r.load is None for r in readings):
                 # vLLM that cannot say its load (several front ends): as many in flight as the adaptive window
                 # reaches, fixed (on one H200 the whole pool ran at 1,024 in flight as fast as adapting)
                 self.max_parallel = ADAPTIVE_CAP * len(self.urls)
