@@ -197,6 +197,8 @@ def render(d: dict[str, Any]) -> list[str]:
                       f"**{d['sdk_over_shipped']}×** the client's CPU per row (best run of each). httpx's pool walks "
                       "every connection it holds, and probes each idle one's socket, whenever a request starts or "
                       "ends; the SDK builds each request and its response through its own layers.", ""]
+            for note in d.get("doc_notes", []):  # written with the run
+                lines += [note, ""]
         else:  # an earlier run's results (pools of the SDK's client compared)
             lines += ["", f"- Before (one pool, typed call) ÷ pools of 32: **{d.get('before_over_shipped')}×** the "
                       "client's CPU per row.", ""]

@@ -47,6 +47,11 @@ def render(d: dict[str, Any]) -> list[str]:
         b = d["before"]
         lines.append(f"- Before ({b['when']}; {b['note']}): whole pool {b['market']['seconds']} s{_server(b['market'])}"
                      f"; batcher at default settings {b['default_run']['rows_per_s']} rows/s.")
+    if "short_pool_trials" in d:
+        lines += _render_trials(d["short_pool_trials"])
+    for name in ("short_pool_session", "batch_invariant_session"):  # their text as written with the runs
+        if "doc" in d.get(name, {}):
+            lines += ["", *d[name]["doc"]]
     if "report_files_session" in d:
         lines += _render_report_files(d["report_files_session"])
     if "report_files_notes_unread" in d:
@@ -62,6 +67,23 @@ def render(d: dict[str, Any]) -> list[str]:
     if "screen_2" in d:
         lines += _render_screen_2(d["screen_2"], d)
     lines.append("")
+    return lines
+
+
+def _render_trials(s: dict[str, Any]) -> list[str]:
+    """The server settings tried on the short pool, one fresh server each unless said."""
+    lines = ["", f"### The short pool: server settings tried ({s['when']}, {s['gpu']}, vLLM {s['vllm']}, "
+             f"`{s['task_version']}`)", "",
+             f"The 5,400-row short pool ({s['pool']}); goal ≤ {s['goal_seconds']} s on a fresh server. {s['note']} "
+             "(`bench/results/gpu.json`, `short_pool_trials`).", "",
+             "| server; pool | seconds | client CPU share | front-end steps × ms | generated tokens/s "
+             "| mean ms between tokens | running (steady median) |", "|---|---|---|---|---|---|---|"]
+    for r in s["runs"]:
+        srv = r["server"]
+        lines.append(f"| {r['arm']}; {r['when']} | **{r['seconds']}** | {r['client_cpu_share']} | "
+                     f"{srv['engine_steps']} × {srv['ms_per_step']} | {srv['generated_tokens_per_s']} | "
+                     f"{srv['mean_inter_token_ms']} | {r['running_requests']['steady_median']} |")
+    lines += ["", *(f"- {f}" for f in s.get("findings", []))]
     return lines
 
 

@@ -124,6 +124,10 @@ def render(d: dict[str, Any]) -> list[str]:
               *(["", f"Other work ran on the machine meanwhile (load up to {loaded} on {cpus} CPUs): both arms "
                  "competed with it for the CPU, so this ratio is not the one of an idle machine."]
                 if loaded > cpus else []),
-              "", "Not run here: `ray.data.llm` with vLLM replicas, and a cluster of several GPU machines (the kinds "
-              "with 2, 4 or 8 GPUs are not lent now).", ""]
-    return lines
+              ""]
+    gpu = RESULTS / "gpu.json"  # the job on a GPU box (python -m bench gpu --parts ray_files), as written with the run
+    on_gpu = json.loads(gpu.read_text(encoding="utf-8")).get("ray_files_session", {}) if gpu.is_file() else {}
+    if "doc" in on_gpu:
+        return [*lines, *on_gpu["doc"], ""]
+    return [*lines, "Not run here: `ray.data.llm` with vLLM replicas, and a cluster of several GPU machines (the kinds "
+            "with 2, 4 or 8 GPUs are not lent now).", ""]

@@ -307,3 +307,11 @@ def test_the_client_benchmark_s_http_arms_run_against_a_stand_in_server(sdk):
 
     run = client.http_table(40, seed=3, in_flight=8, sdk=sdk, delays=(0.0, 0.01))
     assert run["rows"] == 40 and run["errors"] == 0, run
+
+
+def test_the_benchmarks_page_is_what_the_committed_results_say():
+    """docs/BENCHMARKS.md is rendered from bench/results (``python -m bench --render-only``): a page edited by
+    hand (a session's findings written into the page, not into its results file) is lost at the next run."""
+    import bench.__main__ as bench_main
+
+    assert bench_main.render_saved() == bench_main.DOC.read_text(encoding="utf-8")
