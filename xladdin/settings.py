@@ -65,7 +65,7 @@ class EngineOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout: float = Field(120.0, gt=0, description="seconds for one engine request")
-    max_parallel: int | None = Field(None, ge=1, le=1024, description="requests in flight (default: the engine's own)")
+    max_parallel: int | None = Field(None, ge=1, le=4096, description="requests in flight (default: the engine's own)")
     structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")
 
 
