@@ -5,13 +5,15 @@
 - ``wait_until``: wait for a condition within a bound, failing the test with a message if it never holds.
 - ``cli_command`` / ``run_cli`` / ``run_main``: ``xladdin …`` in a fresh process (to start or to run to
   its end) or in this one.
-- ``free_port``: a port on 127.0.0.1 that nothing listens on."""
+- ``free_port``: a port on 127.0.0.1 that nothing listens on.
+- ``record_disk``: every read and write of the answer cache, with the thread it ran on."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -120,3 +122,27 @@ def on_engine(engine: Any, call: Callable[[Any], Any]) -> Any:
             await engine.aclose()
 
     return asyncio.run(run())
+
+
+DISK_THREAD = "xladdin-disk"  # the batcher's disk thread's name starts so (``cache.DiskThread``)
+
+
+def record_disk(monkeypatch) -> list[tuple[str, str, str]]:
+    """Every read and write of the answers of every ``Cache`` (``Cache.get``, ``Cache.set``) from now on, as
+    (``"get"`` or ``"set"``, key, the name of the thread it ran on), in order."""
+    from xladdin.core.cache import Cache
+
+    done: list[tuple[str, str, str]] = []
+    get, put = Cache.get, Cache.set
+
+    def reading(self, key):
+        done.append(("get", key, threading.current_thread().name))
+        return get(self, key)
+
+    def writing(self, key, value):
+        done.append(("set", key, threading.current_thread().name))
+        return put(self, key, value)
+
+    monkeypatch.setattr(Cache, "get", reading)
+    monkeypatch.setattr(Cache, "set", writing)
+    return done

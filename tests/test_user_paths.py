@@ -412,6 +412,53 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     assert status["asked of the engine"] == 1 and status["pending cells"] == 0
 
 
+def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_request(windows_udfs, tmp_path,
+                                                                                      monkeypatch):
+    """Cells called through xlwings' ``call_udf`` from Excel's threads, then the workbook reopened: every read
+    and every write of the answers is on the batcher's disk thread, never a cell's, and each request is read
+    once (a recalculation answers from memory; the reopened workbook reads each row once, and gets its
+    values at once)."""
+    import concurrent.futures
+
+    from xladdin.sheet import cells
+    from xladdin.sheet.pending import CellRuntime
+
+    call_udf, name, module = windows_udfs
+    disk = kit.record_disk(monkeypatch)
+    rows = [((600000.0 + i, f"公司{i}", "行业", 20.0, 18.0, 1.0, f"营收{100 + i}亿元", None, None, None),)
+            for i in range(8)]
+
+    def cells_of(runtime):
+        module.set_runtime(runtime)
+        with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="excel") as excel:  # a cell per thread
+            return list(excel.map(lambda i: call_udf(name, "QWEN_SCREEN", (rows[i], MISSING, MISSING, MISSING),
+                                                     None, {"address": f"$L${i + 2}"}), range(len(rows))))
+
+    engine = ScriptedEngine(lambda m: screen_answer("业绩稳健"), delay=0.05)
+    recalculated = []
+    runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated.append)
+    try:
+        assert [c[0][0] for c in cells_of(runtime)] == [cells.PENDING] * len(rows)
+        wait_until(lambda: len(recalculated) == len(rows), 30, message="not every cell was recalculated")
+        assert [c[0][0] for c in cells_of(runtime)] == [f"{600000 + i}.SH" for i in range(len(rows))]
+        cache = runtime.batcher.cache
+        assert cache.hits + cache.misses == len(rows) and len(engine.calls) == len(rows)  # one read per request
+    finally:
+        runtime.close()
+    reopened = CellRuntime(batcher=Batcher(ScriptedEngine(lambda m: screen_answer()), Cache(tmp_path / "c")),
+                           rewrite=recalculated.append)
+    try:
+        reopened.batcher.start()  # the engine started by the workbook's first cells
+        assert [c[0][0] for c in cells_of(reopened)] == [f"{600000 + i}.SH" for i in range(len(rows))]
+        assert len(recalculated) == len(rows) and reopened.pending_cells == 0  # values at once: no recalculation
+        assert reopened.batcher.cache.hits == len(rows) and reopened.batcher.cache.misses == 0
+    finally:
+        reopened.close()
+    assert [op for op, _, _ in disk].count("get") == 2 * len(rows)  # one read per request, in each session
+    assert [op for op, _, _ in disk].count("set") == len(rows)
+    assert {thread.partition("_")[0] for _, _, thread in disk} == {kit.DISK_THREAD}, disk
+
+
 def test_classify_labels_as_text_survive_xlwings_conversion():
     from xladdin.excel.udfs import ARG_OPTIONS
 

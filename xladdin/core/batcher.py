@@ -1,28 +1,35 @@
 """When requests reach the engine, and what never needs to: one class, ``Batcher``.
 
 A thread-safe sync facade serves the ``Resolver`` (every front door: Excel, the CLI, Refresh,
-pandas); its asyncio core runs on a loop thread of its own (``lifecycle``). A request is
+pandas); its asyncio core runs on a loop thread of its own (``lifecycle``), and the disk cache is
+read and written on a thread of its own (``cache.DiskThread``): never on a caller's (a cell's)
+thread, never on the loop that drives the engine's requests. A request is
 
-1. answered from the cache at once when it can be (in the caller's thread, no queue, no event
-   loop round trip);
-2. otherwise queued (``scheduler.JobQueue``: joined to an identical request queued or in flight):
-   a caller never waits for the engine to start, before it has the future covers the start.
+1. prepared on the caller's thread and read from the cache once, on the disk thread: a hit settles
+   its ticket there (no queue, no event loop round trip); a caller may wait a bounded time for that
+   read (``read_wait``: a reopened workbook's cells get their values at once), never for the engine;
+2. otherwise handed to the loop and queued (``scheduler.JobQueue``: joined to an identical request
+   queued or in flight, or answered from the answers stored lately, ``RECENT``): a caller never
+   waits for the engine to start, before it has the ticket covers the start.
    Workers, one per request the engine may hold (``inflight.Window``: what the engine says, a
    limit the user set in its options, or a window adapted to a GPU server's load), take the queue
    longest prompt first after a short window that lets a burst of cells arrive (one wave); the
    engine is never given more and never left idle while work is queued.
 
 Each answer goes through one ``structured_call`` (validated, re-asked once with the error), is
-stored in the cache the moment it arrives (only while the engine still serves the request's
-model) and turned into the task's result; a failing request fails only its own future. How long
-a request may go without a sign of life is the engine's to say (``Engine.stall_s``).
+stored in the cache the moment it arrives (on the disk thread, awaited before its future settles;
+only while the engine still serves the request's model) and turned into the task's result; a
+failing request fails only its own future. How long a request may go without a sign of life is
+the engine's to say (``Engine.stall_s``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +43,7 @@ from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, Eng
 from ..settings import Settings
 from ..tasks.base import Task
 from . import inflight
-from .cache import Cache
+from .cache import Cache, DiskThread
 from .fitting import ContextFit
 from .inflight import Window
 from .lifecycle import LoopThread, SharedStart
@@ -44,6 +51,8 @@ from .prepared import Prepared, Requests
 from .readers import Reader
 from .scheduler import BatcherStats, JobQueue
 from .structured import structured_call
+
+RECENT = 4096  # answers stored lately, kept in memory by key (``Batcher._ask``)
 
 
 @contextlib.contextmanager
@@ -90,8 +99,11 @@ class Batcher:
         self._n_workers = 0
         self.peak_in_engine = 0
         self.last_answer = 0.0  # when a request last settled (monotonic)
-        self.stored = 0  # answers stored by this batcher (``_ask``)
+        self.stored = 0  # answers stored by this batcher
         self.cache = cache
+        self.disk = DiskThread()  # every read and write of the answers, in order (``_from_cache``, ``_store``)
+        # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
+        self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
         self.requests = Requests(engine, self.params, self.context)
         self.reader = Reader(cache)  # report files, read once in reader processes (started when needed)
@@ -171,8 +183,9 @@ class Batcher:
             self._workers.append(asyncio.create_task(self._control()))
 
     def close(self, *, abort: bool = False) -> None:
-        """Stop the workers and (if owned) the engine. ``abort`` (Ctrl-C) does not wait for
-        requests the engine is still computing; every finished answer is already cached."""
+        """Stop the workers and (if owned) the engine, then the disk thread once the answers queued to
+        it are stored. ``abort`` (Ctrl-C) does not wait for requests the engine is still computing;
+        every finished answer is cached."""
 
         async def _stop() -> None:
             for w in self._workers:
@@ -186,6 +199,7 @@ class Batcher:
                 await self.engine.aclose()
 
         self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
+        self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
         self.reader.close()
         self.cache.close()
 
@@ -197,9 +211,16 @@ class Batcher:
 
     # ---------------------------------------------------------------- the queue and its workers
     def _store(self, key: str, out: BaseModel) -> None:
-        """A validated answer, stored the moment it arrives (on the loop thread)."""
+        """A validated answer, stored the moment it arrives (on the disk thread)."""
         self.cache.set(key, out.model_dump(mode="json"))
         self.stored += 1
+
+    def _remember(self, key: str, out: BaseModel) -> None:
+        """A stored answer, kept in memory among the last ``RECENT`` (on the loop thread)."""
+        self._recent[key] = out
+        self._recent.move_to_end(key)
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
 
     async def _schedule(self, request: Prepared) -> BaseModel:
         """The validated answer to ``request``: joins the request in flight, or queues a new one."""
@@ -243,26 +264,37 @@ class Batcher:
         assert self.queue is not None
         while self._n_workers <= self.window.limit:
             job = await self.queue.take(lambda: self._in_engine == 0)
-            self._in_engine += 1
-            self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
             request = job.request
             try:
-                out = await structured_call(self.engine, request, self.params, retries=self.output_retries,
-                                            asked=self._count_request)
-                if self.engine.model_id != request.model:  # the key names a model that did not give this answer
-                    raise EngineError(f"{self.engine.describe()} answered, but the request was asked of "
-                                      f"{request.model}: the answer is not stored")
+                out = await self._answer(request)
             except XladdinError as e:
                 job.future.set_exception(e)
             except Exception as e:
                 job.future.set_exception(internal_error(e))
             else:
-                self._store(request.key, out)
+                # stored before it settles and leaves ``inflight`` (``_ask`` relies on it); shielded, so a
+                # worker cancelled by ``close`` still leaves the write queued: it is stored
+                await asyncio.shield(asyncio.wrap_future(self.disk.submit(self._store, request.key, out)))
+                self._remember(request.key, out)
                 job.future.set_result(out)
             finally:
-                self._in_engine -= 1
                 self.queue.inflight.pop(request.key, None)
                 self.last_answer = time.monotonic()
+
+    async def _answer(self, request: Prepared) -> BaseModel:
+        """The engine's validated answer to ``request``, counted in the engine while it is asked (not while
+        it is stored: the window and an idle engine are the engine's own)."""
+        self._in_engine += 1
+        self.peak_in_engine = max(self.peak_in_engine, self._in_engine)
+        try:
+            out = await structured_call(self.engine, request, self.params, retries=self.output_retries,
+                                        asked=self._count_request)
+        finally:
+            self._in_engine -= 1
+        if self.engine.model_id != request.model:  # the key names a model that did not give this answer
+            raise EngineError(f"{self.engine.describe()} answered, but the request was asked of "
+                              f"{request.model}: the answer is not stored")
+        return out
 
     def last_sign_of_life(self) -> float:
         """When the engine last answered or showed it was working (monotonic): a table's bound on waiting
@@ -291,6 +323,7 @@ class Batcher:
         return self.requests.prepare(task, inp)
 
     def _from_cache(self, request: Prepared) -> Any | None:
+        """``request``'s one read of the disk cache, on the disk thread: its result, or ``None``."""
         stored = self.cache.get(request.key)
         if stored is None:
             return None
@@ -306,36 +339,62 @@ class Batcher:
 
     # ---------------------------------------------------------------- sync facade
     def lookup(self, task: Task, inp: BaseModel) -> Any | None:
-        """The cached result for ``inp``, or ``None``. Never asks the engine."""
+        """The cached result for ``inp``, or ``None``, read on the disk thread (waited for). Never asks
+        the engine."""
         self.start()
-        return self._from_cache(self.prepare(task, inp))
+        return self.disk.submit(self._from_cache, self.prepare(task, inp)).result()
 
-    def resolve(self, task: Task, inp: BaseModel) -> Any:
-        """The result itself when cached (the fast path of a recalculating sheet), else a future of it.
+    def resolve(self, task: Task, inp: BaseModel, read_wait: float = 0.0) -> Any:
+        """A future of the result (the ticket), or the result itself when the disk cache has it and its
+        read finished within ``read_wait`` seconds (a reopened workbook's cells: their values at once).
 
-        Never waits for the engine: before it has started (loading a model, reaching a server
-        that may hang) the future covers the start too, and a recent failure to start is raised.
-        What becomes of the future's result is the caller's to keep (``Resolver``): nothing here
-        remembers it but the disk cache."""
+        The request is prepared here and read on the disk thread, which settles the ticket with a hit
+        or hands a miss to the loop (``_ask``); ``read_wait`` bounds the wait for that read alone (a
+        slow or locked disk gives the ticket), never for the engine. Before the engine has started
+        (loading a model, reaching a server that may hang) the ticket covers the start too, and a
+        recent failure to start is raised. What becomes of the ticket's result is the caller's to keep
+        (``Resolver``): nothing here remembers it but the disk cache and the answers stored lately."""
         if not self.ready:
             self.loop.get()
             self.shared_start.raise_recent_failure()
             return self.loop.submit(self._start_then_ask(task, inp))
         request = self.prepare(task, inp)
-        stored = self.stored  # answers stored so far: one stored after this miss makes the loop look again
-        hit = self._from_cache(request)  # its read of the disk cache, where a reopened workbook's cells get
-        if hit is not None:  # their values at once
+        ticket: concurrent.futures.Future = concurrent.futures.Future()
+        read = self.disk.submit(self._read, request, ticket)
+        if read_wait > 0:
+            try:
+                hit = read.result(read_wait)
+            except concurrent.futures.TimeoutError:
+                return ticket  # a slow disk: the ticket settles when the read (or the engine) is done
+            if hit is not None:
+                return hit
+        return ticket
+
+    def _read(self, request: Prepared, ticket: concurrent.futures.Future) -> Any | None:
+        """On the disk thread: ``request``'s one read of the cache. A hit settles ``ticket`` and is
+        returned; a miss is handed to the loop, whose outcome settles ``ticket`` (its cancellation
+        cancels the request's wait there)."""
+        if ticket.cancelled():  # given up on before its turn (a table's bound)
+            return None
+        try:
+            hit = self._from_cache(request)
+            if hit is None:
+                asked = self.loop.submit(self._ask(request))
+                ticket.add_done_callback(lambda t: t.cancelled() and asked.cancel())
+                asked.add_done_callback(functools.partial(_forward, ticket))
+                return None
+        except XladdinError as e:
+            _settle(ticket, e, error=True)
+        except Exception as e:  # a bug in one row fails only that row
+            _settle(ticket, internal_error(e), error=True)
+        else:
+            _settle(ticket, hit)
             return hit
-        return self.loop.submit(self._ask(request, stored))
+        return None
 
     def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
-        """A future of the task's result. Cache hits come back already done."""
-        res = self.resolve(task, inp)
-        if isinstance(res, concurrent.futures.Future):
-            return res
-        done: concurrent.futures.Future = concurrent.futures.Future()
-        done.set_result(res)
-        return done
+        """A future of the task's result (a cache hit's is settled by its read, on the disk thread)."""
+        return self.resolve(task, inp)
 
     def run(self, task: Task, inp: BaseModel) -> Any:
         """Blocking single request; raises ``XladdinError``."""
@@ -362,18 +421,27 @@ class Batcher:
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
         await self._ensure_started()
         request = self.prepare(task, inp)  # keyed now the engine has named its model
-        hit = self._from_cache(request)  # its read of the disk cache, on this loop thread
-        return hit if hit is not None else await self._ask(request, self.stored)
+        hit = await asyncio.wrap_future(self.disk.submit(self._from_cache, request))
+        return hit if hit is not None else await self._ask(request)
 
-    async def _ask(self, request: Prepared, stored: int) -> Any:
-        """``request``, a miss of the disk cache when ``stored`` answers had been stored: joined to the same
-        request in flight, or queued. Answers are stored and leave the queue's in-flight map on this loop
-        thread, so when one was stored since that miss (an identical request, from another thread, answered
-        between the miss and now) the cache is read once more; else it is not read again."""
-        if self.stored != stored and (self.queue is None or request.key not in self.queue.inflight):
-            hit = self._from_cache(request)
-            if hit is not None:
-                return hit
+    async def _ask(self, request: Prepared) -> Any:
+        """``request``, a miss of its one read of the disk cache: joined to the same request in flight,
+        answered from the answers stored lately, or queued.
+
+        An identical request (from another thread) may have been answered and stored between this one's
+        miss and now. Reads and writes run in order on the one disk thread, so this miss was read before
+        that answer's write ran; its worker awaits the write, and only then, in one step on this loop, keeps
+        the answer in ``_recent`` and takes its key out of ``queue.inflight``. So here the key is in flight
+        (joined) or in ``_recent`` (answered from memory), unless it was never asked, or more than
+        ``RECENT`` answers were stored since (then at worst it is asked again). The disk is not read again."""
+        if self.queue is None or request.key not in self.queue.inflight:
+            out = self._recent.get(request.key)
+            if out is not None:
+                with self._lock:
+                    self.stats.submitted += 1
+                    self.stats.cache_hits += 1
+                    self.stats.completed += 1
+                return request.finish(out, True)
         with self._lock:
             self.stats.submitted += 1
         try:
@@ -395,3 +463,23 @@ class Batcher:
             self.stats.completed += 1
         return request.finish(out, False)
 
+
+def _settle(ticket: concurrent.futures.Future, value: Any, *, error: bool = False) -> None:
+    """``ticket`` settled with ``value`` (an exception when ``error``), unless it was cancelled."""
+    try:
+        if error:
+            ticket.set_exception(value)
+        else:
+            ticket.set_result(value)
+    except concurrent.futures.InvalidStateError:
+        pass  # cancelled meanwhile
+
+
+def _forward(ticket: concurrent.futures.Future, asked: concurrent.futures.Future) -> None:
+    """The loop's outcome of a request (``asked``) as its ticket's."""
+    if asked.cancelled():
+        ticket.cancel()
+    elif asked.exception() is not None:
+        _settle(ticket, asked.exception(), error=True)
+    else:
+        _settle(ticket, asked.result())

@@ -5,7 +5,9 @@ model id, sampling params, validated input). Values are the model's validated
 output, so a result is rebuilt from it by the task's deterministic rules.
 diskcache is safe across threads and processes, so several Excel sessions and
 a nightly run can share one directory. An unusable directory degrades to no
-cache with a warning; nothing else fails.
+cache with a warning; nothing else fails. A batcher reads and writes its answers
+on one thread of its own (``DiskThread``): never on a cell's thread, never on the
+loop that drives the engine's requests.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +157,48 @@ class Cache:
         for store in (self._dc, self._meta, self._documents):
             if store is not None:
                 store.close()
+
+
+class DiskThread:
+    """The one thread a batcher's answers are read and written on, in order: a slow or locked disk
+    holds up only this thread. Started on first use, and again after ``close`` (a batcher used after
+    it was closed). Once the interpreter is exiting (its threads joined, a pool takes nothing more) a
+    call runs in the caller's thread."""
+
+    def __init__(self, name: str = "xladdin-disk"):
+        self.name = name
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """A future of ``fn(*args)``, run on the thread after everything submitted before it."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+            pool = self._pool
+        try:
+            return pool.submit(fn, *args)
+        except RuntimeError:  # shut down (the interpreter is exiting, or closed meanwhile): run it here
+            done: Future = Future()
+            try:
+                done.set_result(fn(*args))
+            except BaseException as e:
+                done.set_exception(e)
+            return done
+
+    def close(self, last: Callable[[], Any] | None = None) -> None:
+        """Stop the thread once everything queued has run (the answers still to store), ``last`` after
+        them on the thread (closing its connections) when it was started."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if last is not None:
+            try:
+                pool.submit(last)
+            except RuntimeError:  # the interpreter is exiting: the thread has ended
+                last()
+        pool.shutdown(wait=True)
 
 
 def _own_files(store: Path) -> tuple[list[Path], list[Path]]:

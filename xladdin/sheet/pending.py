@@ -6,10 +6,13 @@ a sheet of 500 rows reaches the model in batches of at most that size. We do
 not park threads:
 
 1. A UDF call asks the process-wide ``Resolver`` (``xladdin.core.resolver``) for each
-   of its rows and gets an outcome at once: ``Done`` (from memory or the cache —
-   no placeholder, no thread), ``Failed`` (a bad field, or a request that failed
-   within ``ERROR_TTL`` seconds: a down engine is not asked again in a loop) or
-   ``Pending`` (the request joined the engine queue, or a request in flight).
+   of its rows and gets an outcome at once: ``Done`` (from memory, or the cache read
+   on the batcher's disk thread within ``READ_WAIT_S`` — no placeholder, no
+   recalculation: a reopened workbook's values at once), ``Failed`` (a bad field,
+   or a request that failed within ``ERROR_TTL`` seconds: a down engine is not
+   asked again in a loop) or ``Pending`` (the request joined the engine queue, or
+   a request in flight, or its disk read took longer than the bound: a slow or
+   locked disk).
 2. A pending row shows a placeholder of the same shape as its result
    (``#QWEN… pending``).
 3. When every pending request of that cell has settled (each answer goes to the
@@ -33,6 +36,7 @@ import datetime as dt
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,9 @@ from .cells import PENDING, error_row, filler_row
 
 log = logging.getLogger(__name__)
 Rewrite = Callable[[Any], None]
+# How long one call waits for the disk cache's reads of its rows, in all (never for the engine): a hit
+# read within it is the cell's value at once; past it (a slow or locked disk) the rows are pending.
+READ_WAIT_S = 0.5
 
 
 def caller_key(caller: Any) -> Hashable:
@@ -150,11 +157,12 @@ class CellRuntime:
 
         out: list[list[Any] | None] = [None] * len(records)
         waiting: dict[int, concurrent.futures.Future] = {}
+        reads_until = time.monotonic() + READ_WAIT_S  # the call's bound on its disk reads, all rows together
         for i, rec in enumerate(records):
             if rec is None:
                 out[i] = filler_row("", width)
                 continue
-            outcome = resolver.resolve(task, rec)
+            outcome = resolver.resolve(task, rec, max(0.0, reads_until - time.monotonic()))
             if isinstance(outcome, Done):
                 out[i] = self._convert(lambda r=outcome.result: r, row_of(i), width)
             elif isinstance(outcome, Failed):

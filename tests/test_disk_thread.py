@@ -1,0 +1,226 @@
+"""The disk cache is read and written on the batcher's disk thread alone, once per request: never on a cell's
+thread (a slow, locked or failing disk never holds up or fails a cell), never on the loop that drives the
+engine's requests; a cell waits a bounded time for its read, so a reopened workbook gets its values at once."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import time
+
+import pytest
+from conftest import Server, vllm_models
+from kit import DISK_THREAD, Caller, record_disk, run_main, wait_until
+
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.resolver import Resolver
+from xladdin.excel import udfs
+from xladdin.sheet import cells, pending
+from xladdin.sheet.pending import CellRuntime
+from xladdin.tasks import ScreenResult, ScreenTask
+from xladdin.testing import ScriptedEngine, screen_answer
+
+ROWS = [[600000.0 + i, f"公司{i}", "行业", 20.0, 18.0, 1.0, f"营业收入{100 + i}亿元"] for i in range(6)]
+
+
+def threads(disk: list[tuple[str, str, str]]) -> set[str]:
+    """The threads the reads and writes ran on, by name (a pool's threads are named ``prefix_n``)."""
+    return {thread.rpartition("_")[0] or thread for _, _, thread in disk}
+
+
+def fill(tmp_path) -> None:
+    """The workbook's first session: its cells answered (no caller: each call waits) and cached."""
+    first = CellRuntime(batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c")))
+    udfs.set_runtime(first)
+    try:
+        assert all(udfs.QWEN_SCREEN([r])[0][0] == f"{600000 + i}.SH" for i, r in enumerate(ROWS))
+    finally:
+        udfs.set_runtime(None)
+        first.close()
+
+
+class Recalculated(list):
+    """The runtime's ``rewrite``: the cells Excel is asked to recalculate."""
+
+    def __call__(self, caller):
+        self.append(caller)
+
+
+def reopen(tmp_path, recalculated) -> tuple[CellRuntime, ScriptedEngine]:
+    """The workbook opened again: a runtime of its own on the same cache, its engine started (by the first
+    cells of the sheet)."""
+    engine = ScriptedEngine(lambda _: screen_answer("经营稳健"))
+    rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated)
+    udfs.set_runtime(rt)
+    rt.batcher.start()
+    return rt, engine
+
+
+def test_a_reopened_workbook_gets_its_values_at_once_read_on_the_disk_thread(tmp_path, monkeypatch):
+    fill(tmp_path)
+    disk = record_disk(monkeypatch)
+    recalculated = Recalculated()
+    rt, engine = reopen(tmp_path, recalculated)
+    try:
+        first = [udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i + 2}"))[0] for i, r in enumerate(ROWS)]
+        assert [f[0] for f in first] == [f"{600000 + i}.SH" for i in range(len(ROWS))]  # no placeholder
+        assert first[0][cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+        assert recalculated == [] and rt.pending_cells == 0 and engine.calls == []  # no cell waits: none recalculated
+        assert len(disk) == len(ROWS) and threads(disk) == {DISK_THREAD}, disk  # one read each, on the disk thread
+    finally:
+        udfs.set_runtime(None)
+        rt.close()
+
+
+@pytest.mark.parametrize("disk", ["slow", "raises", "hangs"])
+def test_a_slow_failing_or_hanging_read_never_holds_up_the_cell(disk, tmp_path, monkeypatch):
+    """A read longer than the cell's bound gives the placeholder at once, then the value after the
+    recalculation (from the cache, the engine not asked); a read that fails is a miss (asked of the engine);
+    one that hangs holds up the disk thread alone (the cell has its placeholder), and the request is then
+    answered."""
+    fill(tmp_path)
+    monkeypatch.setattr(pending, "READ_WAIT_S", 0.2, raising=False)
+    reads = record_disk(monkeypatch)
+    recalculated = Recalculated()
+    rt, engine = reopen(tmp_path, recalculated)
+    release = threading.Event()
+    store = rt.batcher.cache._dc
+    real = store.get
+
+    def read(key, *args, **kwargs):
+        if disk == "slow":
+            time.sleep(1.0)  # five times the bound
+        elif disk == "raises":
+            raise OSError("disk I/O error")
+        else:
+            release.wait(60)
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(store, "get", read)
+    cell = Caller("$L$2")
+    excel = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="excel")  # the cell's thread
+    try:
+        call = excel.submit(udfs.QWEN_SCREEN, [ROWS[0]], False, None, cell)
+        try:
+            shown = call.result(5)
+        except concurrent.futures.TimeoutError:
+            pytest.fail("the cell's call waited on the disk")
+        assert shown[0][0] == cells.PENDING
+        release.set()
+        wait_until(lambda: recalculated, 30, message="the cell was never recalculated")
+        assert recalculated == [cell]
+        again = excel.submit(udfs.QWEN_SCREEN, [ROWS[0]], False, None, cell).result(5)[0]
+        assert again[0] == "600000.SH" and again[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+        assert len(engine.calls) == (1 if disk == "raises" else 0)  # a failed read is a miss; a slow one a hit
+        assert rt.batcher.cache.hits + rt.batcher.cache.misses == 1  # read once
+        assert [op for op, _, _ in reads].count("get") == 1 and threads(reads) == {DISK_THREAD}, reads
+    finally:
+        release.set()
+        excel.shutdown()
+        udfs.set_runtime(None)
+        rt.close()
+
+
+class Held(ScriptedEngine):
+    """Answers each request once ``release`` is set (waiting on the loop, not blocking it)."""
+
+    def __init__(self):
+        super().__init__(lambda _: screen_answer("经营稳健"))
+        self.release = threading.Event()
+
+    async def complete(self, messages, schema, params) -> str:
+        self.calls.append(messages)
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        return self.respond(messages)
+
+
+@pytest.mark.parametrize("kind", ["works", "off"])
+def test_an_identical_request_answered_between_a_miss_and_its_queueing_is_asked_once(kind, tmp_path, monkeypatch):
+    """Two front doors (each its own resolver) ask the same row from two threads. The second one's read misses
+    while the first is in the engine; the first is answered and stored before the second reaches the queue.
+    The engine is asked once, each request read from the disk once (with the cache off too)."""
+    disk = record_disk(monkeypatch)
+    engine = Held()
+    cache = Cache(tmp_path / "c", enabled=kind == "works")
+    with Batcher(engine, cache, window_ms=0) as b:
+        b.start()
+        first_done = threading.Event()
+        held = threading.Event()
+        real, asks = b.loop.submit, []
+
+        def submit(coro):  # the hand-off of a missed request to the loop
+            if getattr(coro, "__name__", "") != "_ask":
+                return real(coro)
+            asks.append(coro)
+            if len(asks) == 1:
+                return real(coro)
+            proxy: concurrent.futures.Future = concurrent.futures.Future()
+
+            def later():  # the second request reaches the loop once the first has been answered and stored
+                first_done.wait(30)
+                inner = real(coro)
+                inner.add_done_callback(lambda f: proxy.set_exception(f.exception()) if f.exception()
+                                        else proxy.set_result(f.result()))
+
+            threading.Thread(target=later).start()
+            held.set()
+            return proxy
+
+        monkeypatch.setattr(b.loop, "submit", submit)
+        record = {"code": "600519", "name": "贵州茅台", "roe": 25, "pe_ttm": 30}
+        outcomes: dict[str, object] = {}
+
+        def door(name):
+            outcomes[name] = Resolver(b).resolve(ScreenTask(), record)
+
+        one = threading.Thread(target=door, args=("one",))
+        one.start()
+        one.join()
+        wait_until(lambda: engine.calls, 10, message="the first request never reached the engine")
+        two = threading.Thread(target=door, args=("two",))
+        two.start()
+        two.join()
+        wait_until(held.is_set, 10, message="the second request missed nothing")
+        engine.release.set()
+        first = outcomes["one"].ticket.result(10)
+        first_done.set()
+        second = outcomes["two"].ticket.result(10)
+    assert isinstance(first, ScreenResult) and isinstance(second, ScreenResult)
+    assert second.model_dump(exclude={"provenance"}) == first.model_dump(exclude={"provenance"})
+    assert len(engine.calls) == 1  # asked once
+    assert [op for op, _, _ in disk].count("get") == 2 and threads(disk) == {DISK_THREAD}, disk  # one read each
+
+
+def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_path, monkeypatch, capsys):
+    """``xladdin screen`` of a pool, twice: the rows are read once each, on the disk thread (the main thread
+    only prepares them), and their answers written there; the rerun reads each once and asks nothing."""
+    def chat(body):
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer("经营稳健")}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM,财报摘要\n" + "".join(
+        f"{600000 + i},公司{i},18,20,营业收入{100 + i}亿元\n" for i in range(len(ROWS))), encoding="utf-8")
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+    disk = record_disk(monkeypatch)
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        runs = []
+        for n in (1, 2):
+            r = run_main(capsys, "screen", pool, "-o", tmp_path / f"o{n}.json", "--no-progress")
+            assert r.returncode == 0, r.stderr
+            rows = json.loads((tmp_path / f"o{n}.json").read_text(encoding="utf-8"))["rows"]
+            assert len(rows) == len(ROWS)
+            runs.append(([op for op, _, _ in disk].count("get"), [op for op, _, _ in disk].count("set"),
+                         server.hits.count("/v1/chat/completions")))
+    finally:
+        server.close()
+    assert runs == [(len(ROWS), len(ROWS), len(ROWS)), (2 * len(ROWS), len(ROWS), len(ROWS))]
+    assert threads(disk) == {DISK_THREAD}, disk
