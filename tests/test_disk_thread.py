@@ -75,6 +75,23 @@ def test_a_reopened_workbook_gets_its_values_at_once_read_on_the_disk_thread(tmp
         rt.close()
 
 
+def test_a_whole_table_in_one_call_gets_its_values_at_once_when_reopened(tmp_path, monkeypatch):
+    """``=QWEN_SCREEN(A2:G7)``: one call for the table; its rows' reads are sent together and waited for
+    together (one bound for the call), so the reopened table shows every value on its first call."""
+    fill(tmp_path)
+    disk = record_disk(monkeypatch)
+    recalculated = Recalculated()
+    rt, engine = reopen(tmp_path, recalculated)
+    try:
+        table = udfs.QWEN_SCREEN(ROWS, False, None, Caller("$L$2"))
+        assert [row[0] for row in table] == [f"{600000 + i}.SH" for i in range(len(ROWS))]  # no placeholder
+        assert recalculated == [] and rt.pending_cells == 0 and engine.calls == []
+        assert len(disk) == len(ROWS) and threads(disk) == {DISK_THREAD}, disk
+    finally:
+        udfs.set_runtime(None)
+        rt.close()
+
+
 @pytest.mark.parametrize("disk", ["slow", "raises", "hangs"])
 def test_a_slow_failing_or_hanging_read_never_holds_up_the_cell(disk, tmp_path, monkeypatch):
     """A read longer than the cell's bound gives the placeholder at once, then the value after the

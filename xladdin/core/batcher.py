@@ -7,7 +7,7 @@ thread, never on the loop that drives the engine's requests. A request is
 
 1. prepared on the caller's thread and read from the cache once, on the disk thread: a hit settles
    its ticket there (no queue, no event loop round trip); a caller may wait a bounded time for that
-   read (``read_wait``: a reopened workbook's cells get their values at once), never for the engine;
+   read (``Ticket.read``: a reopened workbook's cells get their values at once), never for the engine;
 2. otherwise handed to the loop and queued (``scheduler.JobQueue``: joined to an identical request
    queued or in flight, or answered from the answers stored lately, ``RECENT``): a caller never
    waits for the engine to start, before it has the ticket covers the start.
@@ -53,6 +53,15 @@ from .scheduler import BatcherStats, JobQueue
 from .structured import structured_call
 
 RECENT = 4096  # answers stored lately, kept in memory by key (``Batcher._ask``)
+
+
+class Ticket(concurrent.futures.Future):
+    """A request's future, and ``read``: the future of its one read of the disk cache, done once that read
+    is (a hit has then settled the ticket; a miss has gone to the engine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: concurrent.futures.Future | None = None
 
 
 @contextlib.contextmanager
@@ -344,33 +353,26 @@ class Batcher:
         self.start()
         return self.disk.submit(self._from_cache, self.prepare(task, inp)).result()
 
-    def resolve(self, task: Task, inp: BaseModel, read_wait: float = 0.0) -> Any:
-        """A future of the result (the ticket), or the result itself when the disk cache has it and its
-        read finished within ``read_wait`` seconds (a reopened workbook's cells: their values at once).
+    def resolve(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
+        """A future of the result (the ticket); never waits, on the disk or the engine.
 
         The request is prepared here and read on the disk thread, which settles the ticket with a hit
-        or hands a miss to the loop (``_ask``); ``read_wait`` bounds the wait for that read alone (a
-        slow or locked disk gives the ticket), never for the engine. Before the engine has started
-        (loading a model, reaching a server that may hang) the ticket covers the start too, and a
-        recent failure to start is raised. What becomes of the ticket's result is the caller's to keep
-        (``Resolver``): nothing here remembers it but the disk cache and the answers stored lately."""
+        or hands a miss to the loop (``_ask``); the ticket's ``read`` is done once that read is (a caller
+        may wait for it, bounded: a hit has then settled the ticket, a miss has gone to the engine).
+        Before the engine has started (loading a model, reaching a server that may hang) the ticket
+        covers the start too, and a recent failure to start is raised. What becomes of the ticket's
+        result is the caller's to keep (``Resolver``): nothing here remembers it but the disk cache and
+        the answers stored lately."""
         if not self.ready:
             self.loop.get()
             self.shared_start.raise_recent_failure()
             return self.loop.submit(self._start_then_ask(task, inp))
         request = self.prepare(task, inp)
-        ticket: concurrent.futures.Future = concurrent.futures.Future()
-        read = self.disk.submit(self._read, request, ticket)
-        if read_wait > 0:
-            try:
-                hit = read.result(read_wait)
-            except concurrent.futures.TimeoutError:
-                return ticket  # a slow disk: the ticket settles when the read (or the engine) is done
-            if hit is not None:
-                return hit
+        ticket = Ticket()
+        ticket.read = self.disk.submit(self._read, request, ticket)
         return ticket
 
-    def _read(self, request: Prepared, ticket: concurrent.futures.Future) -> Any | None:
+    def _read(self, request: Prepared, ticket: Ticket) -> Any | None:
         """On the disk thread: ``request``'s one read of the cache. A hit settles ``ticket`` and is
         returned; a miss is handed to the loop, whose outcome settles ``ticket`` (its cancellation
         cancels the request's wait there)."""
@@ -393,7 +395,8 @@ class Batcher:
         return None
 
     def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
-        """A future of the task's result (a cache hit's is settled by its read, on the disk thread)."""
+        """A future of the task's result (``resolve``: a cache hit's is settled by its read, on the disk
+        thread)."""
         return self.resolve(task, inp)
 
     def run(self, task: Task, inp: BaseModel) -> Any:

@@ -5,12 +5,12 @@ request's input (the task and the row's values; a report file by its stamp) its 
 answered, its ticket while it is asked (a second caller gets the same ticket: nothing is prepared,
 keyed or looked up in the disk cache again), or its failure for ``ERROR_TTL`` seconds (a down engine
 is not asked again in a loop). What the table does not hold goes to the disk cache through the
-batcher (one read, on its disk thread), then the engine. ``resolve`` never blocks on the engine
-(Excel cells): before the engine has started, the ticket covers the start too; a caller may wait a
-bounded time for the disk read alone (``read_wait``: the cell doors do, so a hit is ``Done`` at once).
-``map`` (the CLI, the Refresh macro, pandas) resolves a whole table without that wait (its rows
-pipelined: this thread prepares, the disk thread reads, the loop asks), then waits for its tickets,
-with a bound.
+batcher (one read, on its disk thread), then the engine. ``resolve`` never blocks, on the disk or
+the engine (Excel cells): before the engine has started, the ticket covers the start too; a caller
+may wait a bounded time for the disk reads of its tickets (``batcher.Ticket.read``: the cell doors do,
+so a reopened workbook's hits are values at once). ``map`` (the CLI, the Refresh macro, pandas)
+resolves a whole table the same way (its rows pipelined: this thread prepares, the disk thread
+reads, the loop asks), then waits for its tickets, with a bound.
 """
 
 from __future__ import annotations
@@ -118,9 +118,6 @@ class Fates:
             return None
         return fate
 
-    def done(self, key: Hashable | None, result: Any) -> None:
-        self._set(key, Done(result))
-
     def pending(self, key: Hashable | None, ticket: concurrent.futures.Future) -> None:
         """``ticket`` is the request's until it settles; then its result or its failure."""
         if key is None:
@@ -173,11 +170,10 @@ class Resolver:
     def error_ttl(self, seconds: float) -> None:
         self.fates.ttl = seconds
 
-    def resolve(self, task: Task, record: Any, read_wait: float = 0.0) -> Outcome:
+    def resolve(self, task: Task, record: Any) -> Outcome:
         """What ``record`` comes to now. A report file is known by a stat: an answered one is found in
         memory without opening it; one not read yet is read by the batcher's ``Reader`` (off this
-        thread) and its request follows when it is read. ``read_wait``: how long to wait for the disk
-        cache's read of the request (``Batcher.resolve``), so that a hit is ``Done``; never for the engine."""
+        thread) and its request follows when it is read."""
         try:
             record, path = documents.report_path(record)
             if path is None:
@@ -192,9 +188,9 @@ class Resolver:
             self.memo_hits += isinstance(fate, Done)
             return fate
         if path is None:
-            return self._resolve(task, record, memo_key, read_wait)
+            return self._resolve(task, record, memo_key)
         if isinstance(text, str):
-            return self._resolve(task, documents.with_text(record, path, text), memo_key, read_wait)
+            return self._resolve(task, documents.with_text(record, path, text), memo_key)
         ticket: concurrent.futures.Future = concurrent.futures.Future()
         self.fates.pending(memo_key, ticket)
         text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
@@ -218,16 +214,13 @@ class Resolver:
         else:
             outcome.ticket.add_done_callback(functools.partial(_forward, ticket))
 
-    def _resolve(self, task: Task, record: Any, memo_key: Hashable | None, read_wait: float = 0.0) -> Outcome:
+    def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
-            res = self.batcher.resolve(task, task.parse(record), read_wait)
+            ticket = self.batcher.resolve(task, task.parse(record))
         except XladdinError as e:
             return Failed(e)
-        if isinstance(res, concurrent.futures.Future):
-            self.fates.pending(memo_key, res)
-            return Pending(res)
-        self.fates.done(memo_key, res)
-        return Done(res)
+        self.fates.pending(memo_key, ticket)
+        return Pending(ticket)
 
     def map(self, task: Task, rows: Iterable[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
         """Results in input order; a bad row or a failed request is its ``XladdinError`` in place

@@ -36,12 +36,11 @@ import datetime as dt
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.batcher import Batcher
+from ..core.batcher import Batcher, Ticket
 from ..core.resolver import Done, Failed, Pending, Resolver
 from ..errors import EngineStalled, XladdinError
 from ..reading.documents import ReportPath, Reports
@@ -51,7 +50,7 @@ from .cells import PENDING, error_row, filler_row
 
 log = logging.getLogger(__name__)
 Rewrite = Callable[[Any], None]
-# How long one call waits for the disk cache's reads of its rows, in all (never for the engine): a hit
+# How long one call waits for the disk cache's reads of its rows, all at once (never for the engine): a hit
 # read within it is the cell's value at once; past it (a slow or locked disk) the rows are pending.
 READ_WAIT_S = 0.5
 
@@ -157,12 +156,11 @@ class CellRuntime:
 
         out: list[list[Any] | None] = [None] * len(records)
         waiting: dict[int, concurrent.futures.Future] = {}
-        reads_until = time.monotonic() + READ_WAIT_S  # the call's bound on its disk reads, all rows together
         for i, rec in enumerate(records):
             if rec is None:
                 out[i] = filler_row("", width)
                 continue
-            outcome = resolver.resolve(task, rec, max(0.0, reads_until - time.monotonic()))
+            outcome = resolver.resolve(task, rec)
             if isinstance(outcome, Done):
                 out[i] = self._convert(lambda r=outcome.result: r, row_of(i), width)
             elif isinstance(outcome, Failed):
@@ -170,6 +168,15 @@ class CellRuntime:
                 out[i] = error_row(outcome.error, width)
             elif isinstance(outcome, Pending):
                 waiting[i] = outcome.ticket
+        # the rows' disk reads, all of them at once and bounded together: a hit read by then is the cell's
+        # value now (a reopened workbook: no placeholder, no recalculation), the rest wait on the engine
+        reads = [t.read for t in waiting.values() if isinstance(t, Ticket) and t.read is not None]
+        if reads:
+            concurrent.futures.wait(reads, timeout=READ_WAIT_S)
+            for i, ticket in list(waiting.items()):
+                if ticket.done():
+                    out[i] = self._convert(ticket.result, row_of(i), width)
+                    del waiting[i]
         if waiting and caller is not None and self.rewrite is not None:
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
