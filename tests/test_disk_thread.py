@@ -241,3 +241,55 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
         server.close()
     assert runs == [(len(ROWS), len(ROWS), len(ROWS)), (2 * len(ROWS), len(ROWS), len(ROWS))]
     assert threads(disk) == {DISK_THREAD}, disk
+
+
+def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_disk_thread(tmp_path, monkeypatch):
+    """A row naming its report file, in a workbook opened again: the file's text comes from the store of texts
+    and its answer from the cache, both read on the disk thread (the cell's thread reads no disk: a stat of
+    the file only), and the cell shows its value on its first call, no reader process started."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.core.cache import Cache as CacheClass
+    from xladdin.settings import Settings
+
+    book = tmp_path / "book" / "pool.xlsx"
+    book.parent.mkdir()
+    make_pdf(book.parent / "688001_年报.pdf", [PAGE_1, PAGE_2])
+    row = [688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf"]
+    settings = Settings.load({"cache_dir": tmp_path / "c"})
+
+    def session(recalculated=None):
+        rt = CellRuntime(settings, batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")),
+                                                   Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated)
+        udfs.set_runtime(rt)
+        rt.batcher.start()
+        return rt
+
+    first = session()
+    try:  # the first session: the file read by a reader process, its answer cached (no rewrite: the call waits)
+        assert udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0][0] == "688001.SH"
+    finally:
+        udfs.set_runtime(None)
+        first.close()
+
+    store: list[tuple[str, str]] = []
+    get_document = CacheClass.get_document
+
+    def reading(self, key):
+        store.append((key.partition(":")[0], threading.current_thread().name))
+        return get_document(self, key)
+
+    monkeypatch.setattr(CacheClass, "get_document", reading)
+    disk = record_disk(monkeypatch)
+    recalculated = Recalculated()
+    rt = session(recalculated)
+    try:
+        shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
+        assert shown[0] == "688001.SH" and shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"  # at once
+        assert recalculated == [] and rt.pending_cells == 0 and rt.batcher.engine.calls == []
+        assert rt.batcher.reader.files_read == 0 and rt.batcher.reader.from_store == 1  # no file parsed again
+        assert store and threads([("", "", t) for _, t in store]) == {DISK_THREAD}, store  # the store's reads
+        assert len(disk) == 1 and threads(disk) == {DISK_THREAD}, disk  # the answer's one read
+    finally:
+        udfs.set_runtime(None)
+        rt.close()

@@ -39,7 +39,8 @@ def core(python: str | None = None) -> Batcher:
         batcher = Batcher.from_settings(settings)
     else:
         batcher = Batcher.from_settings(settings, PrivateServer(settings, python), own_engine=True)
-    batcher.reader = Reader(batcher.cache, processes=settings.readers, python=python)  # the environment's Python
+    # the environment's Python for the reader processes; the store read on the batcher's disk thread
+    batcher.reader = Reader(batcher.cache, processes=settings.readers, python=python, disk=batcher.disk)
     return batcher
 
 

@@ -43,7 +43,7 @@ from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, Eng
 from ..settings import Settings
 from ..tasks.base import Task
 from . import inflight
-from .cache import Cache, DiskThread
+from .cache import Cache, DiskThread, Ticket
 from .fitting import ContextFit
 from .inflight import Window
 from .lifecycle import LoopThread, SharedStart
@@ -53,15 +53,6 @@ from .scheduler import BatcherStats, JobQueue
 from .structured import structured_call
 
 RECENT = 4096  # answers stored lately, kept in memory by key (``Batcher._ask``)
-
-
-class Ticket(concurrent.futures.Future):
-    """A request's future, and ``read``: the future of its one read of the disk cache, done once that read
-    is (a hit has then settled the ticket; a miss has gone to the engine)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.read: concurrent.futures.Future | None = None
 
 
 @contextlib.contextmanager
@@ -115,7 +106,7 @@ class Batcher:
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
         self.requests = Requests(engine, self.params, self.context)
-        self.reader = Reader(cache)  # report files, read once in reader processes (started when needed)
+        self.reader = Reader(cache, disk=self.disk)  # report files, read once in reader processes (started when needed)
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None = None, *,

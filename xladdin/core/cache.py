@@ -159,6 +159,16 @@ class Cache:
                 store.close()
 
 
+class Ticket(Future):
+    """A request's future, and ``read``: the future of its disk read (the answer cache's, or a report
+    file's text in the store), done once that read is: a hit has then settled the ticket, a miss has
+    gone on (to the engine, or to a reader process). A caller may wait for ``read``, never for the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: Future | None = None
+
+
 class DiskThread:
     """The one thread a batcher's answers are read and written on, in order: a slow or locked disk
     holds up only this thread. Started on first use, and again after ``close`` (a batcher used after

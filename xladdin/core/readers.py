@@ -41,7 +41,7 @@ from typing import Any
 
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
 from ..tasks import figures, known
-from .cache import Cache
+from .cache import Cache, DiskThread, Ticket
 from .lifecycle import end_with_parent, watch_parent
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def stamp_of(path: ReportPath) -> Stamp:
 class _Job:
     stamp: Stamp
     max_bytes: int
-    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    future: Ticket = field(default_factory=Ticket)
 
 
 @dataclass
@@ -156,10 +156,13 @@ class Reader:
     """The report files of one core (a batcher): texts by stamp, read in reader processes."""
 
     def __init__(self, cache: Cache, *, processes: int | None = None, timeout: float = READ_TIMEOUT_S,
-                 read: Callable[[str, int], tuple[str, str]] = read_file, python: str | None = None):
+                 read: Callable[[str, int], tuple[str, str]] = read_file, python: str | None = None,
+                 disk: DiskThread | None = None):
         """``read``: what a reader process runs for a file (a module-level function: digest and text);
-        ``python``: the interpreter of the reader processes (inside LibreOffice, not its own program)."""
+        ``python``: the interpreter of the reader processes (inside LibreOffice, not its own program);
+        ``disk``: the thread the disk store is read on (a batcher's), else the caller's."""
         self.cache = cache
+        self.disk = disk
         self.read = read
         self.python = python
         self.idle_s = IDLE_S
@@ -179,9 +182,12 @@ class Reader:
         self._closed = False
 
     def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
-        """``path``'s stamp and its text: at once from memory or the disk store, else a future of a
-        reader's (one per file, however many ask). Raises ``InputError`` for a file not allowed or
-        not found (a stat: no file is opened here)."""
+        """``path``'s stamp and its text: at once from memory, else a future (one per file, however many
+        ask) of the disk store's text or else a reader's. With a disk thread (a batcher's) the store is
+        read there, never on this thread, and the future is a ``Ticket`` whose ``read`` is done once that
+        read is (the text found, or the file gone to a reader); without one it is read here, and a text
+        found is returned. Raises ``InputError`` for a file not allowed or not found (a stat: no file is
+        opened here)."""
         stamp = stamp_of(path)
         with self._lock:
             known = self._texts.get(stamp)
@@ -194,24 +200,42 @@ class Reader:
             job = self._reading.get(stamp)
             if job is not None:
                 return stamp, job.future
-        stored = self._stored(stamp)
-        if stored is not None:
-            self._keep(stamp, stored)
-            return stamp, stored
-        with self._lock:
             if self._closed:
                 raise InputError(FIELD, f"{os.path.basename(stamp[0])}: not read (the run is ending)")
-            job = self._reading.get(stamp)
-            if job is None:
-                job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes)
+            job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes)
+        if self.disk is not None:
+            job.future.read = self.disk.submit(self._look, job)
+            return stamp, job.future
+        self._look(job)
+        if job.future.done() and job.future.exception() is None:
+            return stamp, job.future.result()
+        return stamp, job.future
+
+    def _look(self, job: _Job) -> None:
+        """``job``'s file in the disk store (its text kept, the job done), else sent to a reader."""
+        found = self._stored(job.stamp)
+        if found is not None:
+            self._keep(job.stamp, found)
+            with self._lock:
+                self._reading.pop(job.stamp, None)
+            job.future.set_result(found)
+            return
+        with self._lock:
+            if self._closed:
+                self._reading.pop(job.stamp, None)
+                closed = InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run is ending)")
+            else:
+                closed = None
                 self._queue.append(job)
                 if self._thread is None:
                     if self._wake_r is None:
                         self._wake_r, self._wake_w = socket.socketpair()
                     self._thread = threading.Thread(target=self._dispatch, name="xladdin-readers", daemon=True)
                     self._thread.start()
+        if closed is not None:
+            job.future.set_exception(closed)
+            return
         self._wake()
-        return stamp, job.future
 
     def read_now(self, path: ReportPath) -> str:
         """``path``'s text, waited for (a reader process reads it, or memory or the store has it): kept as

@@ -29,6 +29,7 @@ from ..errors import EngineStalled, EngineTimeout, XladdinError, internal_error
 from ..reading import documents
 from ..tasks.base import Task
 from .batcher import Batcher
+from .cache import Ticket
 
 MEMO_ROWS = 50_000
 ERROR_TTL = 30.0  # seconds a failed request is returned as its error before it is asked again
@@ -191,15 +192,23 @@ class Resolver:
             return self._resolve(task, record, memo_key)
         if isinstance(text, str):
             return self._resolve(task, documents.with_text(record, path, text), memo_key)
-        ticket: concurrent.futures.Future = concurrent.futures.Future()
+        ticket = Ticket()  # its read: the text's in the store, then (found) the answer's in the cache
+        ticket.read = concurrent.futures.Future()
         self.fates.pending(memo_key, ticket)
+        looked = getattr(text, "read", None)
+        if looked is None:  # a reader process has it: no disk read to wait for
+            _done(ticket.read)
+        else:  # not found in the store: the file goes to a reader, nothing more to wait for
+            looked.add_done_callback(lambda _: text.done() or _done(ticket.read))
         text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
         return Pending(ticket)
 
     def _read(self, task: Task, record: dict[str, Any], path: documents.ReportPath, memo_key: Hashable | None,
-              ticket: concurrent.futures.Future, text: concurrent.futures.Future) -> None:
-        """A report file read (or not): its row resolved, and ``ticket`` settled with its outcome."""
+              ticket: Ticket, text: concurrent.futures.Future) -> None:
+        """A report file read (or not): its row resolved, and ``ticket`` settled with its outcome (its
+        ``read`` done once the answer's read of the cache is)."""
         if not ticket.set_running_or_notify_cancel():
+            _done(ticket.read)
             return
         try:
             outcome = self._resolve(task, documents.with_text(record, path, text.result()), None)
@@ -212,7 +221,12 @@ class Resolver:
         elif isinstance(outcome, Failed):
             ticket.set_exception(outcome.error)
         else:
-            outcome.ticket.add_done_callback(functools.partial(_forward, ticket))
+            outcome.ticket.add_done_callback(functools.partial(_forward, ticket))  # before the read is done
+            answer_read = getattr(outcome.ticket, "read", None)
+            if answer_read is not None:
+                answer_read.add_done_callback(lambda _: _done(ticket.read))
+                return
+        _done(ticket.read)
 
     def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
@@ -292,6 +306,15 @@ class Resolver:
         except Exception:  # the row parsed once already; whatever fails now, the error stands
             alone = None
         return error if alone is None else alone
+
+
+def _done(read: concurrent.futures.Future | None) -> None:
+    """A ticket's ``read`` done (once: the callbacks that may end it race)."""
+    if read is not None:
+        try:
+            read.set_result(None)
+        except concurrent.futures.InvalidStateError:
+            pass
 
 
 def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:

@@ -40,7 +40,8 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.batcher import Batcher, Ticket
+from ..core.batcher import Batcher
+from ..core.cache import Ticket
 from ..core.resolver import Done, Failed, Pending, Resolver
 from ..errors import EngineStalled, XladdinError
 from ..reading.documents import ReportPath, Reports
