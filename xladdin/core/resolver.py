@@ -7,7 +7,7 @@ keyed or looked up in the disk cache again), or its failure for ``ERROR_TTL`` se
 is not asked again in a loop). What the table does not hold goes to the disk cache through the
 batcher (one read, on its disk thread), then the engine. ``resolve`` never blocks, on the disk or
 the engine (Excel cells): before the engine has started, the ticket covers the start too; a caller
-may wait a bounded time for the disk reads of its tickets (``batcher.Ticket.read``: the cell doors do,
+may wait a bounded time for the disk reads of its tickets (``cache.Ticket.read``: the cell doors do,
 so a reopened workbook's hits are values at once). ``map`` (the CLI, the Refresh macro, pandas)
 resolves a whole table the same way (its rows pipelined: this thread prepares, the disk thread
 reads, the loop asks), then waits for its tickets, with a bound.
