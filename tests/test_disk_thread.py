@@ -293,3 +293,65 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
     finally:
         udfs.set_runtime(None)
         rt.close()
+
+
+def test_reads_still_queued_when_the_batcher_closes_are_their_rows_errors(tmp_path, monkeypatch):
+    """Ctrl-C (or Excel closing) while the disk thread still has reads queued: each that misses is its row's
+    error ("closed before the answer arrived"), never a request handed to a loop that has stopped, whose
+    caller would wait for ever."""
+    engine = ScriptedEngine(lambda _: screen_answer("经营稳健"))
+    batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
+    batcher.start()
+    release = threading.Event()
+    store = batcher.cache._dc
+    real = store.get
+
+    def held(key, *args, **kwargs):
+        release.wait(30)
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(store, "get", held)
+    task = ScreenTask()
+    tickets = [batcher.resolve(task, task.parse({"code": 600000 + i, "name": f"公司{i}"})) for i in range(5)]
+    closing = threading.Thread(target=batcher.close, kwargs={"abort": True})
+    closing.start()
+    time.sleep(0.3)  # close has stopped the loop and waits for the disk thread
+    release.set()
+    closing.join(30)
+    assert not closing.is_alive()
+    done, _ = concurrent.futures.wait(tickets, timeout=10)
+    assert len(done) == len(tickets), "a row read after the close waits for ever"
+    assert all("closed before the answer arrived" in str(t.exception()) for t in tickets)
+    assert engine.calls == []
+
+
+def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path, monkeypatch):
+    """The store's compressed text of a file cannot be read back (a damaged entry): the file is read again by
+    a reader, and the row gets its value (before, the row waited for ever)."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.core import readers
+    from xladdin.reading.documents import ReportPath, Reports
+
+    report = tmp_path / "688001_年报.pdf"
+    make_pdf(report, [PAGE_1, PAGE_2])
+    cache = Cache(tmp_path / "c")
+    allowed = Reports((tmp_path.resolve(),))
+    first = readers.Reader(cache)
+    try:
+        text = first.read_now(ReportPath(str(report), allowed))
+    finally:
+        first.close()
+    digest = cache.get_document("stamp:" + repr(readers.stamp_of(ReportPath(str(report), allowed))))
+    cache.set_document("text:" + digest, b"not zlib")  # damaged
+    from xladdin.core.cache import DiskThread
+
+    disk = DiskThread()
+    again = readers.Reader(cache, disk=disk)
+    try:
+        _, future = again.text(ReportPath(str(report), allowed))
+        assert future.result(60) == text and again.files_read == 1
+    finally:
+        again.close()
+        disk.close()
+        cache.close()

@@ -104,6 +104,7 @@ class Batcher:
         self.disk = DiskThread()  # every read and write of the answers, in order (``_from_cache``, ``_store``)
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
+        self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
         self.requests = Requests(engine, self.params, self.context)
         self.reader = Reader(cache, disk=self.disk)  # report files, read once in reader processes (started when needed)
@@ -198,8 +199,12 @@ class Batcher:
                     self.engine.abort()
                 await self.engine.aclose()
 
-        self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
-        self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
+        self._closing = True  # a read still queued that misses is that request's error, not a request asked
+        try:
+            self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
+            self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
+        finally:
+            self._closing = False  # a batcher used again after it was closed starts its threads again
         self.reader.close()
         self.cache.close()
 
@@ -371,6 +376,8 @@ class Batcher:
             return None
         try:
             hit = self._from_cache(request)
+            if hit is None and self._closing:  # its loop has stopped: no worker would ever take it
+                raise XladdinError("closed before the answer arrived")
             if hit is None:
                 asked = self.loop.submit(self._ask(request))
                 ticket.add_done_callback(lambda t: t.cancelled() and asked.cancel())

@@ -19,7 +19,7 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,14 @@ class Ticket(Future):
     def __init__(self) -> None:
         super().__init__()
         self.read: Future | None = None
+
+    def read_done(self) -> None:
+        """``read`` done, once (the callbacks that may end it race)."""
+        if self.read is not None:
+            try:
+                self.read.set_result(None)
+            except InvalidStateError:
+                pass
 
 
 class DiskThread:

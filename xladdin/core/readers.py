@@ -203,8 +203,10 @@ class Reader:
             if self._closed:
                 raise InputError(FIELD, f"{os.path.basename(stamp[0])}: not read (the run is ending)")
             job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes)
+            if self.disk is not None:  # set before anyone else can join the job
+                job.future.read = concurrent.futures.Future()
         if self.disk is not None:
-            job.future.read = self.disk.submit(self._look, job)
+            self.disk.submit(self._look, job).add_done_callback(lambda _: job.future.read_done())
             return stamp, job.future
         self._look(job)
         if job.future.done() and job.future.exception() is None:
@@ -212,8 +214,13 @@ class Reader:
         return stamp, job.future
 
     def _look(self, job: _Job) -> None:
-        """``job``'s file in the disk store (its text kept, the job done), else sent to a reader."""
-        found = self._stored(job.stamp)
+        """``job``'s file in the disk store (its text kept, the job done), else sent to a reader (so is a
+        file whose stored text cannot be read back: read again)."""
+        try:
+            found = self._stored(job.stamp)
+        except Exception as e:  # a damaged entry (its text does not decompress, its readings do not load)
+            log.warning("report text of %s in the store not readable, read again: %s", job.stamp[0], e)
+            found = None
         if found is not None:
             self._keep(job.stamp, found)
             with self._lock:

@@ -197,9 +197,9 @@ class Resolver:
         self.fates.pending(memo_key, ticket)
         looked = getattr(text, "read", None)
         if looked is None:  # a reader process has it: no disk read to wait for
-            _done(ticket.read)
+            ticket.read_done()
         else:  # not found in the store: the file goes to a reader, nothing more to wait for
-            looked.add_done_callback(lambda _: text.done() or _done(ticket.read))
+            looked.add_done_callback(lambda _: text.done() or ticket.read_done())
         text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
         return Pending(ticket)
 
@@ -208,7 +208,7 @@ class Resolver:
         """A report file read (or not): its row resolved, and ``ticket`` settled with its outcome (its
         ``read`` done once the answer's read of the cache is)."""
         if not ticket.set_running_or_notify_cancel():
-            _done(ticket.read)
+            ticket.read_done()
             return
         try:
             outcome = self._resolve(task, documents.with_text(record, path, text.result()), None)
@@ -224,9 +224,9 @@ class Resolver:
             outcome.ticket.add_done_callback(functools.partial(_forward, ticket))  # before the read is done
             answer_read = getattr(outcome.ticket, "read", None)
             if answer_read is not None:
-                answer_read.add_done_callback(lambda _: _done(ticket.read))
+                answer_read.add_done_callback(lambda _: ticket.read_done())
                 return
-        _done(ticket.read)
+        ticket.read_done()
 
     def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
@@ -306,15 +306,6 @@ class Resolver:
         except Exception:  # the row parsed once already; whatever fails now, the error stands
             alone = None
         return error if alone is None else alone
-
-
-def _done(read: concurrent.futures.Future | None) -> None:
-    """A ticket's ``read`` done (once: the callbacks that may end it race)."""
-    if read is not None:
-        try:
-            read.set_result(None)
-        except concurrent.futures.InvalidStateError:
-            pass
 
 
 def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:
