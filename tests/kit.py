@@ -146,3 +146,17 @@ def record_disk(monkeypatch) -> list[tuple[str, str, str]]:
     monkeypatch.setattr(Cache, "get", reading)
     monkeypatch.setattr(Cache, "set", writing)
     return done
+
+
+def overloaded_while(fail: threading.Event) -> Callable[[Any], Any]:
+    """An engine's answer function: while ``fail`` is set the server is overloaded (a 503 ``EngineError``),
+    then a screen answer."""
+    from xladdin.errors import EngineError
+    from xladdin.testing import screen_answer
+
+    def answer(_: Any) -> Any:
+        if fail.is_set():
+            raise EngineError("engine error 503 (http://gpu): overloaded")
+        return screen_answer("经营稳健")
+
+    return answer

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 import pytest
-from kit import run_cli
+from kit import overloaded_while, run_cli
 
 from xladdin.calc import build
 from xladdin.calc.build import FUNCTIONS
@@ -162,20 +162,14 @@ def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(t
     from xladdin.calc.runtime import CalcFunctions, Waiting
     from xladdin.core.batcher import Batcher
     from xladdin.core.cache import Cache
-    from xladdin.errors import EngineError
-    from xladdin.testing import ScriptedEngine, screen_answer
+    from xladdin.testing import ScriptedEngine
 
     fail = threading.Event()
     fail.set()
 
-    def answer(_):
-        if fail.is_set():
-            raise EngineError("engine error 503 (http://gpu): overloaded")
-        return screen_answer("经营稳健")
-
     settled = threading.Event()
     posted = []
-    engine = ScriptedEngine(answer, delay=0.05)
+    engine = ScriptedEngine(overloaded_while(fail), delay=0.05)
     f = CalcFunctions(lambda: Waiting(lambda source, value: value),
                       lambda fn: (posted.append(fn), settled.set()),
                       batcher=Batcher(engine, Cache(tmp_path / "c", enabled=False), window_ms=0))

@@ -19,12 +19,11 @@ import threading
 import time
 
 import pytest
-from kit import Caller, cache_for
+from kit import Caller, cache_for, overloaded_while
 
 from xladdin.calc.runtime import CalcFunctions, Waiting
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
-from xladdin.errors import EngineError
 from xladdin.excel import udfs
 from xladdin.sheet import cells
 from xladdin.sheet.pending import CellRuntime
@@ -301,12 +300,7 @@ def test_an_error_counts_for_its_time_then_the_row_is_asked_again(door, tmp_path
     fail = threading.Event()
     fail.set()
 
-    def answer(_):
-        if fail.is_set():
-            raise EngineError("engine error 503 (http://gpu): overloaded")
-        return screen_answer("经营稳健")
-
-    engine = ScriptedEngine(answer, delay=0.02)
+    engine = ScriptedEngine(overloaded_while(fail), delay=0.02)
     d = doors(door, Batcher(engine, Cache(tmp_path / "c", enabled=False), window_ms=0))
     assert d.runtime.resolver.error_ttl == 30.0  # an error's time, by default
     rows = [row(i) for i in range(3)]

@@ -99,7 +99,6 @@ class Batcher:
         self._n_workers = 0
         self.peak_in_engine = 0
         self.last_answer = 0.0  # when a request last settled (monotonic)
-        self.stored = 0  # answers stored by this batcher
         self.cache = cache
         self.disk = DiskThread()  # every read and write of the answers, in order (``_from_cache``, ``_store``)
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
@@ -218,7 +217,6 @@ class Batcher:
     def _store(self, key: str, out: BaseModel) -> None:
         """A validated answer, stored the moment it arrives (on the disk thread)."""
         self.cache.set(key, out.model_dump(mode="json"))
-        self.stored += 1
 
     def _remember(self, key: str, out: BaseModel) -> None:
         """A stored answer, kept in memory among the last ``RECENT`` (on the loop thread)."""
@@ -336,6 +334,10 @@ class Batcher:
             out = request.validate(stored)
         except (ValidationError, ValueError):
             return None  # written by an older schema: ask again
+        return self._hit(request, out)
+
+    def _hit(self, request: Prepared, out: BaseModel) -> Any:
+        """``request``'s result from an answer stored before (the disk cache's, or one of ``_recent``), counted."""
         with self._lock:
             self.stats.submitted += 1
             self.stats.cache_hits += 1
@@ -438,11 +440,7 @@ class Batcher:
         if self.queue is None or request.key not in self.queue.inflight:
             out = self._recent.get(request.key)
             if out is not None:
-                with self._lock:
-                    self.stats.submitted += 1
-                    self.stats.cache_hits += 1
-                    self.stats.completed += 1
-                return request.finish(out, True)
+                return self._hit(request, out)
         with self._lock:
             self.stats.submitted += 1
         try:
