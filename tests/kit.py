@@ -124,7 +124,7 @@ def on_engine(engine: Any, call: Callable[[Any], Any]) -> Any:
     return asyncio.run(run())
 
 
-DISK_THREAD = "xladdin-disk"  # the batcher's disk thread's name starts so (``cache.DiskThread``)
+DISK_THREAD = "xladdin-disk"  # the batcher's disk thread's name starts so (``cache.SerialThread``)
 
 
 def record_disk(monkeypatch) -> list[tuple[str, str, str]]:

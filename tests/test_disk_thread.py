@@ -295,6 +295,51 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
         rt.close()
 
 
+def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monkeypatch):
+    """A report file's text, read by a reader process (first session) or found in the store (the workbook
+    opened again): its row's request is prepared on the reader's texts thread, never on the disk thread
+    (another row's read would wait behind a whole report's excerpt and readings) nor on the thread that
+    serves the reader processes; the reopened cell still shows its value on its first call."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.settings import Settings
+
+    book = tmp_path / "book" / "pool.xlsx"
+    book.parent.mkdir()
+    make_pdf(book.parent / "688001_年报.pdf", [PAGE_1, PAGE_2])
+    row = [688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf"]
+    settings = Settings.load({"cache_dir": tmp_path / "c"})
+    prepared: list[str] = []
+    prepare = Batcher.prepare
+
+    def recorded(self, task, inp):
+        if getattr(inp, "report_file", None):
+            prepared.append(threading.current_thread().name)
+        return prepare(self, task, inp)
+
+    monkeypatch.setattr(Batcher, "prepare", recorded)
+
+    def session(recalculated=None):
+        rt = CellRuntime(settings, batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")),
+                                                   Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated)
+        udfs.set_runtime(rt)
+        rt.batcher.start()
+        return rt
+
+    for reopened in (False, True):
+        recalculated = Recalculated() if reopened else None
+        rt = session(recalculated)
+        try:
+            shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
+            assert shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+            assert (rt.batcher.reader.files_read, rt.batcher.reader.from_store) == ((0, 1) if reopened else (1, 0))
+        finally:
+            udfs.set_runtime(None)
+            rt.close()
+        assert recalculated in (None, [])  # reopened: the value on the first call
+    assert len(prepared) == 2 and threads([("", "", t) for t in prepared]) == {"xladdin-texts"}, prepared
+
+
 def test_reads_still_queued_when_the_batcher_closes_are_their_rows_errors(tmp_path, monkeypatch):
     """Ctrl-C (or Excel closing) while the disk thread still has reads queued: each that misses is its row's
     error ("closed before the answer arrived"), never a request handed to a loop that has stopped, whose
@@ -344,9 +389,9 @@ def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path
         first.close()
     digest = cache.get_document("stamp:" + repr(readers.stamp_of(ReportPath(str(report), allowed))))
     cache.set_document("text:" + digest, b"not zlib")  # damaged
-    from xladdin.core.cache import DiskThread
+    from xladdin.core.cache import SerialThread
 
-    disk = DiskThread()
+    disk = SerialThread()
     again = readers.Reader(cache, disk=disk)
     try:
         _, future = again.text(ReportPath(str(report), allowed))

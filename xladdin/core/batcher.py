@@ -2,7 +2,7 @@
 
 A thread-safe sync facade serves the ``Resolver`` (every front door: Excel, the CLI, Refresh,
 pandas); its asyncio core runs on a loop thread of its own (``lifecycle``), and the disk cache is
-read and written on a thread of its own (``cache.DiskThread``): never on a caller's (a cell's)
+read and written on a thread of its own (``cache.SerialThread``): never on a caller's (a cell's)
 thread, never on the loop that drives the engine's requests. A request is
 
 1. prepared on the caller's thread and read from the cache once, on the disk thread: a hit settles
@@ -43,7 +43,7 @@ from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, Eng
 from ..settings import Settings
 from ..tasks.base import Task
 from . import inflight
-from .cache import Cache, DiskThread, Ticket
+from .cache import Cache, SerialThread, Ticket
 from .fitting import ContextFit
 from .inflight import Window
 from .lifecycle import LoopThread, SharedStart
@@ -100,7 +100,7 @@ class Batcher:
         self.peak_in_engine = 0
         self.last_answer = 0.0  # when a request last settled (monotonic)
         self.cache = cache
-        self.disk = DiskThread()  # every read and write of the answers, in order (``_from_cache``, ``_store``)
+        self.disk = SerialThread()  # every read and write of the answers, in order (``_from_cache``, ``_store``)
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
@@ -183,9 +183,10 @@ class Batcher:
             self._workers.append(asyncio.create_task(self._control()))
 
     def close(self, *, abort: bool = False) -> None:
-        """Stop the workers and (if owned) the engine, then the disk thread once the answers queued to
-        it are stored. ``abort`` (Ctrl-C) does not wait for requests the engine is still computing;
-        every finished answer is cached."""
+        """Stop the report readers (a file still being read is its rows' error), the workers and (if
+        owned) the engine, then the disk thread once the answers queued to it are stored. ``abort``
+        (Ctrl-C) does not wait for requests the engine is still computing; every finished answer is
+        cached."""
 
         async def _stop() -> None:
             for w in self._workers:
@@ -198,13 +199,13 @@ class Batcher:
                     self.engine.abort()
                 await self.engine.aclose()
 
+        self.reader.close()  # files still being read are their rows' errors; the texts read reach the queue first
         self._closing = True  # a read still queued that misses is that request's error, not a request asked
         try:
             self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
             self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
         finally:
             self._closing = False  # a batcher used again after it was closed starts its threads again
-        self.reader.close()
         self.cache.close()
 
     def __enter__(self) -> Batcher:

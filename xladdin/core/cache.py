@@ -6,7 +6,7 @@ output, so a result is rebuilt from it by the task's deterministic rules.
 diskcache is safe across threads and processes, so several Excel sessions and
 a nightly run can share one directory. An unusable directory degrades to no
 cache with a warning; nothing else fails. A batcher reads and writes its answers
-on one thread of its own (``DiskThread``): never on a cell's thread, never on the
+on one thread of its own (``SerialThread``): never on a cell's thread, never on the
 loop that drives the engine's requests.
 """
 
@@ -177,11 +177,12 @@ class Ticket(Future):
                 pass
 
 
-class DiskThread:
-    """The one thread a batcher's answers are read and written on, in order: a slow or locked disk
-    holds up only this thread. Started on first use, and again after ``close`` (a batcher used after
-    it was closed). Once the interpreter is exiting (its threads joined, a pool takes nothing more) a
-    call runs in the caller's thread."""
+class SerialThread:
+    """One thread that runs what is given to it, in order: a batcher's disk thread (its answers read and
+    written there: a slow or locked disk holds up only this thread), a reader's texts thread (a report
+    text read is handed to its row there). Started on first use, and again after ``close`` (a batcher
+    used after it was closed). Once the interpreter is exiting (its threads joined, a pool takes nothing
+    more) a call runs in the caller's thread."""
 
     def __init__(self, name: str = "xladdin-disk"):
         self.name = name

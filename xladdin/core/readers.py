@@ -9,6 +9,9 @@ one process per core, started when the first file needs one; plain processes of 
 makes code's readings of the text (its tables and prose figures: most of a row's CPU on a whole
 annual report), so the process that asks the engine only stores them. The text comes back as a
 future: the request goes to the engine as soon as its file is read, while the others are read.
+A text found or read is handed to its rows on the reader's texts thread (``SerialThread``): their
+requests are prepared there (a whole report's excerpt and readings), never on the disk thread, whose
+reads other rows wait for, nor on the thread that serves the reader processes.
 
 A file that hangs its reader (longer than ``timeout``) or crashes it (a malformed PDF) is that
 file's ``InputError`` naming it; its reader is replaced and the other files go on. ``close`` ends
@@ -41,7 +44,7 @@ from typing import Any
 
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
 from ..tasks import figures, known
-from .cache import Cache, DiskThread, Ticket
+from .cache import Cache, SerialThread, Ticket
 from .lifecycle import end_with_parent, watch_parent
 
 log = logging.getLogger(__name__)
@@ -157,7 +160,7 @@ class Reader:
 
     def __init__(self, cache: Cache, *, processes: int | None = None, timeout: float = READ_TIMEOUT_S,
                  read: Callable[[str, int], tuple[str, str]] = read_file, python: str | None = None,
-                 disk: DiskThread | None = None):
+                 disk: SerialThread | None = None):
         """``read``: what a reader process runs for a file (a module-level function: digest and text);
         ``python``: the interpreter of the reader processes (inside LibreOffice, not its own program);
         ``disk``: the thread the disk store is read on (a batcher's), else the caller's."""
@@ -180,6 +183,7 @@ class Reader:
         self._wake_r: socket.socket | None = None  # the reader thread's wake-up, made with the thread
         self._wake_w: socket.socket | None = None
         self._closed = False
+        self._texts_thread = SerialThread("xladdin-texts")  # a text handed to its rows (``_settle``)
 
     def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
         """``path``'s stamp and its text: at once from memory, else a future (one per file, however many
@@ -206,7 +210,7 @@ class Reader:
             if self.disk is not None:  # set before anyone else can join the job
                 job.future.read = concurrent.futures.Future()
         if self.disk is not None:
-            self.disk.submit(self._look, job).add_done_callback(lambda _: job.future.read_done())
+            self.disk.submit(self._look, job)
             return stamp, job.future
         self._look(job)
         if job.future.done() and job.future.exception() is None:
@@ -214,19 +218,40 @@ class Reader:
         return stamp, job.future
 
     def _look(self, job: _Job) -> None:
-        """``job``'s file in the disk store (its text kept, the job done), else sent to a reader (so is a
-        file whose stored text cannot be read back: read again)."""
+        """``job``'s file in the disk store (its text kept, the job done on the texts thread), else sent to
+        a reader (so is a file whose stored text cannot be read back: read again). The job's ``read`` is
+        done once its text is handed to its rows, or once the file has gone to a reader."""
         try:
             found = self._stored(job.stamp)
         except Exception as e:  # a damaged entry (its text does not decompress, its readings do not load)
             log.warning("report text of %s in the store not readable, read again: %s", job.stamp[0], e)
             found = None
-        if found is not None:
-            self._keep(job.stamp, found)
-            with self._lock:
-                self._reading.pop(job.stamp, None)
-            job.future.set_result(found)
+        if found is None:
+            try:
+                self._to_reader(job)
+            finally:
+                job.future.read_done()
             return
+        self._keep(job.stamp, found)
+        with self._lock:
+            self._reading.pop(job.stamp, None)
+        self._settle(job, found, here=self.disk is None)
+
+    def _settle(self, job: _Job, text: str, *, here: bool = False) -> None:
+        """``job``'s rows given ``text``: on the texts thread (their requests are prepared in the future's
+        callbacks), then its ``read`` done; ``here``: on this thread (a reader without a disk thread)."""
+        def settle() -> None:
+            try:
+                job.future.set_result(text)
+            finally:
+                job.future.read_done()
+
+        if here:
+            settle()
+        else:
+            self._texts_thread.submit(settle)
+
+    def _to_reader(self, job: _Job) -> None:
         with self._lock:
             if self._closed:
                 self._reading.pop(job.stamp, None)
@@ -404,7 +429,7 @@ class Reader:
             with self._lock:
                 self.files_read += 1
                 self._reading.pop(job.stamp, None)
-            job.future.set_result(text)
+            self._settle(job, text)
         else:
             self._settle_error(job, InputError(FIELD, answer[1]))
 
@@ -454,6 +479,7 @@ class Reader:
                                                     "ended first)"))
         if self._thread is not None:
             self._thread.join(5)
+        self._texts_thread.close()  # the texts already read reach their rows first
         for end in (self._wake_r, self._wake_w):
             if end is not None:
                 end.close()
