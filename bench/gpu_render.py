@@ -77,12 +77,15 @@ def _render_trials(s: dict[str, Any]) -> list[str]:
              f"The 5,400-row short pool ({s['pool']}); goal ≤ {s['goal_seconds']} s on a fresh server. {s['note']} "
              "(`bench/results/gpu.json`, `short_pool_trials`).", "",
              "| server; pool | seconds | client CPU share | front-end steps × ms | generated tokens/s "
-             "| mean ms between tokens | running (steady median) |", "|---|---|---|---|---|---|---|"]
+             "| mean ms between tokens | running (steady median) | GPU busy % (median) "
+             "| engine loop busy |", "|---|---|---|---|---|---|---|---|---|"]
     for r in s["runs"]:
-        srv = r["server"]
+        srv, prof = r["server"], r.get("profile") or {}
+        gpu = (prof.get("gpu_utilisation_pct") or {}).get("median", "")
         lines.append(f"| {r['arm']}; {r['when']} | **{r['seconds']}** | {r['client_cpu_share']} | "
                      f"{srv['engine_steps']} × {srv['ms_per_step']} | {srv['generated_tokens_per_s']} | "
-                     f"{srv['mean_inter_token_ms']} | {r['running_requests']['steady_median']} |")
+                     f"{srv['mean_inter_token_ms']} | {r['running_requests']['steady_median']} | {gpu} "
+                     f"| {prof.get('engine_main_thread_busy', '')} |")
     lines += ["", *(f"- {f}" for f in s.get("findings", []))]
     return lines
 

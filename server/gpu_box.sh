@@ -18,6 +18,10 @@
 #                                           (BENCH_FLAGS=--no-rerun: no rerun from the cache; XLADDIN_READERS=N
 #                                           for part files' reader processes)
 #                                           (URLS=http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1 for replicas)
+#   bash server/gpu_box.sh profile PARTS    bench PARTS with the GPU sampled every 250 ms (utilisation, power, SM
+#                                           clock), every process's CPU (top) and the engine core's Python stacks by py-spy
+#                                           (.gpu/run/tools/py_spy-*.whl) from PROFILE_AT s (8) for PROFILE_S s (15),
+#                                           into $PROFILE_DIR (/tmp/profile); python -m bench.engine_profile DIR sums them
 set -euo pipefail
 MAX_SEQS=${MAX_SEQS:-1024}
 BACKEND=${BACKEND:-xgrammar}  # the structured-output backend (xgrammar or guidance)
@@ -101,6 +105,25 @@ case "${1:-}" in
     python3 -m bench gpu --engine-url "${URLS-http://127.0.0.1:8000/v1}" --parts "$2" --pool .gpu/run/market.csv \
       "${docs[@]}" --server-flags "$flags" --out "${OUT_JSON:-/tmp/gpu.json}" ${BENCH_FLAGS:-}
     ;;
+  profile)
+    out=${PROFILE_DIR:-/tmp/profile}; mkdir -p "$out"
+    spy=/tmp/tools/py_spy-0.4.3.data/scripts/py-spy
+    [ -x "$spy" ] || { python3 -m zipfile -e .gpu/run/tools/py_spy-*.whl /tmp/tools && chmod +x "$spy"; }
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,power.draw,clocks.sm \
+      --format=csv,noheader,nounits -lms 250 > "$out/gpu.csv" &
+    smi=$!
+    (sleep "${PROFILE_AT:-8}"; pid=$(pgrep -f "EngineCore" | head -1)
+     top -b -n 2 -d 2 -w 250 > "$out/top.txt" 2>&1 &  # each process's CPU at that moment (the second frame)
+     "$spy" record --pid "$pid" --duration "${PROFILE_S:-15}" --rate 100 --nonblocking --threads \
+       --format speedscope --output "$out/engine.speedscope.json" > "$out/py-spy.log" 2>&1
+     "$spy" dump --pid "$pid" > "$out/engine-dump.txt" 2>&1) &
+    spied=$!
+    date +%s.%N > "$out/start"
+    bash "$0" bench "$2"
+    date +%s.%N > "$out/end"
+    wait "$spied" || true
+    kill "$smi" || true
+    ;;
   ray)
     # part ray_files: the report-file rows through ray.data.llm's vLLM processor, one engine in the job (stop the
     # servers first: the GPU is the engine's); Ray's wheel (.gpu/run/ray/*.whl, not in the bundle) installed first
@@ -110,5 +133,5 @@ case "${1:-}" in
     python3 -m bench gpu --parts ray_files --pool .gpu/run/market.csv --ray-model "$MODEL_DIR" \
       --out "${OUT_JSON:-/tmp/gpu.json}" ${BENCH_FLAGS:-}
     ;;
-  *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|ray|eval GOLD…" >&2; exit 2 ;;
+  *) echo "usage: $0 setup|serve|replicas N|gpus N|stop|bench PARTS|profile PARTS|ray|eval GOLD…" >&2; exit 2 ;;
 esac
