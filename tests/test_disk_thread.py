@@ -214,7 +214,22 @@ def test_an_identical_request_answered_between_a_miss_and_its_queueing_is_asked_
 
 def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_path, monkeypatch, capsys):
     """``xladdin screen`` of a pool, twice: the rows are read once each, on the disk thread (the main thread
-    only prepares them), and their answers written there; the rerun reads each once and asks nothing."""
+    only prepares them), and their answers written there; the rerun reads each once and asks nothing. What
+    the engine's start reads and writes in the side store (the server's model, tokens per character) is on
+    the disk thread too, never on the loop that drives the requests."""
+    side: list[tuple[str, str, str]] = []
+
+    def recording(op):
+        real = getattr(Cache, op)
+
+        def recorded(self, name, *value):
+            side.append((op, name.partition("@")[0], threading.current_thread().name))
+            return real(self, name, *value)
+        return recorded
+
+    for op in ("get_meta", "set_meta"):
+        monkeypatch.setattr(Cache, op, recording(op))
+
     def chat(body):
         data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
                 "choices": [{"index": 0, "finish_reason": "stop",
@@ -241,6 +256,8 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
         server.close()
     assert runs == [(len(ROWS), len(ROWS), len(ROWS)), (2 * len(ROWS), len(ROWS), len(ROWS))]
     assert threads(disk) == {DISK_THREAD}, disk
+    assert {("set_meta", "model"), ("get_meta", "tokens_per_char")} <= {(op, name) for op, name, _ in side}, side
+    assert threads(side) == {DISK_THREAD}, side
 
 
 def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_disk_thread(tmp_path, monkeypatch):

@@ -104,7 +104,7 @@ class Batcher:
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
-        self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens)
+        self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens, disk=self.disk)
         self.requests = Requests(engine, self.params, self.context)
         self.reader = Reader(cache, disk=self.disk)  # report files, read once in reader processes (started when needed)
 
@@ -143,12 +143,13 @@ class Batcher:
 
     async def _start_engine(self) -> None:
         """Start the engine; an offline server seen before is known by the model id it had, so the
-        answers already cached for it are still served (misses report the engine offline)."""
+        answers already cached for it are still served (misses report the engine offline). The side
+        store is read and written on the disk thread, as the answers are."""
         url = self.engine.server_url
         try:
             learned = await self.engine.start()
         except EngineOffline:
-            remembered = self.cache.get_meta(f"model@{url}") if url else None
+            remembered = await self.disk.run(self.cache.get_meta, f"model@{url}") if url else None
             if not remembered:
                 raise
             self.engine.model_id = remembered
@@ -156,7 +157,7 @@ class Batcher:
         else:
             self.learned = self._learned(learned)
             if url:
-                self.cache.set_meta(f"model@{url}", self.learned.model_id)
+                await self.disk.run(self.cache.set_meta, f"model@{url}", self.learned.model_id)
         await self.context.measure()
 
     def _learned(self, learned: Any) -> Started:

@@ -12,6 +12,7 @@ loop that drives the engine's requests.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -204,6 +205,10 @@ class SerialThread:
             except BaseException as e:
                 done.set_exception(e)
             return done
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the thread, awaited (from the loop: the loop thread reads no disk)."""
+        return await asyncio.wrap_future(self.submit(fn, *args))
 
     def close(self, last: Callable[[], Any] | None = None) -> None:
         """Stop the thread once everything queued has run (the answers still to store), ``last`` after

@@ -14,7 +14,7 @@ from typing import Any
 from ..engine import Engine
 from ..errors import XladdinError
 from ..tasks.base import Task
-from .cache import Cache
+from .cache import Cache, SerialThread
 
 # Sizing the report text to the engine's context (``fit``): a sample of report prose measured in the
 # model's own tokens once per model, the row's other fields and the chat template, a safety margin.
@@ -29,9 +29,12 @@ DEFAULT_CONTEXT = 4096
 class ContextFit:
     """Tasks sized to one engine's context (``fit``), from the tokens per character measured once."""
 
-    def __init__(self, engine: Engine, cache: Cache, max_tokens: int, text_tokens: int):
+    def __init__(self, engine: Engine, cache: Cache, max_tokens: int, text_tokens: int, *,
+                 disk: SerialThread | None = None):
+        """``disk``: the thread the side store is read and written on (a batcher's), else the caller's."""
         self.engine = engine
         self.cache = cache
+        self.disk = disk
         self.max_tokens = max_tokens
         self.text_tokens = text_tokens
         self.tokens_per_char: float | None = None  # measured when the engine has started
@@ -41,7 +44,7 @@ class ContextFit:
         """Tokens per character of report prose in this model's tokenizer: counted by the engine once
         per model and remembered in the cache's side store (so a cached run never loads weights for it)."""
         meta = f"tokens_per_char@{self.engine.model_id}"
-        known = self.cache.get_meta(meta)
+        known = await self._side(self.cache.get_meta, meta)
         if isinstance(known, float):
             self.tokens_per_char = known
             return
@@ -51,7 +54,10 @@ class ContextFit:
             counted = None
         if counted:
             self.tokens_per_char = counted / len(TOKEN_SAMPLE)
-            self.cache.set_meta(meta, self.tokens_per_char)
+            await self._side(self.cache.set_meta, meta, self.tokens_per_char)
+
+    async def _side(self, fn: Any, *args: Any) -> Any:
+        return fn(*args) if self.disk is None else await self.disk.run(fn, *args)
 
     def fit(self, task: Task) -> Task:
         """``task`` with its report text sized to the engine: the context (vLLM's ``max_model_len``,
