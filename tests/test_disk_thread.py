@@ -59,6 +59,28 @@ def reopen(tmp_path, recalculated) -> tuple[CellRuntime, ScriptedEngine]:
     return rt, engine
 
 
+def report_book(tmp_path) -> tuple:
+    """A workbook's folder holding one annual report, and a row naming it (the workbook's path, the row)."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    book = tmp_path / "book" / "pool.xlsx"
+    book.parent.mkdir()
+    make_pdf(book.parent / "688001_年报.pdf", [PAGE_1, PAGE_2])
+    return book, [688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf"]
+
+
+def file_session(tmp_path, recalculated=None) -> CellRuntime:
+    """One Excel session of that workbook: a runtime on the cache in ``tmp_path``, its engine started."""
+    from xladdin.settings import Settings
+
+    rt = CellRuntime(Settings.load({"cache_dir": tmp_path / "c"}),
+                     batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c"),
+                                     window_ms=0), rewrite=recalculated)
+    udfs.set_runtime(rt)
+    rt.batcher.start()
+    return rt
+
+
 def test_a_reopened_workbook_gets_its_values_at_once_read_on_the_disk_thread(tmp_path, monkeypatch):
     fill(tmp_path)
     disk = record_disk(monkeypatch)
@@ -264,25 +286,11 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
     """A row naming its report file, in a workbook opened again: the file's text comes from the store of texts
     and its answer from the cache, both read on the disk thread (the cell's thread reads no disk: a stat of
     the file only), and the cell shows its value on its first call, no reader process started."""
-    from test_documents import PAGE_1, PAGE_2, make_pdf
-
     from xladdin.core.cache import Cache as CacheClass
-    from xladdin.settings import Settings
 
-    book = tmp_path / "book" / "pool.xlsx"
-    book.parent.mkdir()
-    make_pdf(book.parent / "688001_年报.pdf", [PAGE_1, PAGE_2])
-    row = [688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf"]
-    settings = Settings.load({"cache_dir": tmp_path / "c"})
+    book, row = report_book(tmp_path)
 
-    def session(recalculated=None):
-        rt = CellRuntime(settings, batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")),
-                                                   Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated)
-        udfs.set_runtime(rt)
-        rt.batcher.start()
-        return rt
-
-    first = session()
+    first = file_session(tmp_path)
     try:  # the first session: the file read by a reader process, its answer cached (no rewrite: the call waits)
         assert udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0][0] == "688001.SH"
     finally:
@@ -299,7 +307,7 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
     monkeypatch.setattr(CacheClass, "get_document", reading)
     disk = record_disk(monkeypatch)
     recalculated = Recalculated()
-    rt = session(recalculated)
+    rt = file_session(tmp_path, recalculated)
     try:
         shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
         assert shown[0] == "688001.SH" and shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"  # at once
@@ -317,15 +325,7 @@ def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monke
     opened again): its row's request is prepared on the reader's texts thread, never on the disk thread
     (another row's read would wait behind a whole report's excerpt and readings) nor on the thread that
     serves the reader processes; the reopened cell still shows its value on its first call."""
-    from test_documents import PAGE_1, PAGE_2, make_pdf
-
-    from xladdin.settings import Settings
-
-    book = tmp_path / "book" / "pool.xlsx"
-    book.parent.mkdir()
-    make_pdf(book.parent / "688001_年报.pdf", [PAGE_1, PAGE_2])
-    row = [688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf"]
-    settings = Settings.load({"cache_dir": tmp_path / "c"})
+    book, row = report_book(tmp_path)
     prepared: list[str] = []
     prepare = Batcher.prepare
 
@@ -335,17 +335,9 @@ def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monke
         return prepare(self, task, inp)
 
     monkeypatch.setattr(Batcher, "prepare", recorded)
-
-    def session(recalculated=None):
-        rt = CellRuntime(settings, batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")),
-                                                   Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated)
-        udfs.set_runtime(rt)
-        rt.batcher.start()
-        return rt
-
     for reopened in (False, True):
         recalculated = Recalculated() if reopened else None
-        rt = session(recalculated)
+        rt = file_session(tmp_path, recalculated)
         try:
             shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
             assert shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
