@@ -379,6 +379,74 @@ def test_reads_still_queued_when_the_batcher_closes_are_their_rows_errors(tmp_pa
     assert engine.calls == []
 
 
+def test_a_reader_that_will_not_end_still_stops_the_engine_and_the_threads(tmp_path, monkeypatch):
+    """Closing while a reader process will not end (or a second Ctrl-C while close waits for it): the error
+    comes out, and the engine is still closed and the batcher's threads stopped, none left running."""
+    from xladdin.core.readers import Reader
+
+    def stuck(self):
+        raise KeyboardInterrupt
+
+    before = set(threading.enumerate())
+    engine = ScriptedEngine(lambda _: screen_answer("经营稳健"))
+    batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0, own_engine=True)
+    batcher.start()
+    batcher.disk.submit(lambda: None).result()
+    ours = {t for t in threading.enumerate() if t.name.startswith(("xladdin-batcher", DISK_THREAD))} - before
+    assert len(ours) == 2, ours  # its loop thread and its disk thread
+    monkeypatch.setattr(Reader, "close", stuck)
+    with pytest.raises(KeyboardInterrupt):
+        batcher.close(abort=True)
+    assert engine.closed
+    assert wait_until(lambda: not any(t.is_alive() for t in ours)), ours
+
+
+def test_closing_while_a_stored_text_is_found_makes_the_row_its_error_and_leaves_no_thread(tmp_path, monkeypatch):
+    """Excel closes the workbook while the disk thread is finding a report file's text in the store: the row is
+    its error ("the run ended first"), and no texts thread is started again after the close (the text is
+    never handed to rows the close has failed)."""
+    from xladdin.core.readers import Reader
+
+    book, row = report_book(tmp_path)
+    first = file_session(tmp_path)
+    try:  # the file read, its text stored
+        assert udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0][0] == "688001.SH"
+    finally:
+        udfs.set_runtime(None)
+        first.close()
+    looking, closed, jobs = threading.Event(), threading.Event(), []
+    real_look, real_keep, real_close = Reader._look, Reader._keep, Reader.close
+
+    def look(self, job):
+        jobs.append(job)
+        return real_look(self, job)
+
+    def keep(self, stamp, text):  # the text found on the disk thread: held there until the reader has closed
+        if threading.current_thread().name.startswith(DISK_THREAD):
+            looking.set()
+            closed.wait(10)
+        return real_keep(self, stamp, text)
+
+    def close(self):
+        real_close(self)
+        closed.set()
+
+    for name, fn in (("_look", look), ("_keep", keep), ("close", close)):
+        monkeypatch.setattr(Reader, name, fn)
+    before = set(threading.enumerate())
+    rt = file_session(tmp_path, Recalculated())
+    try:
+        udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))
+        assert looking.wait(10)
+    finally:
+        udfs.set_runtime(None)
+        rt.close()
+    assert len(jobs) == 1 and jobs[0].future.done()
+    assert "ended first" in str(jobs[0].future.exception())
+    started = {t for t in threading.enumerate() if t.name.startswith("xladdin-texts")} - before
+    assert not started, started  # the texts thread closed, and not started again
+
+
 def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path, monkeypatch):
     """The store's compressed text of a file cannot be read back (a damaged entry): the file is read again by
     a reader, and the row gets its value (before, the row waited for ever)."""

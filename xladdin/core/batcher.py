@@ -200,11 +200,13 @@ class Batcher:
                     self.engine.abort()
                 await self.engine.aclose()
 
-        self.reader.close()  # files still being read are their rows' errors; the texts read reach the queue first
         self._closing = True  # a read still queued that misses is that request's error, not a request asked
         try:
-            self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
-            self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
+            try:
+                self.reader.close()  # files still being read are their rows' errors
+            finally:  # a reader that will not end (or a second Ctrl-C) still stops the engine and the threads
+                self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
+                self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
         finally:
             self._closing = False  # a batcher used again after it was closed starts its threads again
         self.cache.close()

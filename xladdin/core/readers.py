@@ -233,23 +233,28 @@ class Reader:
                 job.future.read_done()
             return
         self._keep(job.stamp, found)
-        with self._lock:
-            self._reading.pop(job.stamp, None)
         self._settle(job, found, here=self.disk is None)
 
     def _settle(self, job: _Job, text: str, *, here: bool = False) -> None:
         """``job``'s rows given ``text``: on the texts thread (their requests are prepared in the future's
-        callbacks), then its ``read`` done; ``here``: on this thread (a reader without a disk thread)."""
+        callbacks), then its ``read`` done; ``here``: on this thread (a reader without a disk thread). The
+        job leaves the files being read and goes to the texts thread under the lock ``close`` takes, so
+        either ``close`` fails it or the texts thread has it before it is closed; never neither."""
         def settle() -> None:
             try:
                 job.future.set_result(text)
             finally:
                 job.future.read_done()
 
-        if here:
-            settle()
-        else:
-            self._texts_thread.submit(settle)
+        with self._lock:
+            self._reading.pop(job.stamp, None)
+            if self._closed:  # ``close`` has failed it already
+                job.future.read_done()
+                return
+            if not here:
+                self._texts_thread.submit(settle)
+                return
+        settle()
 
     def _to_reader(self, job: _Job) -> None:
         with self._lock:
@@ -428,7 +433,6 @@ class Reader:
             self._keep(job.stamp, text)
             with self._lock:
                 self.files_read += 1
-                self._reading.pop(job.stamp, None)
             self._settle(job, text)
         else:
             self._settle_error(job, InputError(FIELD, answer[1]))
