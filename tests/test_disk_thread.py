@@ -447,6 +447,42 @@ def test_closing_while_a_stored_text_is_found_makes_the_row_its_error_and_leaves
     assert not started, started  # the texts thread closed, and not started again
 
 
+def test_a_miss_handed_to_the_loop_as_the_batcher_closes_is_its_row_s_error(tmp_path, monkeypatch):
+    """A miss read on the disk thread just as the batcher closes (Ctrl-C): handed to the loop before the close
+    begins (and ended with what the loop holds), or not at all; never to a new loop the close has not stopped,
+    where its row would wait for ever."""
+    from xladdin.core.lifecycle import LoopThread
+
+    engine = ScriptedEngine(lambda _: screen_answer("经营稳健"), delay=30)
+    batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
+    batcher.start()
+    stopping = threading.Event()
+    real_stop, real_submit = LoopThread.stop, LoopThread.submit
+
+    def stop(self, *args, **kwargs):
+        stopping.set()
+        return real_stop(self, *args, **kwargs)
+
+    def submit(self, coro):  # a miss handed over: only once the close has begun (or 1 s on)
+        if threading.current_thread().name.startswith(DISK_THREAD):
+            stopping.wait(1)
+        return real_submit(self, coro)
+
+    monkeypatch.setattr(LoopThread, "stop", stop)
+    monkeypatch.setattr(LoopThread, "submit", submit)
+    task = ScreenTask()
+    ticket = batcher.resolve(task, task.parse({"code": 600000, "name": "公司0"}))
+    time.sleep(0.2)  # the miss is on its way to the loop
+    closing = threading.Thread(target=batcher.close, kwargs={"abort": True})
+    closing.start()
+    closing.join(30)
+    assert not closing.is_alive()
+    assert wait_until(ticket.done, timeout=10), "the row waits for ever"
+    # failed with what the loop held: cancelled in the engine (Ctrl-C) or its error
+    assert ticket.cancelled() or "closed before the answer arrived" in str(ticket.exception())
+    assert batcher.loop.loop is None  # no loop started again after the close
+
+
 def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path, monkeypatch):
     """The store's compressed text of a file cannot be read back (a damaged entry): the file is read again by
     a reader, and the row gets its value (before, the row waited for ever)."""

@@ -104,6 +104,7 @@ class Batcher:
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
+        self._closing_lock = threading.Lock()  # a miss is handed to the loop before ``close`` begins, or not at all
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens, disk=self.disk)
         self.requests = Requests(engine, self.params, self.context)
         self.reader = Reader(cache, disk=self.disk)  # report files, read once in reader processes (started when needed)
@@ -200,7 +201,8 @@ class Batcher:
                     self.engine.abort()
                 await self.engine.aclose()
 
-        self._closing = True  # a read still queued that misses is that request's error, not a request asked
+        with self._closing_lock:
+            self._closing = True  # a read still queued that misses is that request's error, not a request asked
         try:
             try:
                 self.reader.close()  # files still being read are their rows' errors
@@ -382,10 +384,11 @@ class Batcher:
             return None
         try:
             hit = self._from_cache(request)
-            if hit is None and self._closing:  # its loop has stopped: no worker would ever take it
-                raise XladdinError("closed before the answer arrived")
             if hit is None:
-                asked = self.loop.submit(self._ask(request))
+                with self._closing_lock:  # on the loop before ``close`` stops it (and fails what it holds)
+                    if self._closing:  # its loop has stopped: no worker would ever take it
+                        raise XladdinError("closed before the answer arrived")
+                    asked = self.loop.submit(self._ask(request))
                 ticket.add_done_callback(lambda t: t.cancelled() and asked.cancel())
                 asked.add_done_callback(functools.partial(_forward, ticket))
                 return None
