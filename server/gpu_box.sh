@@ -22,6 +22,7 @@
 #                                           clock), every process's CPU (top) and the engine core's Python stacks by py-spy
 #                                           (.gpu/run/tools/py_spy-*.whl) from PROFILE_AT s (8) for PROFILE_S s (15),
 #                                           into $PROFILE_DIR (/tmp/profile); python -m bench.engine_profile DIR sums them
+#                                           (a device call brings back at most 8 files of $OUT: tar the folder there)
 set -euo pipefail
 MAX_SEQS=${MAX_SEQS:-1024}
 BACKEND=${BACKEND:-xgrammar}  # the structured-output backend (xgrammar or guidance)
