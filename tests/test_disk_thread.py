@@ -483,6 +483,29 @@ def test_a_miss_handed_to_the_loop_as_the_batcher_closes_is_its_row_s_error(tmp_
     assert batcher.loop.loop is None  # no loop started again after the close
 
 
+def test_a_batcher_used_again_after_close_answers_and_a_call_during_close_starts_nothing(tmp_path):
+    """A call that reaches a batcher while it closes is its row's error and starts no loop nor engine again;
+    the same batcher used once it has closed starts its engine and workers again and answers (its rows
+    waited for ever: the old workers were gone, and it still said it was ready)."""
+    engine = ScriptedEngine(lambda _: screen_answer("经营稳健"))
+    batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
+    task = ScreenTask()
+    batcher._closing = True  # as ``close`` sets it, before it stops the loop
+    during = batcher.resolve(task, task.parse({"code": 600000, "name": "公司0"}))
+    assert "closed before the answer arrived" in str(during.exception(timeout=5))
+    assert batcher.loop.loop is None and not batcher.ready  # nothing started
+    batcher._closing = False
+    first = batcher.resolve(task, task.parse({"code": 600001, "name": "公司1"}))
+    assert first.result(timeout=10).reason == "经营稳健"
+    batcher.close()
+    again = batcher.resolve(task, task.parse({"code": 600002, "name": "公司2"}))
+    try:
+        assert again.result(timeout=10).reason == "经营稳健"
+        assert len(engine.calls) == 2
+    finally:
+        batcher.close()
+
+
 def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path, monkeypatch):
     """The store's compressed text of a file cannot be read back (a damaged entry): the file is read again by
     a reader, and the row gets its value (before, the row waited for ever)."""

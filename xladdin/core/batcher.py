@@ -208,6 +208,7 @@ class Batcher:
                 self.reader.close()  # files still being read are their rows' errors
             finally:  # a reader that will not end (or a second Ctrl-C) still stops the engine and the threads
                 self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
+                self._workers = []  # ended with the loop: used again, the batcher starts the engine and them again
                 self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
         finally:
             self._closing = False  # a batcher used again after it was closed starts its threads again
@@ -368,9 +369,14 @@ class Batcher:
         result is the caller's to keep (``Resolver``): nothing here remembers it but the disk cache and
         the answers stored lately."""
         if not self.ready:
-            self.loop.get()
-            self.shared_start.raise_recent_failure()
-            return self.loop.submit(self._start_then_ask(task, inp))
+            with self._closing_lock:  # never a loop (and an engine) started again by a call during ``close``
+                if self._closing:
+                    closed = Ticket()
+                    closed.set_exception(XladdinError("closed before the answer arrived"))
+                    return closed
+                self.loop.get()
+                self.shared_start.raise_recent_failure()
+                return self.loop.submit(self._start_then_ask(task, inp))
         request = self.prepare(task, inp)
         ticket = Ticket()
         ticket.read = self.disk.submit(self._read, request, ticket)

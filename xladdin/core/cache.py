@@ -192,19 +192,26 @@ class SerialThread:
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """A future of ``fn(*args)``, run on the thread after everything submitted before it."""
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-            pool = self._pool
-        try:
-            return pool.submit(fn, *args)
-        except RuntimeError:  # shut down (the interpreter is exiting, or closed meanwhile): run it here
+        queued = self.queue(fn, *args)
+        if queued is None:  # shut down (the interpreter is exiting, or closed meanwhile): run it here
             done: Future = Future()
             try:
                 done.set_result(fn(*args))
             except BaseException as e:
                 done.set_exception(e)
             return done
+        return queued
+
+    def queue(self, fn: Callable[..., Any], *args: Any) -> Future | None:
+        """``submit`` without running ``fn`` here: ``None`` when the thread takes nothing more."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+            pool = self._pool
+        try:
+            return pool.submit(fn, *args)
+        except RuntimeError:
+            return None
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the thread, awaited (from the loop: the loop thread reads no disk)."""

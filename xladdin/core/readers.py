@@ -70,6 +70,14 @@ class _Job:
     future: Ticket = field(default_factory=Ticket)
 
 
+def _fail(job: _Job, error: Exception) -> None:
+    """``job``'s rows given ``error``, unless another thread settled it first (``close`` racing a reader)."""
+    try:
+        job.future.set_exception(error)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
 @dataclass
 class _Worker:
     process: Any
@@ -238,23 +246,22 @@ class Reader:
     def _settle(self, job: _Job, text: str, *, here: bool = False) -> None:
         """``job``'s rows given ``text``: on the texts thread (their requests are prepared in the future's
         callbacks), then its ``read`` done; ``here``: on this thread (a reader without a disk thread). The
-        job leaves the files being read and goes to the texts thread under the lock ``close`` takes, so
-        either ``close`` fails it or the texts thread has it before it is closed; never neither."""
+        job leaves the files being read and is queued on the texts thread under the lock ``close`` takes,
+        so either ``close`` fails it or the texts thread has it before ``close`` closes that thread."""
         def settle() -> None:
             try:
                 job.future.set_result(text)
             finally:
                 job.future.read_done()
 
-        with self._lock:
+        with self._lock:  # queued under the lock; never run holding it (a row's callbacks may ask for texts)
             self._reading.pop(job.stamp, None)
-            if self._closed:  # ``close`` has failed it already
-                job.future.read_done()
-                return
-            if not here:
-                self._texts_thread.submit(settle)
-                return
-        settle()
+            failed = self._closed  # ``close`` has failed it already
+            queued = not failed and not here and self._texts_thread.queue(settle) is not None
+        if failed:
+            job.future.read_done()
+        elif not queued:  # no disk thread, or the interpreter is exiting
+            settle()
 
     def _to_reader(self, job: _Job) -> None:
         with self._lock:
@@ -270,7 +277,7 @@ class Reader:
                     self._thread = threading.Thread(target=self._dispatch, name="xladdin-readers", daemon=True)
                     self._thread.start()
         if closed is not None:
-            job.future.set_exception(closed)
+            _fail(job, closed)
             return
         self._wake()
 
@@ -356,9 +363,8 @@ class Reader:
                 self._reading.clear()
                 self._queue.clear()
             for job in waiting:
-                if not job.future.done():
-                    job.future.set_exception(InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the "
-                                                        f"report readers failed: {e.__class__.__name__}: {e})"))
+                _fail(job, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the report readers "
+                                             f"failed: {e.__class__.__name__}: {e})"))
 
     def _serve_files(self) -> None:
         while True:
@@ -456,7 +462,7 @@ class Reader:
             self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
             self._errors[job.stamp] = (time.monotonic(), error)
             self._reading.pop(job.stamp, None)
-        job.future.set_exception(error)
+        _fail(job, error)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -478,9 +484,7 @@ class Reader:
             w.process.wait(5)
             w.conn.close()
         for job in waiting:
-            if not job.future.done():
-                job.future.set_exception(InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run "
-                                                    "ended first)"))
+            _fail(job, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run ended first)"))
         if self._thread is not None:
             self._thread.join(5)
         self._texts_thread.close()  # the texts already read reach their rows first
