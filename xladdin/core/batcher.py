@@ -43,7 +43,7 @@ from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, Eng
 from ..settings import Settings
 from ..tasks.base import Task
 from . import inflight
-from .cache import Cache, SerialThread, Ticket
+from .cache import Cache, SerialThread, Ticket, settle
 from .fitting import ContextFit
 from .inflight import Window
 from .lifecycle import LoopThread, SharedStart
@@ -399,11 +399,11 @@ class Batcher:
                 asked.add_done_callback(functools.partial(_forward, ticket))
                 return None
         except XladdinError as e:
-            _settle(ticket, e, error=True)
+            settle(ticket, e, error=True)
         except Exception as e:  # a bug in one row fails only that row
-            _settle(ticket, internal_error(e), error=True)
+            settle(ticket, internal_error(e), error=True)
         else:
-            _settle(ticket, hit)
+            settle(ticket, hit)
             return hit
         return None
 
@@ -437,7 +437,7 @@ class Batcher:
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
         await self._ensure_started()
         request = self.prepare(task, inp)  # keyed now the engine has named its model
-        hit = await asyncio.wrap_future(self.disk.submit(self._from_cache, request))
+        hit = await self.disk.run(self._from_cache, request)
         return hit if hit is not None else await self._ask(request)
 
     async def _ask(self, request: Prepared) -> Any:
@@ -476,22 +476,11 @@ class Batcher:
         return request.finish(out, False)
 
 
-def _settle(ticket: concurrent.futures.Future, value: Any, *, error: bool = False) -> None:
-    """``ticket`` settled with ``value`` (an exception when ``error``), unless it was cancelled."""
-    try:
-        if error:
-            ticket.set_exception(value)
-        else:
-            ticket.set_result(value)
-    except concurrent.futures.InvalidStateError:
-        pass  # cancelled meanwhile
-
-
 def _forward(ticket: concurrent.futures.Future, asked: concurrent.futures.Future) -> None:
     """The loop's outcome of a request (``asked``) as its ticket's."""
     if asked.cancelled():
         ticket.cancel()
     elif asked.exception() is not None:
-        _settle(ticket, asked.exception(), error=True)
+        settle(ticket, asked.exception(), error=True)
     else:
-        _settle(ticket, asked.result())
+        settle(ticket, asked.result())

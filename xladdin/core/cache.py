@@ -160,6 +160,18 @@ class Cache:
                 store.close()
 
 
+def settle(future: Future, value: Any, *, error: bool = False) -> None:
+    """``future`` settled with ``value`` (an exception when ``error``), unless it was settled or
+    cancelled first (the threads that may end it race)."""
+    try:
+        if error:
+            future.set_exception(value)
+        else:
+            future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
 class Ticket(Future):
     """A request's future, and ``read``: the future of its disk read (the answer cache's, or a report
     file's text in the store), done once that read is: a hit has then settled the ticket, a miss has
@@ -172,10 +184,7 @@ class Ticket(Future):
     def read_done(self) -> None:
         """``read`` done, once (the callbacks that may end it race)."""
         if self.read is not None:
-            try:
-                self.read.set_result(None)
-            except InvalidStateError:
-                pass
+            settle(self.read, None)
 
 
 class SerialThread:

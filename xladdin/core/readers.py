@@ -44,7 +44,7 @@ from typing import Any
 
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
 from ..tasks import figures, known
-from .cache import Cache, SerialThread, Ticket
+from .cache import Cache, SerialThread, Ticket, settle
 from .lifecycle import end_with_parent, watch_parent
 
 log = logging.getLogger(__name__)
@@ -68,14 +68,6 @@ class _Job:
     stamp: Stamp
     max_bytes: int
     future: Ticket = field(default_factory=Ticket)
-
-
-def _fail(job: _Job, error: Exception) -> None:
-    """``job``'s rows given ``error``, unless another thread settled it first (``close`` racing a reader)."""
-    try:
-        job.future.set_exception(error)
-    except concurrent.futures.InvalidStateError:
-        pass
 
 
 @dataclass
@@ -191,7 +183,7 @@ class Reader:
         self._wake_r: socket.socket | None = None  # the reader thread's wake-up, made with the thread
         self._wake_w: socket.socket | None = None
         self._closed = False
-        self._texts_thread = SerialThread("xladdin-texts")  # a text handed to its rows (``_settle``)
+        self._texts_thread = SerialThread("xladdin-texts")  # a text handed to its rows (``_hand_on``)
 
     def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
         """``path``'s stamp and its text: at once from memory, else a future (one per file, however many
@@ -241,27 +233,27 @@ class Reader:
                 job.future.read_done()
             return
         self._keep(job.stamp, found)
-        self._settle(job, found, here=self.disk is None)
+        self._hand_on(job, found, here=self.disk is None)
 
-    def _settle(self, job: _Job, text: str, *, here: bool = False) -> None:
+    def _hand_on(self, job: _Job, text: str, *, here: bool = False) -> None:
         """``job``'s rows given ``text``: on the texts thread (their requests are prepared in the future's
         callbacks), then its ``read`` done; ``here``: on this thread (a reader without a disk thread). The
         job leaves the files being read and is queued on the texts thread under the lock ``close`` takes,
         so either ``close`` fails it or the texts thread has it before ``close`` closes that thread."""
-        def settle() -> None:
+        def deliver() -> None:
             try:
-                job.future.set_result(text)
+                settle(job.future, text)
             finally:
                 job.future.read_done()
 
         with self._lock:  # queued under the lock; never run holding it (a row's callbacks may ask for texts)
             self._reading.pop(job.stamp, None)
             failed = self._closed  # ``close`` has failed it already
-            queued = not failed and not here and self._texts_thread.queue(settle) is not None
+            queued = not failed and not here and self._texts_thread.queue(deliver) is not None
         if failed:
             job.future.read_done()
         elif not queued:  # no disk thread, or the interpreter is exiting
-            settle()
+            deliver()
 
     def _to_reader(self, job: _Job) -> None:
         with self._lock:
@@ -277,7 +269,7 @@ class Reader:
                     self._thread = threading.Thread(target=self._dispatch, name="xladdin-readers", daemon=True)
                     self._thread.start()
         if closed is not None:
-            _fail(job, closed)
+            settle(job.future, closed, error=True)
             return
         self._wake()
 
@@ -363,8 +355,8 @@ class Reader:
                 self._reading.clear()
                 self._queue.clear()
             for job in waiting:
-                _fail(job, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the report readers "
-                                             f"failed: {e.__class__.__name__}: {e})"))
+                settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the report "
+                                              f"readers failed: {e.__class__.__name__}: {e})"), error=True)
 
     def _serve_files(self) -> None:
         while True:
@@ -439,7 +431,7 @@ class Reader:
             self._keep(job.stamp, text)
             with self._lock:
                 self.files_read += 1
-            self._settle(job, text)
+            self._hand_on(job, text)
         else:
             self._settle_error(job, InputError(FIELD, answer[1]))
 
@@ -462,7 +454,7 @@ class Reader:
             self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
             self._errors[job.stamp] = (time.monotonic(), error)
             self._reading.pop(job.stamp, None)
-        _fail(job, error)
+        settle(job.future, error, error=True)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
@@ -484,7 +476,8 @@ class Reader:
             w.process.wait(5)
             w.conn.close()
         for job in waiting:
-            _fail(job, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run ended first)"))
+            settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run ended "
+                                          "first)"), error=True)
         if self._thread is not None:
             self._thread.join(5)
         self._texts_thread.close()  # the texts already read reach their rows first
