@@ -27,7 +27,7 @@ ALL = profiles.load_profiles()
 
 def test_profiles_each_explained():
     assert {"qwen3.5-9b-24gb", "qwen3-8b-awq-16gb", "qwen3-30b-a3b-awq-24gb", "qwen3.5-9b-80gb", "qwen3-8b-h200",
-            "qwen3-8b-fp8-h100"} <= set(ALL)
+            "qwen3-8b-fp8-h100", "qwen3-8b-fp8-h200"} <= set(ALL)
     for p in ALL.values():
         for key in ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "disable_thinking"):
             assert p.why.get(key), (p.name, key)
@@ -52,7 +52,7 @@ def test_command_is_valid_for_vllm(name):
         assert json.loads(args["--compilation-config"]) == {"max_cudagraph_capture_size": 1024}
     else:
         assert "--compilation-config" not in args
-    if name == "qwen3-8b-h200":  # document rows are mostly prefill: 16,384 tokens per engine step, as measured
+    if name in ("qwen3-8b-h200", "qwen3-8b-fp8-h200"):  # document rows are mostly prefill: 16,384 tokens a step
         assert args["--max-num-batched-tokens"] == "16384"
     else:
         assert "--max-num-batched-tokens" not in args
@@ -71,6 +71,17 @@ def test_removed_flags_are_rejected(flag):
         profiles.check_flags(["vllm", "serve", "m", flag, "1"])
     with pytest.raises(ConfigError, match="not known"):
         profiles.check_flags(["vllm", "serve", "m", "--made-up-flag", "1"])
+
+
+def test_fp8_h200_profile_is_the_h200_profile_with_fp8_weights():
+    """What box 9 measured (bench/results/gpu.json, short_pool_trials): the H200 whole-pool flags plus
+    --quantization fp8, never picked by auto (FP8 may change a figure)."""
+    bf16, fp8 = ALL["qwen3-8b-h200"], ALL["qwen3-8b-fp8-h200"]
+    assert not fp8.auto and fp8.quantization == "fp8" and bf16.quantization is None
+    extra = profiles.vllm_command(fp8)
+    assert extra[extra.index("--quantization") + 1] == "fp8"
+    i = extra.index("--quantization")
+    assert extra[:i] + extra[i + 2:] == profiles.vllm_command(bf16)
 
 
 def test_auto_profile_by_gpu_memory():

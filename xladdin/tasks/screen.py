@@ -188,7 +188,7 @@ def _schema_without(names: frozenset[str]) -> dict[str, Any]:
 
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     name: ClassVar[str] = "screen"
-    version: ClassVar[str] = "screen-8"
+    version: ClassVar[str] = "screen-9"
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
