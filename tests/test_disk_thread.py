@@ -506,6 +506,27 @@ def test_a_batcher_used_again_after_close_answers_and_a_call_during_close_starts
         batcher.close()
 
 
+def test_a_batcher_used_again_after_close_reads_report_files_again(tmp_path):
+    """A workbook's batcher closed, then used again (a cell recalculated after it): a report file not read
+    before is read by a reader process again and its row gets its value (before, its readers stayed closed
+    and every such row was "not read (the run is ending)")."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    book, row = report_book(tmp_path)
+    make_pdf(book.parent / "688002_年报.pdf", [PAGE_1, PAGE_2])  # another file: not read before
+    rt = file_session(tmp_path)  # no recalculation: a cell waits for its value
+    try:
+        assert udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0][0] == "688001.SH"
+        rt.batcher.close()
+        second = [688002.0, "华兴二号", "设备", -40.0, None, None, "688002_年报.pdf"]
+        value = udfs.QWEN_SCREEN([second], False, None, Caller("$L$3", book=book))[0]
+        assert value[0] == "688002.SH" and value[cells.SPILL_FIELDS.index("reason")] == "经营稳健", value
+        assert rt.batcher.reader.files_read == 2
+    finally:
+        udfs.set_runtime(None)
+        rt.close()
+
+
 def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path, monkeypatch):
     """The store's compressed text of a file cannot be read back (a damaged entry): the file is read again by
     a reader, and the row gets its value (before, the row waited for ever)."""

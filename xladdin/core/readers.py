@@ -68,6 +68,7 @@ class _Job:
     stamp: Stamp
     max_bytes: int
     future: Ticket = field(default_factory=Ticket)
+    run: int = 0  # the reader's run it was asked in: a close ends that run (its jobs failed by it)
 
 
 @dataclass
@@ -183,6 +184,7 @@ class Reader:
         self._wake_r: socket.socket | None = None  # the reader thread's wake-up, made with the thread
         self._wake_w: socket.socket | None = None
         self._closed = False
+        self._run = 0  # how many times the reader has closed: a job of an earlier run is failed already
         self._texts_thread = SerialThread("xladdin-texts")  # a text handed to its rows (``_hand_on``)
 
     def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
@@ -206,7 +208,7 @@ class Reader:
                 return stamp, job.future
             if self._closed:
                 raise InputError(FIELD, f"{os.path.basename(stamp[0])}: not read (the run is ending)")
-            job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes)
+            job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes, run=self._run)
             if self.disk is not None:  # set before anyone else can join the job
                 job.future.read = concurrent.futures.Future()
         if self.disk is not None:
@@ -247,8 +249,9 @@ class Reader:
                 job.future.read_done()
 
         with self._lock:  # queued under the lock; never run holding it (a row's callbacks may ask for texts)
-            self._reading.pop(job.stamp, None)
-            failed = self._closed  # ``close`` has failed it already
+            failed = self._ended(job)  # ``close`` has failed it already
+            if not failed:
+                self._reading.pop(job.stamp, None)
             queued = not failed and not here and self._texts_thread.queue(deliver) is not None
         if failed:
             job.future.read_done()
@@ -257,8 +260,7 @@ class Reader:
 
     def _to_reader(self, job: _Job) -> None:
         with self._lock:
-            if self._closed:
-                self._reading.pop(job.stamp, None)
+            if self._ended(job):
                 closed = InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run is ending)")
             else:
                 closed = None
@@ -305,6 +307,10 @@ class Reader:
                 self._texts.popitem(last=False)
 
     # the reader processes, run from one thread
+    def _ended(self, job: _Job) -> bool:
+        """``job``'s run is ending or over (``close`` took it from the files being read). Under the lock."""
+        return self._closed or job.run != self._run
+
     def _wake(self) -> None:
         try:
             if self._wake_w is not None:
@@ -453,7 +459,8 @@ class Reader:
         with self._lock:
             self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
             self._errors[job.stamp] = (time.monotonic(), error)
-            self._reading.pop(job.stamp, None)
+            if self._reading.get(job.stamp) is job:  # not a later run's job of the same file
+                del self._reading[job.stamp]
         settle(job.future, error, error=True)
 
     def snapshot(self) -> dict[str, int]:
@@ -462,9 +469,11 @@ class Reader:
                     "files_reading": len(self._reading)}
 
     def close(self) -> None:
-        """Every reader process ended now; files still waiting are their rows' errors."""
+        """Every reader process ended now; files still waiting are their rows' errors. Asked for a file
+        afterwards, the reader starts again."""
         with self._lock:
             self._closed = True
+            self._run += 1
             workers, self._workers = self._workers, []
             waiting = list(self._reading.values())
             self._reading.clear()
@@ -484,6 +493,10 @@ class Reader:
         for end in (self._wake_r, self._wake_w):
             if end is not None:
                 end.close()
+        with self._lock:  # used again (a batcher used after close): the next file starts readers again
+            if self._thread is None or not self._thread.is_alive():  # (a thread that would not end: closed)
+                self._thread = self._wake_r = self._wake_w = None
+                self._closed = False
 
 
 def main() -> None:
