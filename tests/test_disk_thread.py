@@ -527,6 +527,119 @@ def test_a_batcher_used_again_after_close_reads_report_files_again(tmp_path):
         rt.close()
 
 
+def test_a_file_asked_for_before_a_close_is_that_run_s_and_never_read_after_it(tmp_path, monkeypatch):
+    """A file asked for, still being looked up in the store on the disk thread when the reader closes: its
+    row is the close's error, and once the reader is used again the old lookup sends nothing to a reader
+    nor takes the place of the new run's request for the same file, which gets its text, read once."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.core import readers
+    from xladdin.core.cache import SerialThread
+    from xladdin.reading.documents import ReportPath, Reports
+
+    report = tmp_path / "688001_年报.pdf"
+    make_pdf(report, [PAGE_1, PAGE_2])
+    path = ReportPath(str(report), Reports((tmp_path.resolve(),)))
+    looking, reopened = threading.Event(), threading.Event()
+    real_stored = readers.Reader._stored
+
+    def stored(self, stamp):  # the first lookup held until the reader has closed and been used again
+        if not looking.is_set():
+            looking.set()
+            reopened.wait(10)
+        return real_stored(self, stamp)
+
+    monkeypatch.setattr(readers.Reader, "_stored", stored)
+    cache, disk = Cache(tmp_path / "c"), SerialThread()
+    reader = readers.Reader(cache, disk=disk)
+    try:
+        _, old = reader.text(path)
+        assert looking.wait(10)
+        reader.close()
+        assert "ended first" in str(old.exception(timeout=5))
+        reader.reopen()
+        _, new = reader.text(path)  # queued on the disk thread behind the old lookup
+        reopened.set()
+        assert new.result(60).strip() and reader.files_read == 1
+        assert reader.snapshot()["files_reading"] == 0
+    finally:
+        reopened.set()
+        reader.close()
+        disk.close()
+        cache.close()
+
+
+def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopened(tmp_path, monkeypatch):
+    """The readers' thread still starting a reader process when the reader closes (longer than the close waits
+    for it): reopened, the reader reads the next file on a thread of its own (before, it stayed closed for
+    good), and the late thread ends the process it started."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.core import readers
+    from xladdin.reading.documents import ReportPath, Reports
+
+    for name in ("a.pdf", "b.pdf"):
+        make_pdf(tmp_path / name, [PAGE_1, PAGE_2])
+    allowed = Reports((tmp_path.resolve(),))
+    real_spawn, spawning, late = readers.Reader._spawn, threading.Event(), []
+
+    def spawn(self):
+        if spawning.is_set():
+            return real_spawn(self)
+        spawning.set()  # the first reader process starts slowly: 6 s, the close waits 5
+        time.sleep(6)
+        late.append(real_spawn(self))
+        return late[0]
+
+    monkeypatch.setattr(readers.Reader, "_spawn", spawn)
+    cache = Cache(tmp_path / "c")
+    reader = readers.Reader(cache)
+    try:
+        _, first = reader.text(ReportPath(str(tmp_path / "a.pdf"), allowed))
+        assert spawning.wait(10)
+        reader.close()
+        assert "ended first" in str(first.exception(timeout=5))
+        reader.reopen()
+        assert reader.read_now(ReportPath(str(tmp_path / "b.pdf"), allowed)).strip()
+        assert wait_until(lambda: late and late[0].process.poll() is not None, timeout=15)  # ended by its thread
+        assert reader.files_read == 1
+    finally:
+        reader.close()
+        cache.close()
+
+
+def test_a_report_file_asked_for_while_the_batcher_closes_is_its_row_s_error_and_starts_no_reader(tmp_path,
+                                                                                                  monkeypatch):
+    """A cell recalculated while its workbook's batcher closes asks for a report file: the row is its error
+    ("the run is ending") and no reader thread or process is left once the close has returned."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.core.lifecycle import LoopThread
+    from xladdin.reading.documents import ReportPath, Reports
+
+    report = tmp_path / "688001_年报.pdf"
+    make_pdf(report, [PAGE_1, PAGE_2])
+    batcher = Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c"), window_ms=0)
+    batcher.start()
+    asked = []
+    real_stop = LoopThread.stop
+
+    def stop(self, *args, **kwargs):  # the batcher's readers are closed, its loop not yet stopped
+        try:
+            asked.append(batcher.reader.read_now(ReportPath(str(report), Reports((tmp_path.resolve(),)))))
+        except Exception as e:
+            asked.append(e)
+        return real_stop(self, *args, **kwargs)
+
+    monkeypatch.setattr(LoopThread, "stop", stop)
+    before = set(threading.enumerate())
+    batcher.close()
+    assert len(asked) == 1 and "the run is ending" in str(asked[0]), asked
+    started = {t for t in threading.enumerate() if t.name.startswith(("xladdin-readers", "xladdin-texts"))} - before
+    assert not started, started
+    assert batcher.reader.files_read == 0
+
+
 def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path, monkeypatch):
     """The store's compressed text of a file cannot be read back (a damaged entry): the file is read again by
     a reader, and the row gets its value (before, the row waited for ever)."""

@@ -211,6 +211,7 @@ class Batcher:
                 self._workers = []  # ended with the loop: used again, the batcher starts the engine and them again
                 self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
         finally:
+            self.reader.reopen()  # a file asked for while it closed was its row's error; from now on, read
             self._closing = False  # a batcher used again after it was closed starts its threads again
         self.cache.close()
 

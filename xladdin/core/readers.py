@@ -172,7 +172,7 @@ class Reader:
         self.idle_s = IDLE_S
         self.processes = max(1, processes or os.cpu_count() or 1)
         self.timeout = timeout
-        self.files_read = 0  # files parsed by a reader process in this run
+        self.files_read = 0  # files parsed by a reader process (every run of this reader)
         self.from_store = 0  # texts found in the disk store (no file opened)
         self._lock = threading.Lock()
         self._texts: collections.OrderedDict[Stamp, str] = collections.OrderedDict()
@@ -250,8 +250,8 @@ class Reader:
 
         with self._lock:  # queued under the lock; never run holding it (a row's callbacks may ask for texts)
             failed = self._ended(job)  # ``close`` has failed it already
-            if not failed:
-                self._reading.pop(job.stamp, None)
+            if not failed and self._reading.get(job.stamp) is job:
+                del self._reading[job.stamp]
             queued = not failed and not here and self._texts_thread.queue(deliver) is not None
         if failed:
             job.future.read_done()
@@ -265,10 +265,10 @@ class Reader:
             else:
                 closed = None
                 self._queue.append(job)
-                if self._thread is None:
-                    if self._wake_r is None:
-                        self._wake_r, self._wake_w = socket.socketpair()
-                    self._thread = threading.Thread(target=self._dispatch, name="xladdin-readers", daemon=True)
+                if self._thread is None:  # this run's thread, with its own wake-up
+                    self._wake_r, self._wake_w = socket.socketpair()
+                    self._thread = threading.Thread(target=self._dispatch, args=(self._run, self._wake_r),
+                                                    name="xladdin-readers", daemon=True)
                     self._thread.start()
         if closed is not None:
             settle(job.future, closed, error=True)
@@ -309,7 +309,11 @@ class Reader:
     # the reader processes, run from one thread
     def _ended(self, job: _Job) -> bool:
         """``job``'s run is ending or over (``close`` took it from the files being read). Under the lock."""
-        return self._closed or job.run != self._run
+        return self._over(job.run)
+
+    def _over(self, run: int) -> bool:
+        """Run ``run`` is ending (``close`` is under way) or over (closed since). Under the lock."""
+        return self._closed or run != self._run
 
     def _wake(self) -> None:
         try:
@@ -350,21 +354,31 @@ class Reader:
                 process.wait(5)
                 raise
 
-    def _dispatch(self) -> None:
+    def _dispatch(self, run: int, wake_r: socket.socket) -> None:
+        """Run ``run``'s thread: it serves files until that run is over (a run closed and the reader asked
+        again has a thread of its own; this one, however late it ends, touches nothing of it)."""
         try:
-            self._serve_files()
+            self._serve_files(run, wake_r)
         except Exception as e:  # readers that cannot start: every file waiting is its row's error
-            log.exception("report readers failed")
+            wake_w = None
             with self._lock:
-                self._thread = None
-                waiting = list(self._reading.values())
-                self._reading.clear()
-                self._queue.clear()
+                over = self._over(run)  # ``close`` has failed its files already (and ended its readers)
+                waiting = [] if over else list(self._reading.values())
+                if not over:
+                    self._thread, wake_w, self._wake_r, self._wake_w = None, self._wake_w, None, None
+                    self._reading.clear()
+                    self._queue.clear()
+            if not over:
+                log.exception("report readers failed")
+                if wake_w is not None:
+                    wake_w.close()
             for job in waiting:
                 settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the report "
                                               f"readers failed: {e.__class__.__name__}: {e})"), error=True)
+        finally:
+            wake_r.close()
 
-    def _serve_files(self) -> None:
+    def _serve_files(self, run: int, wake_r: socket.socket) -> None:
         while True:
             with self._lock:
                 more = bool(self._queue) and len(self._workers) < self.processes and all(
@@ -372,7 +386,7 @@ class Reader:
             if more:  # one reader started per turn, outside the lock: asking for a text never waits on it
                 worker = self._spawn()
                 with self._lock:
-                    closed = self._closed
+                    closed = self._over(run)
                     if not closed:
                         self._workers.append(worker)
                 if closed:
@@ -380,7 +394,7 @@ class Reader:
                     worker.process.wait(5)
                     return
             with self._lock:
-                if self._closed:
+                if self._over(run):
                     return
                 while self._queue:
                     idle = next((w for w in self._workers if w.job is None), None)
@@ -401,17 +415,20 @@ class Reader:
             wait = 0.0 if more else min((w.since + self.timeout - now for w in busy), default=None)
             if idle:  # nothing to read: the readers end after a while (a sheet open all day holds none)
                 wait = self.idle_s
-            objects: list[Any] = [self._wake_r, *(w.conn for w in busy)]  # a reader that dies closes its end
+            objects: list[Any] = [wake_r, *(w.conn for w in busy)]  # a reader that dies closes its end
             ready = multiprocessing.connection.wait(objects, None if wait is None else max(0.0, wait))
+            with self._lock:
+                if self._over(run):  # ``close`` has ended its readers and failed its files
+                    return
             if idle and not ready:
                 with self._lock:
                     ended = [w for w in self._workers if w.job is None] if not self._queue else []
                     for w in ended:
                         self._replace(w)
                 continue
-            if self._wake_r in ready:
+            if wake_r in ready:
                 try:
-                    self._wake_r.recv(4096)
+                    wake_r.recv(4096)
                 except OSError:
                     return
             for w in busy:
@@ -453,7 +470,8 @@ class Reader:
         w.process.kill()
         w.process.wait(5)
         w.conn.close()
-        self._workers.remove(w)
+        if w in self._workers:  # (``close`` may have taken them all)
+            self._workers.remove(w)
 
     def _settle_error(self, job: _Job, error: InputError) -> None:
         with self._lock:
@@ -469,8 +487,8 @@ class Reader:
                     "files_reading": len(self._reading)}
 
     def close(self) -> None:
-        """Every reader process ended now; files still waiting are their rows' errors. Asked for a file
-        afterwards, the reader starts again."""
+        """Every reader process ended now; files still waiting are their rows' errors (``reopen``
+        starts another run)."""
         with self._lock:
             self._closed = True
             self._run += 1
@@ -478,7 +496,15 @@ class Reader:
             waiting = list(self._reading.values())
             self._reading.clear()
             self._queue.clear()
-        self._wake()
+            thread, wake_w = self._thread, self._wake_w  # the run's thread closes its own end when it returns
+            self._thread = self._wake_r = self._wake_w = None
+        if wake_w is not None:
+            try:
+                wake_w.send(b"x")
+            except OSError:
+                pass
+            finally:
+                wake_w.close()
         for w in workers:
             w.process.kill()
         for w in workers:
@@ -487,16 +513,15 @@ class Reader:
         for job in waiting:
             settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run ended "
                                           "first)"), error=True)
-        if self._thread is not None:
-            self._thread.join(5)
+        if thread is not None:
+            thread.join(5)  # one that will not end (a reader still starting) ends on its own: its run is over
         self._texts_thread.close()  # the texts already read reach their rows first
-        for end in (self._wake_r, self._wake_w):
-            if end is not None:
-                end.close()
-        with self._lock:  # used again (a batcher used after close): the next file starts readers again
-            if self._thread is None or not self._thread.is_alive():  # (a thread that would not end: closed)
-                self._thread = self._wake_r = self._wake_w = None
-                self._closed = False
+
+    def reopen(self) -> None:
+        """After ``close`` (a batcher used again): the next file asked for starts readers again. Until
+        then every file asked for is its row's error ("the run is ending")."""
+        with self._lock:
+            self._closed = False
 
 
 def main() -> None:

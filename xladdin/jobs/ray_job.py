@@ -215,6 +215,9 @@ class ReadAhead:
         with self._lock:
             self._texts.clear()
 
+    def reopen(self) -> None:
+        """Nothing to start again: the texts are given by stage 2."""
+
 
 class Answerer:
     """A Ray actor: the rows of a batch resolved through a ``Resolver`` over this actor's ``Batcher`` (the
