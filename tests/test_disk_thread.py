@@ -608,6 +608,43 @@ def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopen
         cache.close()
 
 
+def test_a_reader_ended_by_a_close_is_no_error_of_its_file_for_the_next_run(tmp_path, monkeypatch):
+    """The readers' thread about to take a reader's answer when the reader closes (and is reopened): the close
+    ends that reader, which the late thread sees as a crash; that is no fact about the file, whose next
+    request is read (before, it was "crashed the report reader" for 30 s without being read)."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.core import readers
+    from xladdin.reading.documents import ReportPath, Reports
+
+    make_pdf(tmp_path / "a.pdf", [PAGE_1, PAGE_2])
+    path = ReportPath(str(tmp_path / "a.pdf"), Reports((tmp_path.resolve(),)))
+    entered, go, real_answer = threading.Event(), threading.Event(), readers.Reader._answer
+
+    def answer(self, w):  # the first answer taken only once the reader has closed and reopened
+        if not entered.is_set():
+            entered.set()
+            go.wait(10)
+        return real_answer(self, w)
+
+    monkeypatch.setattr(readers.Reader, "_answer", answer)
+    cache = Cache(tmp_path / "c")
+    reader = readers.Reader(cache)
+    try:
+        _, old = reader.text(path)
+        assert entered.wait(30)
+        reader.close()
+        reader.reopen()
+        go.set()
+        assert "ended first" in str(old.exception(timeout=5))
+        time.sleep(0.5)  # the late thread has taken its dead reader's end
+        assert reader.read_now(path).strip()
+    finally:
+        go.set()
+        reader.close()
+        cache.close()
+
+
 def test_a_report_file_asked_for_while_the_batcher_closes_is_its_row_s_error_and_starts_no_reader(tmp_path,
                                                                                                   monkeypatch):
     """A cell recalculated while its workbook's batcher closes asks for a report file: the row is its error

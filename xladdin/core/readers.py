@@ -381,6 +381,8 @@ class Reader:
     def _serve_files(self, run: int, wake_r: socket.socket) -> None:
         while True:
             with self._lock:
+                if self._over(run):  # a later run's files and readers are its own thread's
+                    return
                 more = bool(self._queue) and len(self._workers) < self.processes and all(
                     w.job is not None for w in self._workers)
             if more:  # one reader started per turn, outside the lock: asking for a text never waits on it
@@ -392,6 +394,7 @@ class Reader:
                 if closed:
                     worker.process.kill()
                     worker.process.wait(5)
+                    worker.conn.close()
                     return
             with self._lock:
                 if self._over(run):
@@ -422,6 +425,8 @@ class Reader:
                     return
             if idle and not ready:
                 with self._lock:
+                    if self._over(run):
+                        return
                     ended = [w for w in self._workers if w.job is None] if not self._queue else []
                     for w in ended:
                         self._replace(w)
@@ -475,6 +480,8 @@ class Reader:
 
     def _settle_error(self, job: _Job, error: InputError) -> None:
         with self._lock:
+            if self._ended(job):  # failed by ``close`` already: its reader's end is no fact about the file
+                return
             self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
             self._errors[job.stamp] = (time.monotonic(), error)
             if self._reading.get(job.stamp) is job:  # not a later run's job of the same file
@@ -505,17 +512,21 @@ class Reader:
                 pass
             finally:
                 wake_w.close()
-        for w in workers:
-            w.process.kill()
-        for w in workers:
-            w.process.wait(5)
-            w.conn.close()
-        for job in waiting:
+        for job in waiting:  # first: nothing below may leave a row waiting
             settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run ended "
                                           "first)"), error=True)
-        if thread is not None:
-            thread.join(5)  # one that will not end (a reader still starting) ends on its own: its run is over
-        self._texts_thread.close()  # the texts already read reach their rows first
+        try:
+            for w in workers:
+                w.process.kill()
+            for w in workers:
+                try:
+                    w.process.wait(5)
+                finally:
+                    w.conn.close()
+            if thread is not None:
+                thread.join(5)  # one that will not end (a reader still starting) ends on its own: its run is over
+        finally:
+            self._texts_thread.close()  # the texts already read reach their rows first
 
     def reopen(self) -> None:
         """After ``close`` (a batcher used again): the next file asked for starts readers again. Until
