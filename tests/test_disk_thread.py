@@ -69,6 +69,16 @@ def report_book(tmp_path) -> tuple:
     return book, [688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf"]
 
 
+def report_file(tmp_path, name: str = "688001_年报.pdf"):
+    """An annual report written in ``tmp_path``, as the path a row names (its folder allowed)."""
+    from test_documents import PAGE_1, PAGE_2, make_pdf
+
+    from xladdin.reading.documents import ReportPath, Reports
+
+    make_pdf(tmp_path / name, [PAGE_1, PAGE_2])
+    return ReportPath(str(tmp_path / name), Reports((tmp_path.resolve(),)))
+
+
 def file_session(tmp_path, recalculated=None) -> CellRuntime:
     """One Excel session of that workbook: a runtime on the cache in ``tmp_path``, its engine started."""
     from xladdin.settings import Settings
@@ -531,15 +541,10 @@ def test_a_file_asked_for_before_a_close_is_that_run_s_and_never_read_after_it(t
     """A file asked for, still being looked up in the store on the disk thread when the reader closes: its
     row is the close's error, and once the reader is used again the old lookup sends nothing to a reader
     nor takes the place of the new run's request for the same file, which gets its text, read once."""
-    from test_documents import PAGE_1, PAGE_2, make_pdf
-
     from xladdin.core import readers
     from xladdin.core.cache import SerialThread
-    from xladdin.reading.documents import ReportPath, Reports
 
-    report = tmp_path / "688001_年报.pdf"
-    make_pdf(report, [PAGE_1, PAGE_2])
-    path = ReportPath(str(report), Reports((tmp_path.resolve(),)))
+    path = report_file(tmp_path)
     looking, reopened = threading.Event(), threading.Event()
     real_stored = readers.Reader._stored
 
@@ -573,14 +578,9 @@ def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopen
     """The readers' thread still starting a reader process when the reader closes (longer than the close waits
     for it): reopened, the reader reads the next file on a thread of its own (before, it stayed closed for
     good), and the late thread ends the process it started."""
-    from test_documents import PAGE_1, PAGE_2, make_pdf
-
     from xladdin.core import readers
-    from xladdin.reading.documents import ReportPath, Reports
 
-    for name in ("a.pdf", "b.pdf"):
-        make_pdf(tmp_path / name, [PAGE_1, PAGE_2])
-    allowed = Reports((tmp_path.resolve(),))
+    a, b = report_file(tmp_path, "a.pdf"), report_file(tmp_path, "b.pdf")
     real_spawn, spawning, late = readers.Reader._spawn, threading.Event(), []
 
     def spawn(self):
@@ -595,12 +595,12 @@ def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopen
     cache = Cache(tmp_path / "c")
     reader = readers.Reader(cache)
     try:
-        _, first = reader.text(ReportPath(str(tmp_path / "a.pdf"), allowed))
+        _, first = reader.text(a)
         assert spawning.wait(10)
         reader.close()
         assert "ended first" in str(first.exception(timeout=5))
         reader.reopen()
-        assert reader.read_now(ReportPath(str(tmp_path / "b.pdf"), allowed)).strip()
+        assert reader.read_now(b).strip()
         assert wait_until(lambda: late and late[0].process.poll() is not None, timeout=15)  # ended by its thread
         assert reader.files_read == 1
     finally:
@@ -612,13 +612,9 @@ def test_a_reader_ended_by_a_close_is_no_error_of_its_file_for_the_next_run(tmp_
     """The readers' thread about to take a reader's answer when the reader closes (and is reopened): the close
     ends that reader, which the late thread sees as a crash; that is no fact about the file, whose next
     request is read (before, it was "crashed the report reader" for 30 s without being read)."""
-    from test_documents import PAGE_1, PAGE_2, make_pdf
-
     from xladdin.core import readers
-    from xladdin.reading.documents import ReportPath, Reports
 
-    make_pdf(tmp_path / "a.pdf", [PAGE_1, PAGE_2])
-    path = ReportPath(str(tmp_path / "a.pdf"), Reports((tmp_path.resolve(),)))
+    path = report_file(tmp_path, "a.pdf")
     entered, go, real_answer = threading.Event(), threading.Event(), readers.Reader._answer
 
     def answer(self, w):  # the first answer taken only once the reader has closed and reopened
@@ -649,13 +645,9 @@ def test_a_report_file_asked_for_while_the_batcher_closes_is_its_row_s_error_and
                                                                                                   monkeypatch):
     """A cell recalculated while its workbook's batcher closes asks for a report file: the row is its error
     ("the run is ending") and no reader thread or process is left once the close has returned."""
-    from test_documents import PAGE_1, PAGE_2, make_pdf
-
     from xladdin.core.lifecycle import LoopThread
-    from xladdin.reading.documents import ReportPath, Reports
 
-    report = tmp_path / "688001_年报.pdf"
-    make_pdf(report, [PAGE_1, PAGE_2])
+    path = report_file(tmp_path)
     batcher = Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c"), window_ms=0)
     batcher.start()
     asked = []
@@ -663,7 +655,7 @@ def test_a_report_file_asked_for_while_the_batcher_closes_is_its_row_s_error_and
 
     def stop(self, *args, **kwargs):  # the batcher's readers are closed, its loop not yet stopped
         try:
-            asked.append(batcher.reader.read_now(ReportPath(str(report), Reports((tmp_path.resolve(),)))))
+            asked.append(batcher.reader.read_now(path))
         except Exception as e:
             asked.append(e)
         return real_stop(self, *args, **kwargs)

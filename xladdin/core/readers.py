@@ -181,8 +181,7 @@ class Reader:
         self._queue: collections.deque[_Job] = collections.deque()
         self._workers: list[_Worker] = []
         self._thread: threading.Thread | None = None
-        self._wake_r: socket.socket | None = None  # the reader thread's wake-up, made with the thread
-        self._wake_w: socket.socket | None = None
+        self._wake_w: socket.socket | None = None  # the run's thread's wake-up (its other end the thread's own)
         self._closed = False
         self._run = 0  # how many times the reader has closed: a job of an earlier run is failed already
         self._texts_thread = SerialThread("xladdin-texts")  # a text handed to its rows (``_hand_on``)
@@ -249,7 +248,7 @@ class Reader:
                 job.future.read_done()
 
         with self._lock:  # queued under the lock; never run holding it (a row's callbacks may ask for texts)
-            failed = self._ended(job)  # ``close`` has failed it already
+            failed = self._over(job.run)  # ``close`` has failed it already
             if not failed and self._reading.get(job.stamp) is job:
                 del self._reading[job.stamp]
             queued = not failed and not here and self._texts_thread.queue(deliver) is not None
@@ -260,14 +259,14 @@ class Reader:
 
     def _to_reader(self, job: _Job) -> None:
         with self._lock:
-            if self._ended(job):
+            if self._over(job.run):
                 closed = InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run is ending)")
             else:
                 closed = None
                 self._queue.append(job)
                 if self._thread is None:  # this run's thread, with its own wake-up
-                    self._wake_r, self._wake_w = socket.socketpair()
-                    self._thread = threading.Thread(target=self._dispatch, args=(self._run, self._wake_r),
+                    wake_r, self._wake_w = socket.socketpair()
+                    self._thread = threading.Thread(target=self._dispatch, args=(self._run, wake_r),
                                                     name="xladdin-readers", daemon=True)
                     self._thread.start()
         if closed is not None:
@@ -307,18 +306,18 @@ class Reader:
                 self._texts.popitem(last=False)
 
     # the reader processes, run from one thread
-    def _ended(self, job: _Job) -> bool:
-        """``job``'s run is ending or over (``close`` took it from the files being read). Under the lock."""
-        return self._over(job.run)
-
     def _over(self, run: int) -> bool:
-        """Run ``run`` is ending (``close`` is under way) or over (closed since). Under the lock."""
+        """Run ``run`` (a job's, a thread's) is ending (``close`` is under way) or over (closed since): its
+        jobs are failed by ``close``. Under the lock."""
         return self._closed or run != self._run
 
-    def _wake(self) -> None:
+    def _wake(self, end: socket.socket | None = None) -> None:
+        """Wake the run's thread through ``end`` (default the run's wake-up)."""
+        if end is None:
+            end = self._wake_w
         try:
-            if self._wake_w is not None:
-                self._wake_w.send(b"x")
+            if end is not None:
+                end.send(b"x")
         except OSError:
             pass
 
@@ -365,7 +364,7 @@ class Reader:
                 over = self._over(run)  # ``close`` has failed its files already (and ended its readers)
                 waiting = [] if over else list(self._reading.values())
                 if not over:
-                    self._thread, wake_w, self._wake_r, self._wake_w = None, self._wake_w, None, None
+                    self._thread, wake_w, self._wake_w = None, self._wake_w, None
                     self._reading.clear()
                     self._queue.clear()
             if not over:
@@ -423,14 +422,10 @@ class Reader:
             with self._lock:
                 if self._over(run):  # ``close`` has ended its readers and failed its files
                     return
-            if idle and not ready:
-                with self._lock:
-                    if self._over(run):
-                        return
-                    ended = [w for w in self._workers if w.job is None] if not self._queue else []
-                    for w in ended:
+                if idle and not ready:
+                    for w in [w for w in self._workers if w.job is None] if not self._queue else []:
                         self._replace(w)
-                continue
+                    continue
             if wake_r in ready:
                 try:
                     wake_r.recv(4096)
@@ -480,7 +475,7 @@ class Reader:
 
     def _settle_error(self, job: _Job, error: InputError) -> None:
         with self._lock:
-            if self._ended(job):  # failed by ``close`` already: its reader's end is no fact about the file
+            if self._over(job.run):  # failed by ``close`` already: its reader's end is no fact about the file
                 return
             self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
             self._errors[job.stamp] = (time.monotonic(), error)
@@ -504,14 +499,10 @@ class Reader:
             self._reading.clear()
             self._queue.clear()
             thread, wake_w = self._thread, self._wake_w  # the run's thread closes its own end when it returns
-            self._thread = self._wake_r = self._wake_w = None
+            self._thread = self._wake_w = None
         if wake_w is not None:
-            try:
-                wake_w.send(b"x")
-            except OSError:
-                pass
-            finally:
-                wake_w.close()
+            self._wake(wake_w)
+            wake_w.close()
         for job in waiting:  # first: nothing below may leave a row waiting
             settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run ended "
                                           "first)"), error=True)
