@@ -699,3 +699,32 @@ def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path
         again.close()
         disk.close()
         cache.close()
+
+
+def test_a_reader_thread_that_will_not_start_is_its_file_s_error_and_the_next_file_is_read(tmp_path, monkeypatch):
+    """No thread to be had for the readers (the process at its limit): the file asked for is its row's error
+    naming it, and once threads can be had the next file is read (before, the error escaped to the caller and
+    every later file waited on a thread that never ran)."""
+    from xladdin.core import readers
+
+    a, b = report_file(tmp_path, "a.pdf"), report_file(tmp_path, "b.pdf")
+    real_start, refused = threading.Thread.start, []
+
+    def start(self):
+        if self.name == "xladdin-readers" and not refused:
+            refused.append(self)
+            raise RuntimeError("can't start new thread")
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    cache = Cache(tmp_path / "c")
+    reader = readers.Reader(cache)
+    try:
+        _, first = reader.text(a)
+        error = first.exception(timeout=5)
+        assert "a.pdf: not read (the report readers failed: RuntimeError: can't start new thread)" in str(error)
+        _, second = reader.text(b)
+        assert second.result(timeout=60).strip() and reader.files_read == 1
+    finally:
+        reader.close()
+        cache.close()

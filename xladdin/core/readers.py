@@ -258,6 +258,7 @@ class Reader:
             deliver()
 
     def _to_reader(self, job: _Job) -> None:
+        started: RuntimeError | None = None  # the run's thread would not start
         with self._lock:
             if self._over(job.run):
                 closed = InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the run is ending)")
@@ -268,9 +269,16 @@ class Reader:
                     wake_r, self._wake_w = socket.socketpair()
                     self._thread = threading.Thread(target=self._dispatch, args=(self._run, wake_r),
                                                     name="xladdin-readers", daemon=True)
-                    self._thread.start()
+                    try:
+                        self._thread.start()
+                    except RuntimeError as e:  # no thread to be had: this run's files are their rows' errors
+                        started = e
+                        wake_r.close()
         if closed is not None:
             settle(job.future, closed, error=True)
+            return
+        if started is not None:
+            self._readers_failed(job.run, started)
             return
         self._wake()
 
@@ -359,23 +367,28 @@ class Reader:
         try:
             self._serve_files(run, wake_r)
         except Exception as e:  # readers that cannot start: every file waiting is its row's error
-            wake_w = None
-            with self._lock:
-                over = self._over(run)  # ``close`` has failed its files already (and ended its readers)
-                waiting = [] if over else list(self._reading.values())
-                if not over:
-                    self._thread, wake_w, self._wake_w = None, self._wake_w, None
-                    self._reading.clear()
-                    self._queue.clear()
-            if not over:
-                log.exception("report readers failed")
-                if wake_w is not None:
-                    wake_w.close()
-            for job in waiting:
-                settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the report "
-                                              f"readers failed: {e.__class__.__name__}: {e})"), error=True)
+            self._readers_failed(run, e)
         finally:
             wake_r.close()
+
+    def _readers_failed(self, run: int, e: Exception) -> None:
+        """Run ``run``'s readers cannot be had (its thread or a process would not start): every file waiting
+        is its row's error, and the next file asked for tries again."""
+        wake_w = None
+        with self._lock:
+            over = self._over(run)  # ``close`` has failed its files already (and ended its readers)
+            waiting = [] if over else list(self._reading.values())
+            if not over:
+                self._thread, wake_w, self._wake_w = None, self._wake_w, None
+                self._reading.clear()
+                self._queue.clear()
+        if not over:
+            log.error("report readers failed: %s: %s", e.__class__.__name__, e, exc_info=e)
+            if wake_w is not None:
+                wake_w.close()
+        for job in waiting:
+            settle(job.future, InputError(FIELD, f"{os.path.basename(job.stamp[0])}: not read (the report "
+                                          f"readers failed: {e.__class__.__name__}: {e})"), error=True)
 
     def _serve_files(self, run: int, wake_r: socket.socket) -> None:
         while True:
