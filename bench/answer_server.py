@@ -1,7 +1,9 @@
 """A stand-in for a model server's HTTP side, for measuring the client's own cost (``bench client``):
 it answers ``/v1/models`` and ``/v1/chat/completions`` over HTTP/1.1 keep-alive, each completion
 after a random delay, with one fixed valid screen answer. No model, no batching: only time and
-sockets. Run in its own process, so its CPU is not the client's."""
+sockets. Run in its own process, so its CPU is not the client's. ``GET /arrivals``: when each
+completion request arrived, on the machine's monotonic clock (``time.monotonic``, the same in every
+process: ``bench ramp``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import json
 import random
 import socket
+import time
 
 from xladdin.testing import screen_answer
 
@@ -28,6 +31,7 @@ async def _serve(sock: socket.socket, low: float, high: float, seed: int) -> Non
                                "finish_reason": "stop"}],
                   "usage": {"prompt_tokens": 400, "completion_tokens": 40, "total_tokens": 440}}
     body = json.dumps(completion, ensure_ascii=False).encode()
+    arrivals: list[float] = []
     models = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "root": MODEL,
                                                      "max_model_len": 8192}]}).encode()
 
@@ -42,10 +46,13 @@ async def _serve(sock: socket.socket, low: float, high: float, seed: int) -> Non
                     await reader.readexactly(length)
                 path = lines[0].split(" ")[1]
                 if path.endswith("/chat/completions"):
+                    arrivals.append(time.monotonic())
                     await asyncio.sleep(rng.uniform(low, high))
                     writer.write(_response("200 OK", body))
                 elif path.endswith("/models"):
                     writer.write(_response("200 OK", models))
+                elif path.endswith("/arrivals"):
+                    writer.write(_response("200 OK", json.dumps(arrivals).encode()))
                 else:
                     writer.write(_response("404 Not Found", b"{}"))
                 await writer.drain()
