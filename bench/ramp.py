@@ -5,8 +5,9 @@ A pool through the CLI (``screen_file`` on a CSV, 1,024 requests in flight) agai
 takes on an H200 with ~1,000 running (BENCHMARKS §6). The server notes when each request arrives; the
 time until the 256th, 512th and 1,024th arrived is how long the server waits to be full, and the whole
 pool's time follows from it. Two arms on the same rows, each first once and last once: as shipped
-(``resolver.hand_over`` after each row that fills the engine's window), and without that pause; then
-the same against answers in 10-50 ms, where the pause costs. Results: ``bench/results/ramp.json``.
+(``resolver.hand_over`` after each row that fills the engine's window, in a table larger than it),
+and without that pause; then the same against answers in 10-50 ms, where the pause costs. (A table
+the window holds never pauses: there the arms are the same code.) Results: ``bench/results/ramp.json``.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def render(d: dict[str, Any]) -> list[str]:
              "fresh cache each run; seconds from the start of `screen_file` until the server had the first and the "
              "counted requests, and until the report was written. One run on "
              f"{d['machine'].get('cpus')} CPUs, each arm first once and last once. `hand_over`: the table's thread "
-             "pauses after each of the rows that fill the engine's window (`time.sleep(0)`), so the threads that "
-             "read the cache and send the request get the GIL; `no hand_over`: it never pauses.", ""]
+             "pauses after each of the rows that fill the engine's window, in a table larger than it "
+             "(`time.sleep(0)`), so the threads that read the cache and send the request get the GIL; "
+             "`no hand_over`: it never pauses.", ""]
     for label, part in (("Slow answers (about one request's time on an H200 with ~1,000 running)", d["slow"]),
                         ("Fast answers (a lightly loaded server)", d["fast"])):
         marks = marks_for(part["rows"])
