@@ -61,12 +61,17 @@ def _settings(url: str, workdir: Path, name: str) -> Settings:
     return Settings.load({"engine_url": url, "cache_dir": workdir / f"{name}-cache"}, env={})
 
 
-def cli(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
-    pool = workdir / "pool.csv"
+def write_pool(pool: Path, data: list[dict[str, Any]]) -> Path:
+    """``data``'s rows as a pool CSV with the CLI's headers."""
     with pool.open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
         w.writerow(HEADER)
         w.writerows([r[k] for k in FIELDS] for r in data)
+    return pool
+
+
+def cli(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
+    pool = write_pool(workdir / "pool.csv", data)
     t0 = time.perf_counter()
     summary = screen_file(pool, workdir / "report.csv", _settings(url, workdir, "cli"), progress=False)
     return {"rows": summary.rows, "seconds": round(time.perf_counter() - t0, 3), "errors": summary.errors}

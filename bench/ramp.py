@@ -13,7 +13,6 @@ the window holds never pauses: there the arms are the same code.) Results: ``ben
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import tempfile
 import time
@@ -27,7 +26,7 @@ from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, machine, rows
-from .excel_path import FIELDS, HEADER, _server
+from .excel_path import _server, side_by_side, write_pool
 
 MARKS = (256, 512, 1024)
 IN_FLIGHT = 1024
@@ -56,26 +55,18 @@ def one_run(low: float, high: float, pool: Path, work: Path, hand_over: bool) ->
         resolver.hand_over = shipped
         server.kill()
         server.join()
-    marks = {f"to_{n}_s": round(arrivals[n - 1] - t0, 2) if len(arrivals) >= n else None for n in marks_for(len(
-        arrivals))}
-    return {"arm": "hand_over" if hand_over else "no hand_over", "rows": summary.rows, "errors": summary.errors,
+    marks = {f"to_{n}_s": round(arrivals[n - 1] - t0, 2) if len(arrivals) >= n else None
+             for n in marks_for(summary.rows)}
+    return {"rows": summary.rows, "errors": summary.errors,
             "first_s": round(arrivals[0] - t0, 2) if arrivals else None, **marks, "seconds": round(seconds, 2)}
 
 
 def arms(n: int, low: float, high: float) -> dict[str, Any]:
     """Both arms on ``n`` rows against answers after ``low``-``high`` s, each first once and last once."""
-    runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        pool = Path(tmp) / "pool.csv"
-        with pool.open("w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(HEADER)
-            w.writerows([r[k] for k in FIELDS] for r in rows(n, seed=950))
-        for k, hand_over in enumerate((True, False, False, True)):
-            work = Path(tmp) / f"run{k}"
-            work.mkdir()
-            runs.append(one_run(low, high, pool, work, hand_over))
-            print(json.dumps(runs[-1]), flush=True)
+        pool = write_pool(Path(tmp) / "pool.csv", rows(n, seed=950))
+        runs, _ = side_by_side({"hand_over": lambda work: one_run(low, high, pool, work, True),
+                                "no hand_over": lambda work: one_run(low, high, pool, work, False)})
     last = marks_for(n)[-1]  # the server full (the window's requests in it), or the pool all sent
 
     def mean(arm: str, key: str) -> float:
