@@ -180,31 +180,53 @@ def test_cache_key_and_provenance_name_the_model_behind_the_served_name(tmp_path
     assert ids == ["Qwen/Qwen3.5-9B", "Qwen/Qwen3-8B-AWQ"] and keys[0] != keys[1]
 
 
-def test_a_csv_row_reaches_the_server_as_compact_json_of_its_given_fields(tmp_path):
-    """What the server is sent for a CSV row: its fields as compact JSON (no space after a colon or a comma:
-    15 fewer Qwen3 tokens on a short row, bench/results/gpu.json short_pool_trials box 9), its empty
-    fields left out, and the answer back in the report."""
+def _answering_server(answer: str) -> Server:
     def chat(body):
         data = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": screen_answer("盈利稳定")}}]}
+                             "message": {"role": "assistant", "content": answer}}]}
         return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
 
-    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+    return Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+
+
+def _screen_through(tmp_path, server: Server, csv_text: str) -> tuple[list[str], list[dict]]:
+    """The user texts the server was sent for ``csv_text`` through ``xladdin screen``, and the report's rows."""
     pool = tmp_path / "pool.csv"
-    pool.write_text("代码,名称,行业,ROE,财报摘要\n600519,贵州茅台,,30.5,营业收入1505.60亿元，同比增长18.04%。\n",
-                    encoding="utf-8")
+    pool.write_text(csv_text, encoding="utf-8")
     try:
         r = run_cli("screen", str(pool), "-o", str(tmp_path / "r.json"), "--no-progress",
                     env_extra={"XLADDIN_ENGINE_URL": server.url})
     finally:
         server.close()
     assert r.returncode == 0, r.stderr
-    [body] = [b for b in server.bodies if "messages" in b]
-    assert body["messages"][-1]["content"] == (
-        '{"code":"600519.SH","name":"贵州茅台","roe":30.5,"report_text":"营业收入1505.60亿元，同比增长18.04%。"}')
-    [row] = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["rows"]
+    sent = [b["messages"][-1]["content"] for b in server.bodies if "messages" in b]
+    return sent, json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["rows"]
+
+
+def test_a_csv_row_reaches_the_server_as_compact_json_of_its_given_fields(tmp_path):
+    """What the server is sent for a CSV row: its fields as compact JSON (no space after a colon or a comma:
+    15 fewer Qwen3 tokens on a short row, bench/results/gpu.json short_pool_trials box 9), its empty
+    fields left out, and the answer back in the report. The text states no ROE: the given one is sent."""
+    sent, [row] = _screen_through(tmp_path, _answering_server(screen_answer("盈利稳定")),
+                                  "代码,名称,行业,ROE,财报摘要\n600519,贵州茅台,,30.5,营业收入1505.60亿元，同比增长18.04%。\n")
+    assert sent == ['{"code":"600519.SH","name":"贵州茅台","roe":30.5,'
+                    '"report_text":"营业收入1505.60亿元，同比增长18.04%。"}']
     assert row["理由 reason"] == "盈利稳定"
+
+
+def test_a_given_field_code_reads_in_the_text_is_not_sent_and_code_still_flags_its_mismatch(tmp_path):
+    """ROE and EPS stated in the text: code reads them and compares the given fields with them, so the
+    row the server gets leaves both out (screen-10), and a field that disagrees with the text is still
+    数据存疑 with both numbers; PE-TTM, which the text does not state, is sent."""
+    sent, [row] = _screen_through(
+        tmp_path, _answering_server(screen_answer("盈利稳定")),
+        "代码,名称,市盈率TTM,ROE,每股收益,财报摘要\n"
+        "600519,贵州茅台,25.1,5.0,59.49,基本每股收益59.49元；加权平均净资产收益率30.26%。\n")
+    assert sent == ['{"code":"600519.SH","name":"贵州茅台","pe_ttm":25.1,'
+                    '"report_text":"基本每股收益59.49元；加权平均净资产收益率30.26%。"}']
+    assert "数据存疑" in row["标记 flags"]
+    assert "ROE: 文本30.26 vs 字段5" in row["说明 notes"] and "EPS" not in row["说明 notes"]
 
 
 def test_models_endpoint_that_is_not_json_is_one_line_exit_2(tmp_path):

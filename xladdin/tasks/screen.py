@@ -8,7 +8,10 @@ Code reads what code can read first (``figures.read_figures``): a figure it foun
 quote, is left out of the schema the model is given for that row, so no token is spent writing
 it again (``python -m bench schema``: 1.7× faster on the starter model); so is a figure whose
 words the text never uses (no 毛利 anywhere: no gross margin to read, nothing to invent). The
-model reads the rest; ``audit`` checks both the same way.
+model reads the rest; ``audit`` checks both the same way. A given field whose figure code reads from
+the text itself (ROE, EPS, revenue, net profit: ``checked_fields``) is left out of the row the model
+reads: code compares the two exactly (``finish``), so the model is not given them to compare again
+(26 fewer Qwen3 tokens on a short market row of ~124).
 """
 
 from __future__ import annotations
@@ -173,6 +176,10 @@ RESULT_TABLE_FIGURES = {"net_profit_prev_text": "net_profit_prev", "revenue_prev
                         "net_profit_deducted": "net_profit_deducted", "operating_cash_flow": "operating_cash_flow",
                         "gross_margin_prev": "gross_margin_prev"}
 DEFAULT_TEXT_CHARS = 1200  # before the batcher has sized the text to an engine's context
+# a given field that code checks against the same figure read from the text: (its label in the notes,
+# its name in StockSample and figures.FIGURES, its result column)
+FIELD_CHECKS = (("ROE", "roe", "roe_text"), ("EPS", "eps", "eps_text"),
+                ("营收", "revenue", "revenue"), ("净利润", "net_profit", "net_profit"))
 
 
 @functools.lru_cache(maxsize=256)
@@ -188,7 +195,7 @@ def _schema_without(names: frozenset[str]) -> dict[str, Any]:
 
 class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     name: ClassVar[str] = "screen"
-    version: ClassVar[str] = "screen-9"
+    version: ClassVar[str] = "screen-10"
     input_model = StockSample
     output_model = ScreenExtraction
     result_model = ScreenResult
@@ -246,7 +253,19 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         return excerpt(inp.report_text, self.text_limit, skip)
 
     def user_text(self, inp: StockSample) -> str:
-        return self.row_json(inp.model_copy(update={"report_text": self.excerpt(inp).text}))
+        return self.row_json(inp.model_copy(update={"report_text": self.excerpt(inp).text}),
+                             exclude=set(self.checked_fields(inp)))
+
+    @staticmethod
+    def checked_fields(inp: StockSample) -> frozenset[str]:
+        """The given fields whose figure code reads from the row's text itself (not withheld, not
+        in another currency): ``finish`` compares each with that reading (数据存疑 with both numbers past the
+        tolerance), so the model is not given them to compare (screen-10)."""
+        text = inp.report_text
+        read, withheld = read_figures(text), withheld_figures(text)
+        return frozenset(field for _, field, _ in FIELD_CHECKS
+                         if getattr(inp, field) is not None and field not in withheld
+                         and (r := read.get(field)) is not None and r.value is not None)
 
     def without_answer(self, inp: StockSample, error: XladdinError, provenance: Provenance) -> ScreenResult:
         """The rules and code's readings need no model: a row whose answer failed still gets its
@@ -275,10 +294,8 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         notes += audit.notes
         figures = {column: audit.values.get(name) for column, name in RESULT_FIGURES.items()}
         tables = {column: audit.values.get(name) for column, name in RESULT_TABLE_FIGURES.items()}
-        checks = (("ROE", "roe_text", inp.roe), ("EPS", "eps_text", inp.eps),
-                  ("营收", "revenue", inp.revenue), ("净利润", "net_profit", inp.net_profit))
-        for label, key, given in checks:
-            read = figures[key]
+        for label, field, column in FIELD_CHECKS:
+            read, given = figures[column], getattr(inp, field)
             if read is not None and given is not None and relative_gap(read, given) > self.rules.mismatch_tolerance:
                 flags.add(Flag.DOUBTFUL)
                 notes.append(f"{label}: 文本{read:g} vs 字段{given:g}")
