@@ -73,8 +73,10 @@ class LoadedEngine(ScriptedEngine):
 
 def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
     monkeypatch.setattr(inflight_module, "CONTROL_INTERVAL_S", 0.05)
-    engine = LoadedEngine(capacity=100, delay=0.1, max_parallel=ADAPTIVE_CAP)
-    rows = [{"code": 600000 + i % 1000, "name": f"公司{i}", "roe": 10, "pe_ttm": 20} for i in range(3000)]
+    # answers in 0.4 s: 128 in flight needs ~320 rows/s from the table's thread (at 0.1 s it needed 1,280/s,
+    # which a slow 2-core machine did not always give: the server never filled and the window never settled)
+    engine = LoadedEngine(capacity=100, delay=0.4, max_parallel=ADAPTIVE_CAP)
+    rows = [{"code": 600000 + i % 1000, "name": f"公司{i}", "roe": 10, "pe_ttm": 20} for i in range(1500)]
     with Batcher(engine, Cache(tmp_path / "c"), window_ms=0) as b:
         b.start()
         assert b.window.adaptive and b.window.limit == INITIAL
