@@ -301,6 +301,8 @@ def test_every_grid_declares_the_functions_of_the_one_table():
     assert names == [f.name for f in table.FUNCTIONS]
     spill = set(re.findall(r"(\w+): true", re.search(r"var SPILL = \{([^}]*)\}", js).group(1)))
     assert spill == {f.name for f in table.FUNCTIONS if f.spill}
+    arity = dict(re.findall(r"(\w+): (\d+)", re.search(r"var ARITY = \{([^}]*)\}", js).group(1)))
+    assert {k: int(v) for k, v in arity.items()} == {m["id"]: len(m["parameters"]) for m in meta}
     pending = json.loads(re.search(r'var PENDING = ("[^"]*");', js).group(1))
     assert pending == cells.PENDING
 

@@ -1,12 +1,15 @@
 """The Office add-in's functions.js in a real browser (Debian's Chromium, headless, driven by
 Playwright) against the live cell service over HTTPS: Microsoft's own custom functions runtime
-(``@microsoft/office-js``'s ``custom-functions-runtime.js``, its real ``CustomFunctions.associate``)
-holds the functions, and the page calls them as Excel does on a recalculation — 500 cells at once,
-then the same cells again; the WPS adapter on the same client; and the service stopped under pending
-calls. Skipped without Chromium, Playwright or the npm package (``cd office && npm install``)."""
+(``@microsoft/office-js``'s ``custom-functions-runtime.js``) holds the functions, and a stand-in for
+Excel's host (``office_host.js``: the runtime's native bridge) sends it invocations as Excel does on a
+recalculation — every declared parameter, null where left out, and the runtime adds its invocation
+object last — and reads the results the runtime sends back. 500 cells at once, then the same cells
+again; the WPS adapter on the same client; and the service stopped under pending calls. Skipped
+without Chromium, Playwright or the npm package (``cd office && npm install``)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -32,7 +35,9 @@ pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="Chromium is not installed (apt-get install chromium)"),
     pytest.mark.skipif(not RUNTIME.is_file(), reason="@microsoft/office-js is not installed (cd office; npm install)"),
 ]
+HOST = Path(__file__).parent / "office_host.js"
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
+<script src="/test/office_host.js"></script>
 <script src="/test/custom-functions-runtime.js"></script>
 <script src="/addin/functions.js"></script></head><body>recalculation</body></html>"""
 HOLD = 603999  # a row whose answer waits (the service is stopped under it)
@@ -45,6 +50,8 @@ def browser_page(url: str):
     context = browser.new_context(ignore_https_errors=True)  # the test's own authority is not the system's
     page = context.new_page()
     page.route("**/test/page.html", lambda r: r.fulfill(status=200, content_type="text/html", body=PAGE))
+    page.route("**/test/office_host.js",
+               lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(HOST)))
     page.route("**/test/custom-functions-runtime.js",
                lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(RUNTIME)))
     sent: list[str] = []
@@ -55,9 +62,9 @@ def browser_page(url: str):
 
 
 RECALCULATE = """async (rows) => {
-  const f = CustomFunctions._association.mappings;  // what Office calls: the functions associated by name
-  const calls = rows.map((r) => f["QWEN_SCREEN"]([r], null, null));  // =XLADDIN.QWEN_SCREEN(A2:G2) per row
-  return await Promise.all(calls);
+  // =XLADDIN.QWEN_SCREEN(A2:G2) in a cell per row: header and rules left out, as Excel passes them
+  return await OfficeHost.recalculate(rows.map((r, i) => ({fn: "QWEN_SCREEN", args: [[r], null, null],
+                                                         address: "Sheet1!H" + (i + 2)})));
 }"""
 
 
@@ -103,7 +110,7 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
 
         # the service stopped under a pending call: the cell gets an error value, never hangs
         before = len(engine.calls)
-        page.evaluate("(r) => { window.held = CustomFunctions._association.mappings['QWEN_SCREEN']([r]); }",
+        page.evaluate("(r) => { window.held = OfficeHost.recalculate([{fn: 'QWEN_SCREEN', args: [[r], null, null]}]); }",
                       row(HOLD - 600000))
         for _ in range(200):  # until the engine has the call and the page holds a poll for it
             if len(engine.calls) > before:
@@ -111,12 +118,42 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
             page.wait_for_timeout(50)
         page.wait_for_timeout(300)
         running.stop()
-        value = page.evaluate("async () => await window.held")
+        value = page.evaluate("async () => (await window.held)[0]")
         assert value[0][0].startswith("#QWEN!") and "cell service" in value[0][0]
-        after = page.evaluate("async () => await CustomFunctions._association.mappings['QWEN']('x')")
+        after = page.evaluate("async () => (await OfficeHost.recalculate([{fn: 'QWEN', args: ['x', null]}]))[0]")
         assert after.startswith("#QWEN! cell service unreachable")
     finally:
         gate.set()
+        browser.close()
+        pw.stop()
+        running.stop()
+        runtime.close(abort=True)
+
+
+def test_every_function_takes_what_excel_passes_its_declared_parameters_and_the_invocation_last(tmp_path):
+    """Excel passes every declared parameter (null where the cell left it out) and the runtime adds
+    its invocation object: no function may count that object as an argument."""
+    engine = ScriptedEngine(lambda messages: screen_answer(), max_parallel=4)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, _ = start(runtime, tmp_path)
+    pw, browser, page, sent = browser_page(running.url)
+    try:
+        arity = page.evaluate("XladdinCells.ARITY")
+        cells_ = [{"fn": "QWEN_STATUS", "args": []},
+                  {"fn": "QWEN_SCREEN", "args": [[row(1)], None, None]},
+                  {"fn": "QWEN", "args": ["一句话说明", None]},
+                  {"fn": "QWEN_EXTRACT", "args": ["营业收入10亿元", "营业收入", None]},
+                  {"fn": "QWEN_CLASSIFY", "args": ["业绩大增", "好,坏"]},
+                  {"fn": "QWEN_HIGHLIGHTS", "args": ["营业收入10亿元，同比增长5%。", None, None]}]
+        assert [len(c["args"]) for c in cells_] == [arity[c["fn"]] for c in cells_]
+        values = page.evaluate("async (cells) => await OfficeHost.recalculate(cells)", cells_)
+        for c, v in zip(cells_, values, strict=True):
+            text = json.dumps(v, ensure_ascii=False)
+            assert "argument" not in text and "error" not in v, (c["fn"], text)
+        status = dict((r[0], r[1]) for r in values[0])
+        assert len(values[0][0]) == 2 and status  # QWEN_STATUS: a two-column table
+        assert values[1][0][0] == "600001.SH" and values[1][0][2] in ("低", "中", "高")
+    finally:
         browser.close()
         pw.stop()
         running.stop()

@@ -4,12 +4,16 @@
  * (`xladdin cells serve`, which serves this file); the same call twice in a window is sent once.
  * Answered calls come back at once (memory or the disk cache, no engine); pending ones settle over
  * one long poll. Every failure is a `#QWEN! …` value: a call never hangs, even when the service stops.
- * The names are the function table's (xladdin/sheet/table.py; a test checks them).
+ * The names and how many arguments each declares are the function table's (xladdin/sheet/table.py,
+ * functions.json; a test checks them). A host passes more than the declared arguments: Office adds its
+ * invocation object last to every call (with every declared parameter, null where the cell left one
+ * out), so a function takes its declared ones and nothing after them.
  */
 (function (root) {
   "use strict";
 
   var NAMES = ["QWEN_SCREEN", "QWEN", "QWEN_EXTRACT", "QWEN_CLASSIFY", "QWEN_HIGHLIGHTS", "QWEN_STATUS"];
+  var ARITY = { QWEN_SCREEN: 3, QWEN: 2, QWEN_EXTRACT: 3, QWEN_CLASSIFY: 2, QWEN_HIGHLIGHTS: 3, QWEN_STATUS: 0 };
   var SPILL = { QWEN_SCREEN: true, QWEN_STATUS: true };
   var PENDING = "#QWEN\u2026 \u8ba1\u7b97\u4e2d pending";  // the placeholder of a cell still waiting (WPS)
   var WINDOW_MS = 100;
@@ -189,13 +193,18 @@
     });
   };
 
+  function declared(name, args) {
+    // the arguments the function declares, without what the host adds after them (Office's invocation)
+    return Array.prototype.slice.call(args, 0, ARITY[name]);
+  }
+
   function register(associate, client) {
     NAMES.forEach(function (name) {
-      associate(name, function () { return client.call(name, Array.prototype.slice.call(arguments)); });
+      associate(name, function () { return client.call(name, declared(name, arguments)); });
     });
   }
 
-  var api = { NAMES: NAMES, SPILL: SPILL, PENDING: PENDING, CellClient: CellClient, register: register,
+  var api = { NAMES: NAMES, ARITY: ARITY, SPILL: SPILL, declared: declared, PENDING: PENDING, CellClient: CellClient, register: register,
               shaped: shaped, client: null };
   root.XladdinCells = api;
   if (typeof CustomFunctions !== "undefined" && CustomFunctions.associate) {

@@ -22,7 +22,7 @@
       }, 100);
     }
     function call(name, args) {
-      args = Array.prototype.slice.call(args);
+      args = cells.declared(name, args);
       var key = JSON.stringify([name, args]);
       var had = known[key];
       if (had && !(String(had.value).indexOf("#QWEN!") === 0 && Date.now() - had.at > ERROR_TTL_MS)) {
