@@ -110,7 +110,8 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
 
         # the service stopped under a pending call: the cell gets an error value, never hangs
         before = len(engine.calls)
-        page.evaluate("(r) => { window.held = OfficeHost.recalculate([{fn: 'QWEN_SCREEN', args: [[r], null, null]}]); }",
+        page.evaluate("(r) => { window.held = OfficeHost.recalculate([{fn: 'QWEN_SCREEN', args: [[r], null, null]}]); }"
+                      ,
                       row(HOLD - 600000))
         for _ in range(200):  # until the engine has the call and the page holds a poll for it
             if len(engine.calls) > before:

@@ -116,7 +116,7 @@ def test_a_report_published_after_as_of_is_not_used_and_the_row_says_so(tiny_mod
     for row, name in zip((first, second), names, strict=True):
         assert row["错误 error"] is None
         assert f"未用 {name}: 公告日 {name[:10]} (文件名) 晚于 as-of 2021-03-31" in row["说明 notes"]
-        assert "数据缺失" in row["标记 flags"] and "公告日未知" in row["标记 flags"]  # screened on its fields alone
+        assert "数据缺失" in row["标记 flags"] and "公告日未知" not in row["标记 flags"]  # on its fields alone, no flag
         assert row["报告期 period"] is None and row["公告日 published"] is None and name not in row["阅读范围 read"]
     run = json.loads(out.read_text(encoding="utf-8"))["run"]
     assert run["as_of"] == "2021-03-31" and run["reports_left_out"] == 2
@@ -184,7 +184,7 @@ def test_a_pool_row_published_after_as_of_is_refused(tiny_model_path, tmp_path):
     assert public["错误 error"] is None and "公告日未知" not in public["标记 flags"]
     assert (public["报告期 period"], public["公告日 published"]) == ("2020年度", "2021-03-20")
     assert "公告日 2021-03-20 (列 公告日期)" in public["说明 notes"]
-    assert undated["错误 error"] is None and "公告日未知" in undated["标记 flags"]
+    assert undated["错误 error"] is None and "公告日未知" not in undated["标记 flags"]  # no report: its own fields
     # without --as-of every row is screened, each with its dates
     r = cli(["screen", str(pool), "-o", str(out)], tiny_model_path, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -261,7 +261,7 @@ def test_screen_a_frame_as_of_a_date(tmp_path):
     with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
         out = xladdin.screen(df, batcher=b, progress=False, reports=tmp_path, as_of="2021-03-31")
     assert "is after the as-of day 2021-03-31" in out.loc[0, "错误 error"]
-    assert f"未用 {late.name}" in out.loc[1, "说明 notes"] and "公告日未知" in out.loc[1, "标记 flags"]
+    assert f"未用 {late.name}" in out.loc[1, "说明 notes"] and "公告日未知" not in out.loc[1, "标记 flags"]
     assert out.loc[2, "公告日 published"] == "2021-02-01" and "公告日未知" not in out.loc[2, "标记 flags"]
 
 

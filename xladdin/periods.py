@@ -7,9 +7,13 @@ here in code, never by the model:
 - a pool's 公告日期 / 报告期 columns (a date, ``20210423``, ``2021年报``, ``2021-12-31``, ``2021Q1``);
 - the file name as the exchanges' sites name files (``2021-04-23__贵州茅台__2020年年度报告.pdf``;
   ``600519_2021年报.pdf`` gives the period alone);
-- the report's text: its cover title (``2021年第一季度报告``) and the day its board approved it
-  (``董事会批准报送日期：2022年3月30日``, ``董事会…于2021年4月23日…审议通过``, or the date under 董事长 at
-  the end).
+- the report's text: its cover title (``2021年第一季度报告``) and its own statement of the day it was
+  approved for release (``董事会批准报送日期：2022年3月30日``, ``本年度报告于2022年3月29日由…董事会…审议
+  通过``, ``本财务报表业经…董事会于…批准报出``, the date under 董事长 at its end); else its auditor's report's
+  date, the earliest it can have been public. Never a date from another sentence.
+
+A day before its period ends (or years after it) is impossible and not used; where sources disagree
+the latest is kept and the others named (``ReportDates.combined``).
 
 A period without its year in the name (``…__年度报告.pdf``) is taken from the publication date: an
 annual report comes out in the year after its period, the quarterly and half-year reports in theirs.
@@ -37,14 +41,34 @@ _END_DATE = re.compile(r"^\s*((?:19|20)\d\d)[-/.年]?\s*(\d{1,2})[-/.月]?\s*(\d
 _YEAR_ONLY = re.compile(r"^\s*((?:19|20)\d\d)\s*年?\s*$")
 _NAME_DATE = re.compile(r"(?<!\d)((?:19|20)\d\d)[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)")
 _CN_DATE = r"((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日"
-_BOARD = (
+_HAN = "一二三四五六七八九十"
+_HAN_DATE = r"(二[〇○零O０0一二三四五六七八九]{3})\s*年\s*([" + _HAN + r"]{1,3})\s*月\s*([" + _HAN + r"]{1,4})\s*日"
+_ANY_DATE = re.compile(_CN_DATE + "|" + _HAN_DATE)
+# The report's own statements of the day it was approved for release, most specific first. Each is the
+# sentence that names the report (本报告 / 本年度报告, never 本报告期) or its statements and says it was
+# approved; a date in any other sentence (a permit, a board vote on something else, a standard's start)
+# is never a publication day.
+_SENTENCE = r"[^。；;\n]"
+_APPROVED = (
     (re.compile(r"董事会批准报送日期\s*[:：]?\s*" + _CN_DATE), "正文: 董事会批准报送日期"),
-    (re.compile(r"董事会[^。；\n]{0,40}?于\s*" + _CN_DATE), "正文: 董事会审议日"),
-    (re.compile(_CN_DATE + r"[^。；\n]{0,12}召开[^。；\n]{0,30}董事会"), "正文: 董事会审议日"),
+    (re.compile(r"本(?:年度|季度|半年度)?报告(?!期)(?:全文)?(?:及其?摘要)?" + _SENTENCE + r"{0,60}?"
+                r"(?:于|在)\s*" + _CN_DATE + _SENTENCE + r"{0,60}?(?:审议通过|批准)"), "正文: 董事会审议日"),
+    (re.compile(_CN_DATE + _SENTENCE + r"{0,12}召开" + _SENTENCE + r"{0,40}董事会" + _SENTENCE + r"{0,60}?"
+                r"审议通过(?:了)?本(?:年度|季度|半年度)?报告(?!期)"), "正文: 董事会审议日"),
+    (re.compile(r"董事会" + _SENTENCE + r"{0,30}?于\s*" + _CN_DATE + _SENTENCE + r"{0,30}?审议通过(?:了)?"
+                r"本(?:年度|季度|半年度)?报告(?!期)"), "正文: 董事会审议日"),
+    (re.compile(r"财务报(?:表|告)" + _SENTENCE + r"{0,30}?于\s*" + _CN_DATE + _SENTENCE + r"{0,20}?批准报出"),
+     "正文: 财务报表批准报出日"),
 )
-_CHAIR = re.compile(r"董事长\s*[:：]?")
+# the auditor's report's date: stated (the SZSE template's 审计报告签署日期), else the date beside its
+# signature (中国注册会计师, not the 中国注册会计师审计准则 its text cites)
+_AUDIT_SIGNED = re.compile(r"审计报告签署日期\s*[:：]?\s*" + _CN_DATE)
+_AUDITOR = re.compile(r"中国注册会计师(?!\s*(?:审计|执业|职业|独立|准则))")
+AUDIT_DATE_BEFORE = 150  # the date beside the signature: this far before it (some print it above)
+_CHAIR = re.compile(r"董事长\s*[:：]")
+AUDIT_DATE_CHARS = 400  # how far after the auditor's signature its date stands
+LATEST_AFTER_END = 730  # a publication day after this many days from its period's end is no publication day
 COVER_CHARS = 3000  # where a report's cover title stands
-ENDS_CHARS = 30_000  # where its board approval is said: near its start, and at its end
 
 
 @dataclass(frozen=True, order=True)
@@ -60,6 +84,12 @@ class Period:
     def order(self) -> tuple[int, int]:
         return self.year, KINDS[self.kind][2]
 
+    @property
+    def end(self) -> dt.date:
+        """The period's last day."""
+        month = KINDS[self.kind][2]
+        return dt.date(self.year, month, 31 if month in (3, 12) else 30)
+
     def __str__(self) -> str:
         return self.label
 
@@ -72,6 +102,24 @@ class ReportDates:
     period_source: str | None = None
     published: dt.date | None = None
     published_source: str | None = None
+    conflict: str | None = None  # sources that gave other days (the latest is kept)
+
+    def combined(self, *others: ReportDates) -> ReportDates:
+        """These dates with ``others``': the first period known; of the publication days the period makes
+        possible, the latest (a report is public no earlier than any source says), the others named in
+        ``conflict``."""
+        out = self
+        for other in others:
+            if out.period is None and other.period is not None:
+                out = replace(out, period=other.period, period_source=other.period_source)
+        days = [(d.published, d.published_source) for d in (self, *others)
+                if d.published is not None and possible(d.published, out.period)]
+        if not days:
+            return replace(out, published=None, published_source=None, conflict=None)
+        day, source = max(days, key=lambda d: d[0])
+        other = sorted({f"{d.isoformat()} ({s})" for d, s in days if d != day})
+        return replace(out, published=day, published_source=source,
+                       conflict=f"公告日来源不一, 取最晚: {'; '.join(other)}" if other else None)
 
     def merged(self, other: ReportDates) -> ReportDates:
         """These dates, with what ``other`` knows where these do not (the first source wins)."""
@@ -188,27 +236,81 @@ def from_name(name: str | None) -> ReportDates:
     return ReportDates(period, source, published, "文件名" if published else None)
 
 
+def _han_number(text: str) -> int:
+    digits = {c: i for i, c in enumerate("〇一二三四五六七八九")} | {"○": 0, "零": 0, "O": 0, "０": 0, "0": 0}
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        return (digits.get(tens, 1) if tens else 1) * 10 + (digits[ones] if ones else 0)
+    return int("".join(str(digits[c]) for c in text))
+
+
+def _any_date(m: re.Match[str]) -> dt.date | None:
+    """A date written in Arabic digits (``2020 年 4 月 2 日``) or in Chinese ones (``二〇二〇年一月二十二日``)."""
+    if m.group(1):
+        return _date(m.group(1), m.group(2), m.group(3))
+    try:
+        return _date(_han_number(m.group(4)), _han_number(m.group(5)), _han_number(m.group(6)))
+    except (KeyError, ValueError):
+        return None
+
+
+def possible(day: dt.date, period: Period | None) -> bool:
+    """Whether ``day`` can be the publication day of a report of ``period``: after the period's end, and
+    not years after it (a date of a later event); any day when the period is not known."""
+    if period is None:
+        return True
+    end = period.end
+    return end < day <= end + dt.timedelta(days=LATEST_AFTER_END)
+
+
+def text_days(text: str, period: Period | None = None) -> list[tuple[dt.date, str]]:
+    """The days a report's text gives for its own release, most trusted first, each with its source: its
+    statements that it was approved (``董事会批准报送日期``, ``本年度报告于…经董事会审议通过``, ``财务报表业经
+    董事会于…批准报出``), the date under 董事长 at its end; else its auditor's report's date, the earliest it
+    can have been public. A day the period makes impossible is left out."""
+    found: list[tuple[dt.date, str]] = []
+    for pattern, said in _APPROVED:
+        for m in pattern.finditer(text):
+            day = _date(*m.groups()[-3:])
+            if day and possible(day, period):
+                found.append((day, said))
+                break
+    tail = text[-3000:]
+    chairs = list(_CHAIR.finditer(tail))
+    if chairs and (m := _ANY_DATE.search(tail[chairs[-1].end():][:300])):
+        day = _any_date(m)
+        if day and possible(day, period):
+            found.append((day, "正文: 董事长签署日"))
+    if not found:
+        found = _audit_day(text, period)
+    return found
+
+
+def _audit_day(text: str, period: Period | None) -> list[tuple[dt.date, str]]:
+    for m in _AUDIT_SIGNED.finditer(text):
+        day = _date(*m.groups())
+        if day and possible(day, period):
+            return [(day, "正文: 审计报告签署日期 (公告日不早于此)")]
+    for sign in _AUDITOR.finditer(text):
+        lo, hi = max(0, sign.start() - AUDIT_DATE_BEFORE), sign.end() + AUDIT_DATE_CHARS
+        for m in _ANY_DATE.finditer(text, lo, hi):
+            day = _any_date(m)
+            if day and possible(day, period):
+                return [(day, "正文: 审计报告日 (公告日不早于此)")]
+    return []
+
+
 def from_text(text: str | None) -> ReportDates:
-    """What a report's text says: its cover title's period, and the day its board approved it (a
-    statement of it, else the date under 董事长 at its end)."""
+    """What a report's text says: its cover title's period, and the day it was approved for release
+    (``text_days``' first)."""
     if not text:
         return ReportDates()
     period = None
     if m := _PERIOD.search(text[:COVER_CHARS]):
         period = _period_of(m)
-    ends = text if len(text) <= 2 * ENDS_CHARS else text[:ENDS_CHARS] + "\n" + text[-ENDS_CHARS:]
-    published, source = None, None
-    for pattern, said in _BOARD:
-        if m := pattern.search(ends):
-            published, source = _date(*m.groups()[-3:]), said
-            if published:
-                break
-    if published is None:
-        tail = text[-3000:]
-        chairs = list(_CHAIR.finditer(tail))
-        if chairs and (m := re.search(_CN_DATE, tail[chairs[-1].end():][:300])):
-            published, source = _date(*m.groups()), "正文: 董事长签署日"
-    return ReportDates(period, "正文: 封面标题" if period else None, published, source if published else None)
+    days = text_days(text, period)
+    published, source = days[0] if days else (None, None)
+    return ReportDates(period, "正文: 封面标题" if period else None, published, source)
 
 
 def from_report(name: str | None, text: str | None) -> ReportDates:

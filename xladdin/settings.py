@@ -188,6 +188,9 @@ class Settings(BaseSettings):
     as_of: dt.date | None = Field(None, description="the workbook cells (QWEN_SCREEN, the Refresh macro) screen as "
                                   "of this day, as --as-of does: no report published after it is used "
                                   "(2021-03-31; the CLI and xladdin.screen take --as-of / as_of= instead)")
+    undated_reports: bool = Field(False, description="under an as-of day, use a report whose publication day is not "
+                                  "known (flagged 公告日未知); by default it is left out and its row screened on "
+                                  "the pool's own fields (--undated-reports)")
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     openai_http: HTTPOptions = Field(default_factory=HTTPOptions)
     embedded: EmbeddedOptions = Field(default_factory=EmbeddedOptions)

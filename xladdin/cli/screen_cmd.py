@@ -36,7 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "exit status 4 is added when any changed")
     p.add_argument("--as-of", metavar="DATE", help="screen as of this day (2021-03-31): a report published after it "
                    "is not used (a row whose 公告日期 is after it is refused), --reports gives each code the newest "
-                   "published by then; a row with no known publication day is flagged 公告日未知")
+                   "published by then; a report whose publication day is not known is not used")
+    p.add_argument("--undated-reports", action="store_true", default=None,
+                   help="with --as-of, use a report whose publication day is not known (its row flagged 公告日未知)")
     p.add_argument("--replay", metavar="REPORT", help="screen again from the run recorded in REPORT (its input, "
                    "rules, as-of date, sampling; the engine configured now) into -o [REPORT.replay.xlsx] and list "
                    "what differs; exit status plus 4 when anything does")

@@ -21,5 +21,6 @@ def add_settings_options(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    names = ("model", "engine_url", "api_key", "cache_dir", "no_cache", "max_parallel", "timeout", "engine_verbose")
+    names = ("model", "engine_url", "api_key", "cache_dir", "no_cache", "max_parallel", "timeout", "engine_verbose",
+             "undated_reports")
     return Settings.load({n: getattr(args, n, None) for n in names})

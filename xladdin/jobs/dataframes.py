@@ -40,7 +40,7 @@ def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None =
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     day = parse_as_of(as_of)
     pool, records = _pool_records(df, settings, reports, day)
-    records, dating = date_rows(pool, records, day)
+    records, dating = date_rows(pool, records, day, undated=settings.undated_reports)
     return _beside(df, task, ScreenResult, records, settings, progress, batcher, dating)
 
 

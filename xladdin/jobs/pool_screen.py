@@ -230,7 +230,8 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
     # an engine that cannot start at all is one error line, not a report of errors
     with started(settings, batcher) as core:
         # a file dated only by its text is read by the core's readers, once: its row's request finds it read
-        records, dating = date_rows(pool, records, as_of, core.reader.read_now) if dated else (records, None)
+        records, dating = date_rows(pool, records, as_of, core.reader.read_now, settings.undated_reports) if dated \
+            else (records, None)
         if dating is not None:
             results, hits, errors = screen_records(core, task, dating.sent(records), progress)
             results, errors = dating.finish(results), errors + len(dating.refused)

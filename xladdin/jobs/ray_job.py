@@ -372,7 +372,7 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
     with started(settings, described) as core, contextlib.closing(described) if described else contextlib.nullcontext():
         # a file dated only by its text: read by the driver's readers into the cache's store of texts, where the
         # job's read tasks find it
-        records, dating = date_rows(pool, records, as_of, core.reader.read_now)
+        records, dating = date_rows(pool, records, as_of, core.reader.read_now, settings.undated_reports)
         sent = dating.sent(records)
         llm = ray_llm.answering(core, options, settings) if options.engine != "http" else None
         results, hits, errors, counts = _screen(sent, settings, task, options, progress, llm)

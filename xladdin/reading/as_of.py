@@ -1,13 +1,17 @@
 """Screening as of a date: no row uses what was not public on that day.
 
-Each row's report has a period and a publication date (``periods``: the pool's 公告日期 / 报告期 columns
-first, then the file's name, then its text). Under ``as_of``:
+Each row's report has a period and a publication date (``periods``: the pool's 公告日期 / 报告期 columns,
+the file's name, its text; of the days they give, the latest the period makes possible). Under
+``as_of``:
 
 - a row whose own 公告日期 is after the date is refused (its figures were not public then): that row's
   error, naming both days;
-- a report (file or text) published after the date is not used: the row is screened on its fields
-  alone and says which report was left out and why (so are the files ``--reports`` passed over);
-- a row whose report has no known publication date is flagged 公告日未知.
+- a report (file or text) is used only when it was public by then: one published after the date, one
+  whose period ends after it, and one whose publication day is not known are left out, and the row is
+  screened on the pool's own fields, saying which report was left out and why (so are the files
+  ``--reports`` passed over). With ``undated_reports`` (``--undated-reports``) a report of no known
+  day is used and its row flagged 公告日未知;
+- the pool's own typed fields are what the user knew that day: no flag for them.
 
 Every front door that screens a table (the CLI, ``xladdin.screen(df)``, a workbook's ``QWEN_SCREEN`` cells
 and Refresh macro, as of the ``as_of`` setting) runs ``date_rows`` on its placed records before the run
@@ -48,6 +52,7 @@ class Dating:
     notes: list[list[str]] = field(default_factory=list)
     undated: list[bool] = field(default_factory=list)
     refused: dict[int, InputError] = field(default_factory=dict)
+    left_out_undated: int = 0  # reports not used because their day is not known
 
     def sent(self, records: list[Any]) -> list[Any]:
         """The records to screen: all but the refused."""
@@ -86,30 +91,33 @@ class Dating:
         return {"as_of": self.as_of.isoformat() if self.as_of else None,
                 "refused_as_of": len(self.refused),
                 "reports_left_out": sum(1 for n in self.notes if any(s.startswith("未用") for s in n)),
-                "undated": sum(self.undated)}
+                "reports_left_out_undated": self.left_out_undated,
+                "undated_used": sum(self.undated)}
 
 
 def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
-              read: Callable[[Any], str] | None = None) -> tuple[list[Any], Dating]:
+              read: Callable[[Any], str] | None = None, undated: bool = False) -> tuple[list[Any], Dating]:
     """The placed ``records`` of ``pool`` as of ``as_of`` (``None``: as they are), and what was found
-    (``Dating``). A file's text is read for its dates only under ``as_of`` when neither the pool nor
-    its name dates it: by ``read`` (default ``read_document``; the cells: their runtime's reader)."""
+    (``Dating``). Under ``as_of`` a file's text is read for its dates (by ``read``, default
+    ``read_document``; the cells: their runtime's reader), so that a later day its text gives wins over
+    its name's. ``undated``: a report of no known day is used (flagged) instead of left out."""
     dating = Dating(as_of)
     out = []
     for i, (rec, own) in enumerate(zip(records, pool.report_dates(), strict=True)):
         notes = list(pool.left_out.get(i, ()))
         path = rec.get(FIELD) if isinstance(rec, dict) else None
         text = rec.get("report_text") if isinstance(rec, dict) else None
-        found = periods.from_name(Path(path).name if path else None)
-        if isinstance(text, str) and text.strip():
-            found = found.merged(periods.from_text(text))
-        if as_of is not None and path and own.published is None and found.published is None:
+        has_text = isinstance(text, str) and bool(text.strip())
+        found = [periods.from_name(Path(path).name if path else None)]
+        if has_text:
+            found.append(periods.from_text(text))
+        if as_of is not None and path:
             try:
-                found = found.merged(periods.from_text((read or read_document)(path)))
+                found.append(periods.from_text((read or read_document)(path)))
             except XladdinError:
                 pass  # the row's own reading says why
-        dates = own.merged(found)
-        undated = False
+        dates = own.combined(*found)
+        flagged = False
         if as_of is not None:
             raw = pool.published_cell(i)
             if own.published is None and raw not in (None, "") and not (isinstance(raw, float) and raw != raw):
@@ -119,14 +127,31 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
                 dating.refused[i] = InputError(
                     "published", f"公告日期 {own.published} is after the as-of day {as_of}: this row's figures were "
                     "not public then (refused)")
-            elif own.published is None and found.published is not None and found.published > as_of:
-                name = Path(path).name if path else "财报摘要"
-                notes.append(f"未用 {name}: 公告日 {found.published} ({found.published_source}) 晚于 as-of {as_of}")
-                rec = {**rec, FIELD: None, "report_text": None}
-                dates = own
-            undated = i not in dating.refused and dates.published is None  # nor its fields' day
+            elif path or has_text:
+                why = _not_public(dates, as_of, undated)
+                if why is not None:
+                    name = Path(path).name if path else "财报摘要"
+                    notes.append(f"未用 {name}: {why}")
+                    dating.left_out_undated += dates.published is None
+                    rec = {**rec, FIELD: None, "report_text": None}
+                    dates = own
+                else:
+                    flagged = dates.published is None
+                    if dates.conflict:
+                        notes.append(dates.conflict)
         dating.dates.append(dates)
         dating.notes.append(notes)
-        dating.undated.append(undated)
+        dating.undated.append(flagged)
         out.append(rec)
     return out, dating
+
+
+def _not_public(dates: periods.ReportDates, as_of: dt.date, undated: bool) -> str | None:
+    """Why a report of ``dates`` was not public on ``as_of`` (``None``: it was, or may be used)."""
+    if dates.period is not None and dates.period.end >= as_of:
+        return f"报告期 {dates.period.label} ({dates.period_source}) 到 as-of {as_of} 尚未结束"
+    if dates.published is None:
+        return None if undated else "公告日未知 (文件名、正文均未载明; --undated-reports 可照用)"
+    if dates.published > as_of:
+        return f"公告日 {dates.published} ({dates.published_source}) 晚于 as-of {as_of}"
+    return None

@@ -330,10 +330,10 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
     """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``). A code
     with several files gets the newest: by the publication day and period their names give
     (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by modification time. With
-    ``as_of``, a report published after that day is never chosen: the newest published by then is, its
-    day read from its name, else from its text (``periods``); each file left out, and why, goes to
-    ``left_out`` under its code. ``texts``: the texts of many files at once, for the files only their text
-    dates (a file that cannot be read: ``None``); default one after another here (``read_document``)."""
+    ``as_of``, a report published after that day (or whose period had not ended) is never chosen: the
+    newest published by then is, its day the latest its name and its text give (``periods``); each file
+    left out, and why, goes to ``left_out`` under its code. ``texts``: the texts of many files at once
+    (a file that cannot be read: ``None``); default one after another here (``read_document``)."""
     if not folder.is_dir():
         raise InputError("reports", f"{folder}: not a folder")
     wanted = {c[:6] for c in codes}
@@ -346,8 +346,8 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
                 candidates.setdefault(digits, []).append(Path(entry.path))
                 break
     found: dict[str, Path] = {}
-    undated = [p for paths in candidates.values() for p in paths if periods.from_name(p.name).published is None]
-    read = (texts or _read_texts)(undated) if as_of is not None and undated else {}
+    every = [p for paths in candidates.values() for p in paths]
+    read = (texts or _read_texts)(every) if as_of is not None and every else {}  # a later day in its text wins
     for code, paths in candidates.items():
         dates = {p: periods.from_name(p.name) for p in paths}
         if as_of is None:
@@ -357,13 +357,16 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
                 found[code] = max(paths, key=lambda p: p.stat().st_mtime)
             continue
         for p in paths:
-            if dates[p].published is None and read.get(p):
-                dates[p] = dates[p].merged(periods.from_text(read[p]))  # type: ignore[arg-type]
-        public = [p for p in paths if dates[p].published is None or dates[p].published <= as_of]
+            if read.get(p):
+                dates[p] = dates[p].combined(periods.from_text(read[p]))  # type: ignore[arg-type]
+        public = [p for p in paths if (dates[p].published is None or dates[p].published <= as_of)
+                  and (dates[p].period is None or dates[p].period.end < as_of)]
         for p in paths:
             if p not in public:
                 (left_out if left_out is not None else {}).setdefault(code, []).append(
-                    f"未用 {p.name}: 公告日 {dates[p].published} ({dates[p].published_source}) 晚于 as-of {as_of}")
+                    f"未用 {p.name}: 公告日 {dates[p].published} ({dates[p].published_source}) 晚于 as-of {as_of}"
+                    if dates[p].published is not None and dates[p].published > as_of else
+                    f"未用 {p.name}: 报告期 {dates[p].period} 到 as-of {as_of} 尚未结束")
         dated = [p for p in public if dates[p].published is not None]
         if dated or public:
             found[code] = max(dated, key=lambda p: (dates[p].newest, p.name)) if dated else \

@@ -47,7 +47,8 @@ def screen(rt: CellRuntime, values: Any, header: bool, rules: Any, caller: Any =
     each dated as the CLI's (报告期, 公告日) and, under the ``as_of`` setting, as of that day (``as_of``)."""
     records, pool = cells.screen_table(values, bool(header))
     reports = rt.reports(folder)  # a report file's relative path: from the workbook's folder
-    records, dating = date_rows(pool, [reports.place(r, folder) for r in records], rt.as_of, rt.read_text)
+    records, dating = date_rows(pool, [reports.place(r, folder) for r in records], rt.as_of, rt.read_text,
+                              rt.settings.undated_reports)
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     width = len(cells.SPILL_FIELDS)
     sent = [None if i in dating.refused else r for i, r in enumerate(records)]  # a refused row asks nothing
