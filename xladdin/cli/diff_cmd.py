@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from ..errors import InputError
 from ..jobs.changes import compare_files
 from ..jobs.report import write_changes
 
@@ -23,6 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output:
+        out = Path(args.output).resolve()
+        for given in (args.old, args.new):
+            if Path(given).resolve() == out:
+                raise InputError("output", f"{args.output} is one of the reports compared: name another file for "
+                                 "the changes")
     changes = compare_files(args.old, args.new)
     if args.output:
         write_changes(args.output, changes)

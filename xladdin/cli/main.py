@@ -1,6 +1,6 @@
 """``xladdin`` entry point: parse arguments, call the library, turn its error
 into one line and an exit code (0 ok, 1 some rows failed, 2 error; ``screen --compare`` / ``--replay``
-add 4 when rows changed, ``diff`` exits as diff(1): 0 same, 1 changed)."""
+add 4 when rows changed, as ``nightly`` does, ``diff`` exits as diff(1): 0 same, 1 changed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 
 from ..errors import XladdinError
-from . import cache_cmd, calc_cmd, cells_cmd, diff_cmd, eval_cmd, highlights_cmd, screen_cmd
+from . import cache_cmd, calc_cmd, cells_cmd, diff_cmd, eval_cmd, highlights_cmd, nightly_cmd, screen_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     screen_cmd.add_parser(sub)
+    nightly_cmd.add_parser(sub)
     highlights_cmd.add_parser(sub)
     cache_cmd.add_parser(sub)
     eval_cmd.add_parser(sub)

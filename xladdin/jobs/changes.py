@@ -110,7 +110,8 @@ def read_saved(path: str | Path) -> Saved:
             if not isinstance(rows, list):
                 raise InputError("report", f"{path.name}: not a report (no rows)")
             columns = list(dict.fromkeys(k for r in rows for k in r))
-            return Saved(path, columns, rows, data.get("run") or {})
+            run = data.get("run")
+            return Saved(path, columns, rows, run if isinstance(run, dict) else {})
     except (OSError, ValueError) as e:
         raise InputError("report", f"{path.name}: cannot be read as a report ({e})") from None
     raise InputError("report", f"{path.name}: expected a report .xlsx, .csv or .json")
@@ -265,8 +266,19 @@ def compare_reports(old: Saved, new: Saved) -> Changes:
     return Changes(str(old.path), str(new.path), found, len(before.keys() & now.keys()))
 
 
+def read_screen(path: str | Path) -> Saved:
+    """A screen report read back (``read_saved``), or an ``InputError`` naming the file when it is
+    another kind (a highlights report has no risk level to compare)."""
+    saved = read_saved(path)
+    task = saved.run.get("task") if isinstance(saved.run, dict) else None
+    if (task is not None and task != "screen") or LEVEL not in saved.columns:
+        kind = f"a {task} report" if isinstance(task, str) and task != "screen" else f"no {LEVEL} column"
+        raise InputError("report", f"{saved.path.name}: not a screen report ({kind}): compare screen reports")
+    return saved
+
+
 def compare_files(old: str | Path, new: str | Path) -> Changes:
-    return compare_reports(read_saved(old), read_saved(new))
+    return compare_reports(read_screen(old), read_screen(new))
 
 
 

@@ -27,7 +27,7 @@ from ..tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
 from ..tasks.screen import ScreenResult, ScreenTask
 from ..version import __version__
-from .changes import Changes, compare_reports, read_saved, saved_from_table
+from .changes import Changes, compare_reports, read_screen, saved_from_table
 from .replay import record
 from .report import check_output, table, write_report
 
@@ -85,7 +85,7 @@ def open_pool(input_path: str | Path, output_path: str | Path, settings: Setting
     with read, the pool read, its report files matched and placed (``documents.Reports``: from the pool's
     folder and ``--reports``). Returns (the earlier report or ``None``, the pool, its records)."""
     check_output(output_path, input_path)
-    earlier = read_saved(compare) if compare is not None else None
+    earlier = read_screen(compare) if compare is not None else None
     pool = read_pool(input_path)
     allowed = Reports.of(settings, pool.path.parent, reports)
     if reports is not None:

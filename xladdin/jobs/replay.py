@@ -96,6 +96,10 @@ def recorded(report: str | Path) -> Saved:
     if not saved.run.get("input_path") or saved.run.get("task") != "screen":
         raise InputError("replay", f"{Path(report).name}: no screen run recorded in it (a report of xladdin screen "
                          "from this version holds one)")
+    pool = Path(str(saved.run["input_path"]))
+    if not pool.is_file():
+        raise InputError("replay", f"{Path(report).name} was screened from {pool}, which is not there now (moved or "
+                         "deleted): put the pool back there, or screen it again with xladdin screen")
     return saved
 
 
@@ -110,7 +114,20 @@ def replay_settings(saved: Saved, overrides: dict[str, Any]) -> Settings:
 
 
 def recorded_rules(saved: Saved) -> Rules:
-    return Rules.model_validate(saved.run.get("rules") or {})
+    """The rules the report was screened under; an ``InputError`` naming the report and the rule when
+    they are not rules."""
+    from pydantic import ValidationError
+
+    given = saved.run.get("rules") or {}
+    if not isinstance(given, dict):
+        raise InputError("replay", f"{saved.path.name}: its recorded rules are not a table of rules ({given!r:.60})")
+    try:
+        return Rules.model_validate(given)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError("replay", f"{saved.path.name}: recorded rule {where}: {err['msg']} "
+                         f"(got {err.get('input')!r:.40}); give rules with --rules FILE") from None
 
 
 def differences(old: Saved, new: Saved) -> list[str]:
