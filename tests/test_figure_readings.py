@@ -175,8 +175,11 @@ def test_no_share_count():
 
 @pytest.mark.parametrize("text, words", [
     ("全年净亏损2.3亿元", "全年净亏损2.3亿元"),
+    ("受行业影响，公司亏损5,000万元", "公司亏损5,000万元"),
     ("受行业影响，公司由盈转亏", "受行业影响，公司由盈转亏"[6:]),
-    ("经营情况：公司本年度出现亏损", "公司本年度出现亏损"),
+    # a loss word without its figure, or of others, is no statement of the company's loss
+    ("经营情况：公司本年度出现亏损", None),
+    ("经营情况：部分子公司由盈转亏", None),
     ("少数股东分担的当期亏损5亿元", None),
     ("公司扭亏为盈", None),
 ])
@@ -414,8 +417,8 @@ def test_a_long_prose_quote_is_cut_at_thirty_characters_in_the_note():
 
 
 def test_loss_words_elsewhere_do_not_override_a_table_s_profit():
-    text = "\n".join(PAGE_1).replace("-3,120.40 -1,050.20", "3,120.40 1,050.20") + "\n部分子公司出现亏损"
-    assert loss_statement(text) is not None  # the words are there ...
+    text = "\n".join(PAGE_1).replace("-3,120.40 -1,050.20", "3,120.40 1,050.20") + "\n本年度亏损800万元"
+    assert loss_statement(text) is not None  # a loss with its figure is there ...
     assert Flag.LOSS not in audit(text).flags  # ... but the table says a profit
 
 

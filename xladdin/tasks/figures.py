@@ -118,7 +118,8 @@ _RANGE_AFTER = re.compile(r"^(?:至|到|~|～|-)[-+]?\d")
 _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
 _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
 _LOSS = re.compile(r"(?P<q>(?:净)?亏损" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY + r")")
-_LOSS_WORDS = re.compile(r"由盈转亏|转为亏损|出现亏损|净利润为负|(?<!弥补)(?<!减少)(?<![无未不扭])亏损")
+_RESULT_WORDS = re.compile(r"由盈转亏|转为亏损|净利润为负")  # the result's sign stated in words
+_OTHERS_CLAUSE = re.compile(r"子公司|分公司|分部|板块|部分|联营|合营|参股|少数股东|业务|项目|产品")
 # last year's figure, as prose states it: "上年同期净利润-0.8亿元", "去年同期亏损0.8亿元", and right after this
 # year's profit "净利润-1.2亿元，上年同期为-0.8亿元" / "(上年同期：亏损0.8亿元)"
 _PRIOR = r"(?:上年同期|去年同期|上一年度|上年度|上年|去年)"
@@ -451,10 +452,14 @@ def _own_loss(t: str) -> re.Match | None:
 
 @functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def loss_statement(text: str) -> str | None:
-    """The words by which ``text`` reports the company's own loss (``由盈转亏``, ``亏损3152.1万港元``),
-    if it does; a loss of others (a minority's share, losses carried forward) is not one."""
+    """The words by which ``text`` states the company's own loss with its figure (``亏损3152.1万港元``),
+    if it does; a loss of others (a minority's share, losses carried forward) is not one, nor a loss
+    word without its figure (``出现亏损`` of a segment, a risk, a year before: the flag 亏损 comes from
+    figures, never from a loose word). A statement of the result's sign in words (``由盈转亏``,
+    ``净利润为负``) counts when its clause names no one else (a subsidiary, a segment)."""
     t = normalize(text)
-    m = _own_loss(t) or next((w for w in _LOSS_WORDS.finditer(t) if _own(t, w)), None)
+    m = _own_loss(t) or next((w for w in _RESULT_WORDS.finditer(t) if _own(t, w) and not _OTHERS_CLAUSE.search(
+        t[max(t.rfind(p, 0, w.start()) for p in "，。；,;：:\n") + 1 : w.start()])), None)
     if m is None:
         return None
     clause = max(t.rfind(p, 0, m.start()) for p in "，。；,;：:")  # from the start of its clause
