@@ -1,7 +1,8 @@
 """The cell service through real HTTPS on 127.0.0.1 (its own certificate, verified): batches, pending
 calls settling over a long poll, a second client and a restarted service answered from memory and
-the cache, bad arguments, calls too large, a down engine, the service stopped mid-way, the key, the
-origin and the rate bound; and the one function table every grid's declarations come from."""
+the cache, bad arguments, calls too large, a down engine (and the call asked again once it is back),
+the service stopped mid-way, the key (and where the add-ins' URLs carry it), the origin and the rate
+bound, WPS's page at its folder URL; and the one function table every grid's declarations come from."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("cryptography")
 
 from conftest import tiny_settings  # noqa: E402
-from kit import free_port  # noqa: E402
+from kit import free_port, overloaded_while  # noqa: E402
 
 from xladdin.cells import calls, certs, manifests, service  # noqa: E402
 from xladdin.core.batcher import Batcher  # noqa: E402
@@ -212,6 +213,36 @@ def test_a_down_engine_is_an_error_value_never_a_hang(tmp_path):
         runtime.close(abort=True)
 
 
+def test_a_call_pending_again_after_its_error_s_time_waits_for_its_new_outcome(tmp_path):
+    """The engine down, then up again after the error's time: the recalculation's call is pending and
+    the next poll waits for its verdict, never answering the old error (issue 45)."""
+    fail = threading.Event()
+    fail.set()
+    engine = ScriptedEngine(overloaded_while(fail), delay=0.05)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path, retries=0), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        call = [{"fn": "QWEN_SCREEN", "args": [[row(1)]]}]
+        first = client.calls(call)
+        assert first[0]["state"] == "pending"
+        error = client.settle_all(first)[first[0]["id"]]
+        assert error[0][0].startswith("#QWEN! engine error 503")
+        assert client.calls(call)[0] == {"state": "error", "value": error}  # within the error's time
+        fail.clear()  # the engine is back
+        runtime.error_ttl = 0  # and the error's 30 s are over: the next call asks again
+        again = client.calls(call)
+        assert again[0] == {"state": "pending", "id": first[0]["id"]}
+        status, body, _ = client.send("/api/settle", {"ids": [again[0]["id"]], "wait": 20})
+        assert status == 200 and body["pending"] == []
+        verdict = body["results"][again[0]["id"]]
+        assert verdict["state"] == "done" and verdict["value"][0][0] == "600001.SH", verdict
+        assert client.calls(call)[0] == verdict and len(engine.calls) == 2  # then from memory
+    finally:
+        running.stop()
+        runtime.close()
+
+
 def test_the_service_stopped_mid_way_answers_its_held_polls(tmp_path):
     gate = threading.Event()
 
@@ -269,6 +300,21 @@ def test_the_key_the_origin_and_the_rate_are_enforced(tmp_path):
     finally:
         running.stop()
         runtime.close()
+
+
+def test_wps_loads_the_add_in_from_its_folder_url(scripted):
+    """WPS opens an online add-in at its folder URL: ``/addin/wps/`` is its page, which loads ``main.js``
+    (and that ``../functions.js``); without the slash it is sent to the folder (issue 45)."""
+    running, client, _ = scripted
+    for path in ("/addin/wps/", "/addin/wps"):
+        with urllib.request.urlopen(client.url + path, context=client.context, timeout=30) as r:
+            assert r.status == 200 and r.url == client.url + "/addin/wps/"
+            assert r.headers["Content-Type"].startswith("text/html")
+            page = r.read().decode()
+        assert re.search(r'<script src="main.js"></script>', page), page
+    assert (service.STATIC / "wps" / "index.html").read_text(encoding="utf-8") == page
+    main_js = (service.STATIC / "wps" / "main.js").read_text(encoding="utf-8")
+    assert '"../functions.js"' in main_js  # main.js loads the shared client from the folder above
 
 
 # -- the one function table ------------------------------------------------------------------------
@@ -329,6 +375,38 @@ def test_office_and_wps_files_are_written_by_the_commands(tmp_path):
     assert entries[0].get("url") == "https://localhost:9443/addin/wps/" and entries[0].get("type") == "et"
     wps = ET.fromstring(manifests.wps_manifest())
     assert wps.find("Functions/Namespace").text == table.NAMESPACE
+
+
+def test_with_a_key_wps_s_entry_and_office_s_page_carry_it_in_their_fragment_only(tmp_path, monkeypatch):
+    """WPS gets the key as Office does: in its page URL's fragment (read by the page's script, never sent
+    to a server); no URL carries it in a query, and the manifest's SupportUrl (shown to users) not at all."""
+    import xml.etree.ElementTree as ET
+
+    from xladdin.cli.main import main
+
+    monkeypatch.setenv("XLADDIN_CELLS_KEY", "s3cret&x")
+    plugins = tmp_path / "jsplugins.xml"
+    assert main(["cells", "wps", "--jsplugins", str(plugins), "--url", "https://localhost:9443"]) == 0
+    assert main(["cells", "wps", "--jsplugins", str(plugins), "--url", "https://localhost:9443"]) == 0
+    entries = ET.fromstring(plugins.read_text(encoding="utf-8")).findall("jspluginonline")
+    assert [e.get("url") for e in entries] == ["https://localhost:9443/addin/wps/#key=s3cret%26x"]
+    out = tmp_path / "manifest.xml"
+    assert main(["cells", "office", "-o", str(out), "--url", "https://localhost:9443"]) == 0
+    root = ET.fromstring(out.read_text(encoding="utf-8"))
+    ns = {"o": "http://schemas.microsoft.com/office/appforoffice/1.1",
+          "bt": "http://schemas.microsoft.com/office/officeappbasictypes/1.0"}
+    page = "https://localhost:9443/addin/taskpane.html"
+    assert root.find("o:SupportUrl", ns).get("DefaultValue") == page
+    assert root.find("o:DefaultSettings/o:SourceLocation", ns).get("DefaultValue") == page + "#key=s3cret%26x"
+    urls = {u.get("id"): u.get("DefaultValue") for u in root.iter(f"{{{ns['bt']}}}Url")}
+    assert urls["Taskpane.Url"] == page + "#key=s3cret%26x"
+    learn_more = next(root.iter("{http://schemas.microsoft.com/office/taskpaneappversionoverrides}LearnMoreUrl"))
+    assert urls[learn_more.get("resid")] == page  # the Get Started callout's link, shown to users too
+    for url in [e.get("url") for e in entries] + list(urls.values()):
+        assert "?" not in url
+    monkeypatch.delenv("XLADDIN_CELLS_KEY")
+    assert main(["cells", "wps", "--jsplugins", str(plugins), "--url", "https://localhost:9443"]) == 0
+    assert ET.fromstring(plugins.read_text()).find("jspluginonline").get("url") == "https://localhost:9443/addin/wps/"
 
 
 @pytest.mark.skipif(shutil.which("node") is None or not (OFFICE / "node_modules" / "office-addin-manifest").is_dir(),

@@ -131,6 +131,42 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
         runtime.close(abort=True)
 
 
+def test_wps_s_page_at_the_entry_s_url_calls_with_the_key_the_entry_carries(tmp_path, monkeypatch):
+    """WPS opens the URL ``xladdin cells wps`` writes in jsplugins.xml: with a key set, the page at it
+    (``/addin/wps/``: main.js, then functions.js) sends the key from the URL's fragment, so its calls
+    are answered, not refused 401 (issue 45)."""
+    import xml.etree.ElementTree as ET
+
+    from xladdin.cli.main import main
+
+    engine = ScriptedEngine(lambda messages: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, _ = start(runtime, tmp_path, key="s3cret")
+    base = running.url.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("XLADDIN_CELLS_KEY", "s3cret")
+    plugins = tmp_path / "jsplugins.xml"
+    assert main(["cells", "wps", "--jsplugins", str(plugins), "--url", base]) == 0
+    url = ET.fromstring(plugins.read_text(encoding="utf-8")).find("jspluginonline").get("url")
+    assert url == base + "/addin/wps/#key=s3cret"
+    pw = playwright.sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+    try:
+        page = browser.new_context(ignore_https_errors=True).new_page()
+        sent: list[str] = []
+        page.on("request", lambda req: sent.append(req.url))
+        page.goto(url)  # as WPS opens the add-in
+        page.wait_for_function("window.XladdinWps && window.QWEN_SCREEN")
+        assert page.evaluate("XladdinWps.client.key") == "s3cret"
+        value = page.evaluate("async (r) => await XladdinWps.client.call('QWEN_SCREEN', [[r]])", row(5))
+        assert value[0][0] == "600005.SH" and len(value[0]) == WIDTH, value
+        assert len(engine.calls) == 1 and not [u for u in sent if "s3cret" in u or "?" in u]
+    finally:
+        browser.close()
+        pw.stop()
+        running.stop()
+        runtime.close(abort=True)
+
+
 def test_every_function_takes_what_excel_passes_its_declared_parameters_and_the_invocation_last(tmp_path):
     """Excel passes every declared parameter (null where the cell left it out) and the runtime adds
     its invocation object: no function may count that object as an argument."""

@@ -4,6 +4,7 @@ namespace and metadata) and the ``jsplugins.xml`` entry that installs the WPS ad
 
 from __future__ import annotations
 
+from urllib.parse import quote
 from xml.sax.saxutils import escape, quoteattr
 
 from ..sheet.table import NAMESPACE
@@ -19,13 +20,20 @@ def _version() -> str:
     return ".".join(parts + ["0"] * (4 - len(parts)))
 
 
+def _keyed(url: str, key: str | None) -> str:
+    """``url`` with ``key`` in its fragment, where the page's script (functions.js) reads it: a fragment is
+    never sent to a server, nor kept in its logs as a query would be."""
+    return url + (f"#key={quote(key, safe='')}" if key else "")
+
+
 def office(base: str, key: str | None = None) -> str:
     """The Office add-in's manifest: every file from ``base`` (the cell service, https). With ``key``
-    the task pane's URL carries it in its fragment (never sent to a server but the service's script)."""
+    the task pane's URL carries it in its fragment; the URLs Office shows users (SupportUrl, Get
+    Started's link) are the page without it."""
     base = base.rstrip("/")
     a = f"{base}/addin"
-    page = f"{a}/taskpane.html" + (f"#key={key}" if key else "")
-    u = {k: escape(v) for k, v in {"page": page, "js": f"{a}/functions.js", "json": f"{a}/functions.json",
+    u = {k: escape(v) for k, v in {"page": _keyed(f"{a}/taskpane.html", key), "support": f"{a}/taskpane.html",
+                                   "js": f"{a}/functions.js", "json": f"{a}/functions.json",
                                    "i16": f"{a}/icon-16.png", "i32": f"{a}/icon-32.png", "i64": f"{a}/icon-64.png",
                                    "i80": f"{a}/icon-80.png", "base": base}.items()}
     return f"""<?xml version="1.0" encoding="UTF-8"?>
@@ -41,7 +49,7 @@ def office(base: str, key: str | None = None) -> str:
   <Description DefaultValue="A local Qwen model as worksheet functions, answered on this machine."/>
   <IconUrl DefaultValue="{u['i32']}"/>
   <HighResolutionIconUrl DefaultValue="{u['i64']}"/>
-  <SupportUrl DefaultValue="{u['page']}"/>
+  <SupportUrl DefaultValue="{u['support']}"/>
   <AppDomains>
     <AppDomain>{u['base']}</AppDomain>
   </AppDomains>
@@ -82,7 +90,7 @@ def office(base: str, key: str | None = None) -> str:
           <GetStarted>
             <Title resid="GetStarted.Title"/>
             <Description resid="GetStarted.Description"/>
-            <LearnMoreUrl resid="Taskpane.Url"/>
+            <LearnMoreUrl resid="Support.Url"/>
           </GetStarted>
           <FunctionFile resid="Taskpane.Url"/>
           <ExtensionPoint xsi:type="PrimaryCommandSurface">
@@ -126,6 +134,7 @@ def office(base: str, key: str | None = None) -> str:
         <bt:Url id="Functions.Script.Url" DefaultValue="{u['js']}"/>
         <bt:Url id="Functions.Metadata.Url" DefaultValue="{u['json']}"/>
         <bt:Url id="Taskpane.Url" DefaultValue="{u['page']}"/>
+        <bt:Url id="Support.Url" DefaultValue="{u['support']}"/>
       </bt:Urls>
       <bt:ShortStrings>
         <bt:String id="Functions.Namespace" DefaultValue="{NAMESPACE}"/>
@@ -158,17 +167,18 @@ def wps_manifest() -> str:
 """
 
 
-def wps_entry(base: str) -> str:
-    """The ``jsplugins.xml`` entry that installs the WPS add-in online, from the cell service."""
-    url = quoteattr(f"{base.rstrip('/')}/addin/wps/")
+def wps_entry(base: str, key: str | None = None) -> str:
+    """The ``jsplugins.xml`` entry that installs the WPS add-in online, from the cell service: WPS opens
+    its folder's page; with ``key`` the URL carries it in its fragment, as the Office task pane's does."""
+    url = quoteattr(_keyed(f"{base.rstrip('/')}/addin/wps/", key))
     return f'<jspluginonline name="{WPS_NAME}" type="et" url={url} enable="enable" install="null"/>'
 
 
-def wps_plugins(base: str, existing: str | None = None) -> str:
+def wps_plugins(base: str, existing: str | None = None, key: str | None = None) -> str:
     """``jsplugins.xml`` with this add-in's entry (replacing an earlier one of it, keeping the others)."""
     import re
 
-    entry = wps_entry(base)
+    entry = wps_entry(base, key)
     if existing and "<jsplugins" in existing:
         kept = re.sub(r'\s*<jspluginonline[^>]*name="' + WPS_NAME + r'"[^>]*/>', "", existing)
         return re.sub(r"(<jsplugins[^>]*>)", lambda m: m.group(1) + "\n  " + entry, kept, count=1)

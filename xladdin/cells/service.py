@@ -12,7 +12,8 @@ from any client is one call (its id is its function and arguments).
 Every request is bounded: its size (413), calls per request (413), requests per second per client
 (429 with Retry-After); ``/api`` needs the key when one is set (always when bound beyond loopback),
 and a browser's request from any origin but the add-in's own is refused (403). The add-in's files are
-served under ``/addin/`` (``functions.json`` and the manifests made from the function table)."""
+served under ``/addin/`` (``functions.json`` and the manifests made from the function table; WPS's
+page, ``wps/index.html``, at its folder's URL ``/addin/wps/``)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def _json_error(status: int, message: str, **headers: str):
 
 @dataclass
 class Entry:
-    """One distinct call: its function and arguments, and its last value once it has settled."""
+    """One distinct call: its function and arguments, and its last value once it has settled (``settles``:
+    how many times it has)."""
 
     fn: Any
     args: list[Any]
@@ -62,6 +64,7 @@ class Entry:
     settled: bool = False
     value: Any = None
     at: float = field(default_factory=time.monotonic)
+    settles: int = 0
 
 
 class Bucket:
@@ -139,10 +142,16 @@ class CellService:
                 if entry is None:
                     entry = self._entries[cid] = Entry(fn, args, calls.Caller(cid))
                     self._trim()
+                settles = entry.settles
             value = calls.evaluate(self.runtime, fn, args, entry.caller)
             self.counts["calls"] += 1
             if calls.is_pending(value):
                 self.counts["pending"] += 1
+                with self._lock:
+                    # asked again (its error's time over): its old value is no answer to this call, so a
+                    # poll waits for the new outcome, unless that has settled it meanwhile
+                    if entry.settles == settles:
+                        entry.settled, entry.value = False, None
                 out.append({"state": "pending", "id": cid})
             else:
                 self._settle(cid, value)
@@ -167,6 +176,7 @@ class CellService:
             if entry is None:
                 return
             entry.settled, entry.value, entry.at = True, value, time.monotonic()
+            entry.settles += 1
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._notify)
@@ -241,6 +251,8 @@ class CellService:
         app.router.add_get("/addin/wps/functions.json", self._metadata)
         app.router.add_get("/addin/manifest.xml", self._office_manifest)
         app.router.add_get("/addin/wps/manifest.xml", self._wps_manifest)
+        app.router.add_get("/addin/wps/", self._wps_page)  # WPS opens an online add-in at its folder's URL
+        app.router.add_get("/addin/wps", self._wps_folder)
         app.router.add_static("/addin/", STATIC, append_version=False)
         app.on_startup.append(self._started)
         app.on_shutdown.append(self._stopping)
@@ -284,8 +296,9 @@ class CellService:
                 given = request.headers.get("X-Xladdin-Key") or request.headers.get("Authorization", "")
                 given = given.removeprefix("Bearer ").strip()
                 if not hmac.compare_digest(given.encode(), self.key.encode()):
-                    return _json_error(401, "a key is required: send it as X-Xladdin-Key (the add-in's manifest "
-                                            "carries it when written with XLADDIN_CELLS_KEY set)")
+                    return _json_error(401, "a key is required: send it as X-Xladdin-Key (the Office manifest and "
+                                            "WPS's jsplugins.xml entry carry it when written with "
+                                            "XLADDIN_CELLS_KEY set)")
         try:
             response = await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -302,6 +315,12 @@ class CellService:
 
     async def _home(self, request):
         raise web.HTTPFound("/addin/taskpane.html")
+
+    async def _wps_page(self, request):
+        return web.FileResponse(STATIC / "wps" / "index.html")
+
+    async def _wps_folder(self, request):
+        raise web.HTTPFound("/addin/wps/")  # the folder, so the page's relative main.js is the folder's
 
     async def _health(self, request):
         return web.json_response({"ok": True, "stopping": self.stopping})

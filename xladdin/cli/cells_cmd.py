@@ -115,8 +115,10 @@ def run_wps(args: argparse.Namespace) -> int:
     path = args.jsplugins or jsaddons_folder() / "jsplugins.xml"
     existing = path.read_text(encoding="utf-8") if path.is_file() else None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(manifests.wps_plugins(base, existing), encoding="utf-8")
-    print(f"wrote {path}: WPS Spreadsheets loads the xladdin add-in from {base}/addin/wps/ when it starts")
+    key = _key()
+    path.write_text(manifests.wps_plugins(base, existing, key), encoding="utf-8")
+    print(f"wrote {path}: WPS Spreadsheets loads the xladdin add-in from {base}/addin/wps/ when it starts"
+          + (" (the key XLADDIN_CELLS_KEY in its URL's fragment)" if key else ""))
     print("Start the service (xladdin cells serve), trust its certificate (see xladdin cells office), restart WPS;")
     print("then in a cell: =XLADDIN.QWEN_SCREEN(A2:G2). WPS's custom functions are synchronous: a cell shows")
     print("the pending placeholder until its answer arrives and the sheet is recalculated.")

@@ -2,7 +2,9 @@
  * 12.1.0.20540 and later: no promises), so a call returns its value when this page has it, else the
  * pending placeholder while the shared client asks the cell service; when answers arrive the sheet is
  * recalculated and the same calls return their values. Errors are kept 30 s, then asked again.
- * WPS loads this file from the add-in's folder (/addin/wps/ on the cell service); it loads ../functions.js.
+ * WPS opens the add-in's folder (/addin/wps/ on the cell service: index.html), whose page loads this file;
+ * it loads ../functions.js, whose client takes the service's key from the page URL's fragment (#key=...,
+ * written into jsplugins.xml's entry by xladdin cells wps when XLADDIN_CELLS_KEY is set).
  */
 (function (root) {
   "use strict";
