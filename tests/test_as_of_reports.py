@@ -18,13 +18,14 @@ from xladdin.reading.documents import read_document
 
 REPORTS = __import__("test_documents").SHARED / "annual_reports"
 GOLD = REPORTS / "gold.jsonl"
-pytestmark = pytest.mark.skipif(not GOLD.is_file(), reason="../shared/data annual reports not present")
+real = pytest.mark.skipif(not GOLD.is_file(), reason="../shared/data annual reports not present")
 
 
 def gold() -> list[dict]:
     return [json.loads(line) for line in GOLD.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+@real
 def test_each_real_report_s_day_is_after_its_year_and_before_the_next_summer():
     dated = 0
     for g in gold():
@@ -54,6 +55,7 @@ def test_of_a_file_name_and_its_text_that_disagree_the_later_day_wins_and_the_co
     assert got.published == dt.date(2021, 4, 23) and "2021-01-15 (文件名)" in got.conflict
 
 
+@real
 @pytest.mark.slow
 def test_as_of_the_real_reports_are_used_only_once_public_through_the_cli(tiny_model_path, tmp_path):
     rows = []
