@@ -42,6 +42,7 @@ _YEAR_ONLY = re.compile(r"^\s*((?:19|20)\d\d)\s*年?\s*$")
 _NAME_DATE = re.compile(r"(?<!\d)((?:19|20)\d\d)[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)")
 _CN_DATE = r"((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日"
 _HAN = "一二三四五六七八九十"
+_HAN_DIGITS = {c: i for i, c in enumerate("〇一二三四五六七八九")} | {"○": 0, "零": 0, "O": 0, "０": 0, "0": 0}
 _HAN_DATE = r"(二[〇○零O０0一二三四五六七八九]{3})\s*年\s*([" + _HAN + r"]{1,3})\s*月\s*([" + _HAN + r"]{1,4})\s*日"
 _ANY_DATE = re.compile(_CN_DATE + "|" + _HAN_DATE)
 # The report's own statements of the day it was approved for release, most specific first. Each is the
@@ -65,10 +66,11 @@ _APPROVED = (
 _AUDIT_SIGNED = re.compile(r"审计报告签署日期\s*[:：]?\s*" + _CN_DATE)
 _AUDITOR = re.compile(r"中国注册会计师(?!\s*(?:审计|执业|职业|独立|准则))")
 AUDIT_DATE_BEFORE = 150  # the date beside the signature: this far before it (some print it above)
-_CHAIR = re.compile(r"董事长\s*[:：]")
 AUDIT_DATE_CHARS = 400  # how far after the auditor's signature its date stands
+_CHAIR = re.compile(r"董事长\s*[:：]")
 LATEST_AFTER_END = 730  # a publication day after this many days from its period's end is no publication day
 COVER_CHARS = 3000  # where a report's cover title stands
+UNKNOWN_DAY = "公告日未知"
 
 
 @dataclass(frozen=True, order=True)
@@ -121,14 +123,17 @@ class ReportDates:
         return replace(out, published=day, published_source=source,
                        conflict=f"公告日来源不一, 取最晚: {'; '.join(other)}" if other else None)
 
-    def merged(self, other: ReportDates) -> ReportDates:
-        """These dates, with what ``other`` knows where these do not (the first source wins)."""
-        out = self
-        if out.period is None and other.period is not None:
-            out = replace(out, period=other.period, period_source=other.period_source)
-        if out.published is None and other.published is not None:
-            out = replace(out, published=other.published, published_source=other.published_source)
-        return out
+    def not_public(self, as_of: dt.date, undated: bool = False) -> str | None:
+        """Why a report of these dates was not public on ``as_of`` (``None``: it was; with ``undated``, a
+        report of no known day counts as public): its period had not ended, its day is not known
+        (the reason starts with ``UNKNOWN_DAY``), or it was published after."""
+        if self.period is not None and self.period.end >= as_of:
+            return f"报告期 {self.period.label} ({self.period_source}) 到 as-of {as_of} 尚未结束"
+        if self.published is None:
+            return None if undated else f"{UNKNOWN_DAY} (文件名、正文均未载明; --undated-reports 可照用)"
+        if self.published > as_of:
+            return f"公告日 {self.published} ({self.published_source}) 晚于 as-of {as_of}"
+        return None
 
     def sources(self) -> str:
         """``报告期 2020年度 (文件名); 公告日 2021-04-23 (文件名)`` for what is known."""
@@ -237,11 +242,10 @@ def from_name(name: str | None) -> ReportDates:
 
 
 def _han_number(text: str) -> int:
-    digits = {c: i for i, c in enumerate("〇一二三四五六七八九")} | {"○": 0, "零": 0, "O": 0, "０": 0, "0": 0}
     if "十" in text:
         tens, _, ones = text.partition("十")
-        return (digits.get(tens, 1) if tens else 1) * 10 + (digits[ones] if ones else 0)
-    return int("".join(str(digits[c]) for c in text))
+        return (_HAN_DIGITS.get(tens, 1) if tens else 1) * 10 + (_HAN_DIGITS[ones] if ones else 0)
+    return int("".join(str(_HAN_DIGITS[c]) for c in text))
 
 
 def _any_date(m: re.Match[str]) -> dt.date | None:
@@ -314,5 +318,5 @@ def from_text(text: str | None) -> ReportDates:
 
 
 def from_report(name: str | None, text: str | None) -> ReportDates:
-    """A report's dates from its file name first, then its text."""
-    return from_name(name).merged(from_text(text))
+    """A report's dates from its file name and its text (``ReportDates.combined``)."""
+    return from_name(name).combined(from_text(text))

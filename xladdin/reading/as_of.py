@@ -128,11 +128,11 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
                     "published", f"公告日期 {own.published} is after the as-of day {as_of}: this row's figures were "
                     "not public then (refused)")
             elif path or has_text:
-                why = _not_public(dates, as_of, undated)
+                why = dates.not_public(as_of, undated)
                 if why is not None:
                     name = Path(path).name if path else "财报摘要"
                     notes.append(f"未用 {name}: {why}")
-                    dating.left_out_undated += dates.published is None
+                    dating.left_out_undated += why.startswith(periods.UNKNOWN_DAY)
                     rec = {**rec, FIELD: None, "report_text": None}
                     dates = own
                 else:
@@ -145,13 +145,3 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
         out.append(rec)
     return out, dating
 
-
-def _not_public(dates: periods.ReportDates, as_of: dt.date, undated: bool) -> str | None:
-    """Why a report of ``dates`` was not public on ``as_of`` (``None``: it was, or may be used)."""
-    if dates.period is not None and dates.period.end >= as_of:
-        return f"报告期 {dates.period.label} ({dates.period_source}) 到 as-of {as_of} 尚未结束"
-    if dates.published is None:
-        return None if undated else "公告日未知 (文件名、正文均未载明; --undated-reports 可照用)"
-    if dates.published > as_of:
-        return f"公告日 {dates.published} ({dates.published_source}) 晚于 as-of {as_of}"
-    return None

@@ -359,14 +359,11 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
         for p in paths:
             if read.get(p):
                 dates[p] = dates[p].combined(periods.from_text(read[p]))  # type: ignore[arg-type]
-        public = [p for p in paths if (dates[p].published is None or dates[p].published <= as_of)
-                  and (dates[p].period is None or dates[p].period.end < as_of)]
+        why = {p: dates[p].not_public(as_of, undated=True) for p in paths}  # an undated file: date_rows decides
+        public = [p for p in paths if why[p] is None]
         for p in paths:
-            if p not in public:
-                (left_out if left_out is not None else {}).setdefault(code, []).append(
-                    f"未用 {p.name}: 公告日 {dates[p].published} ({dates[p].published_source}) 晚于 as-of {as_of}"
-                    if dates[p].published is not None and dates[p].published > as_of else
-                    f"未用 {p.name}: 报告期 {dates[p].period} 到 as-of {as_of} 尚未结束")
+            if why[p] is not None:
+                (left_out if left_out is not None else {}).setdefault(code, []).append(f"未用 {p.name}: {why[p]}")
         dated = [p for p in public if dates[p].published is not None]
         if dated or public:
             found[code] = max(dated, key=lambda p: (dates[p].newest, p.name)) if dated else \
