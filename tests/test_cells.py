@@ -13,6 +13,7 @@ import shutil
 import ssl
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -238,6 +239,36 @@ def test_a_call_pending_again_after_its_error_s_time_waits_for_its_new_outcome(t
         verdict = body["results"][again[0]["id"]]
         assert verdict["state"] == "done" and verdict["value"][0][0] == "600001.SH", verdict
         assert client.calls(call)[0] == verdict and len(engine.calls) == 2  # then from memory
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_a_failed_answer_is_the_call_s_error_once_even_for_a_call_whose_input_holds_a_range(tmp_path):
+    """A call whose answer fails (here: never the schema) gets its error; the recalculation the runtime
+    makes when it fails finds that error, for every function and for arguments that are ranges (a
+    context range, labels from cells). A request whose input held a range once had no fate: each
+    recalculation asked the engine again, in a loop that never settled."""
+    engine = ScriptedEngine(lambda messages: '{"nothing": 1}', delay=0.01)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path, retries=0), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        batch = [{"fn": "QWEN", "args": ["一句话说明", [["甲", "乙"], ["丙", None]]]},
+                 {"fn": "QWEN_CLASSIFY", "args": ["业绩大增", [["好", "坏"]]]},
+                 {"fn": "QWEN_EXTRACT", "args": ["营业收入10亿元", "营业收入"]},
+                 {"fn": "QWEN_SCREEN", "args": [[row(1)]]}]
+        first = client.calls(batch)
+        assert [r["state"] for r in first] == ["pending"] * 4
+        settled = client.settle_all(first)
+        values = [settled[r["id"]] for r in first]
+        assert all(v.startswith("#QWEN! model answer does not match the schema") for v in values[:3]), values
+        assert values[3][0][:3] == ["600001.SH", "公司1", "中"] and values[3][0][5] == "模型未作答"  # code's verdict
+        time.sleep(0.5)  # a loop would go on asking meanwhile
+        assert len(engine.calls) == 8  # each request once, with its one re-ask for an answer off the schema
+        again = client.calls(batch)  # a recalculation: each call's outcome from memory
+        assert [r["state"] for r in again] == ["error", "error", "error", "done"]
+        assert [r["value"] for r in again] == values and len(engine.calls) == 8
     finally:
         running.stop()
         runtime.close()

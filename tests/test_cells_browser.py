@@ -169,8 +169,23 @@ def test_wps_s_page_at_the_entry_s_url_calls_with_the_key_the_entry_carries(tmp_
 
 def test_every_function_takes_what_excel_passes_its_declared_parameters_and_the_invocation_last(tmp_path):
     """Excel passes every declared parameter (null where the cell left it out) and the runtime adds
-    its invocation object: no function may count that object as an argument."""
-    engine = ScriptedEngine(lambda messages: screen_answer(), max_parallel=4)
+    its invocation object: no function may count that object as an argument. Each function's request
+    goes to the engine once: a recalculation when it settles finds its fate (a request whose input held
+    a range once had none, and the service asked it again on every recalculation, in a loop)."""
+
+    def respond(messages):
+        text = messages[-1]["content"]
+        if "同比增长5%" in text:
+            return json.dumps({"highlights": ["营业收入10亿元，同比增长5%"]}, ensure_ascii=False)
+        if "一句话说明" in text:
+            return json.dumps({"answer": "一句话"}, ensure_ascii=False)
+        if "业绩大增" in text:
+            return json.dumps({"label": "好"}, ensure_ascii=False)
+        if "营业收入10亿元" in text:
+            return json.dumps({"figure": "10亿元"}, ensure_ascii=False)
+        return screen_answer()
+
+    engine = ScriptedEngine(respond, max_parallel=4)
     runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
     running, _ = start(runtime, tmp_path)
     pw, browser, page, sent = browser_page(running.url)
@@ -186,10 +201,12 @@ def test_every_function_takes_what_excel_passes_its_declared_parameters_and_the_
         values = page.evaluate("async (cells) => await OfficeHost.recalculate(cells)", cells_)
         for c, v in zip(cells_, values, strict=True):
             text = json.dumps(v, ensure_ascii=False)
-            assert "argument" not in text and "error" not in v, (c["fn"], text)
+            assert "#QWEN!" not in text and not (isinstance(v, dict) and "error" in v), (c["fn"], text)
         status = dict((r[0], r[1]) for r in values[0])
-        assert len(values[0][0]) == 2 and status  # QWEN_STATUS: a two-column table
+        assert len(values[0][0]) == 2 and "engine" in status  # QWEN_STATUS: a two-column table
         assert values[1][0][0] == "600001.SH" and values[1][0][2] in ("低", "中", "高")
+        assert values[2:5] == ["一句话", 10, "好"] and "10亿元" in values[5]
+        assert len(engine.calls) == 5  # one request each (QWEN_STATUS asks none)
     finally:
         browser.close()
         pw.stop()

@@ -53,11 +53,23 @@ class Failed:
 Outcome = Done | Pending | Failed
 
 
+def _frozen(value: Any) -> Hashable:
+    """``value`` as a key: a range (lists) as tuples, a record (a dict) as its items."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
 def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
+    """The request's key in ``Fates``. Every input has one: a request without a key would be asked
+    again on every recalculation, and a cell recalculated when its request fails (the cell service,
+    Calc) would ask again at once, in a loop."""
+    key = (identity, _frozen(record))
     try:
-        key = (identity, tuple(record.items()) if isinstance(record, dict) else record)
         hash(key)
-    except TypeError:  # a value Excel never passes (a list): no memo for it
+    except TypeError:  # a value no sheet passes (an object): no memo for it
         return None
     return key
 
