@@ -35,6 +35,7 @@ from typing import Any
 from .. import periods
 from ..errors import InputError
 from ..tasks.tables import PAGE_BREAK
+from . import layout
 
 SUFFIXES = (".pdf", ".txt", ".md", ".html", ".htm")
 MIN_CHARS_PER_PAGE = 20  # a PDF with less text than this per page is a scan without a text layer
@@ -287,7 +288,7 @@ def _pdf(p: Path, raw: bytes) -> str:
     chars = sum(len(re.sub(r"\s+", "", t)) for t in pages)
     if not pages or chars < MIN_CHARS_PER_PAGE * len(pages):
         raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
-    return PAGE_BREAK.join(pages)
+    return PAGE_BREAK.join(layout.with_tables(raw, pages, p.name))
 
 
 class _HtmlText(html.parser.HTMLParser):

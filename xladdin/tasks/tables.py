@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from . import known
 
 PAGE_BREAK = "\f"
+PIPE = "|"  # a table row read by its cells: ``| 营业收入 | 1,234.56 | 1,100.00 | 12.23 |`` (reading/layout.py)
 _START = re.compile(r"主要会计数据")
 _END = re.compile(r"境内外会计准则|分季度主要财务|分季度财务|非经常性损益项目|第[三四]节|第[三四]章")
 _UNIT = re.compile(r"单位[:：]\s*(人民币)?(元|千元|万元|百万元|亿元)")
@@ -176,6 +177,8 @@ def read_key_tables(text: str) -> KeyTables:
     out = KeyTables()
     if "主要会计数据" in text or "主要财务指标" in text:
         _Reader(text, out).read()
+        if PIPE in text:
+            _Reader(text, out).read_cells()
     if out.found:  # an annual report: its statements are read too
         out.bank = bool(_BANK.search(_norm(_table_text(text))))
         _read_statement(text, out)
@@ -226,7 +229,7 @@ class _Reader:
         """Read one page; True at the table's end."""
         for raw in page.split("\n"):
             line = raw.strip()
-            if not line:
+            if not line or _is_pipe(line):  # the tables read by their cells: read after the text (``cells``)
                 continue
             if _START.search(line) and not _cells(line.split()):
                 if not self.inside:
@@ -268,6 +271,60 @@ class _Reader:
             self.label = []
             self._row(name_text, tokens[len(tokens) - n :], page_no)
         return False
+
+    def read_cells(self) -> None:
+        """The tables read by their cells (``reading/layout.py``: pipe rows after a page's text, each table
+        after the unit lines above it): each row's figures placed by its columns' headers. A figure the
+        text pass read stays the text's; one it left out or withheld is taken from here."""
+        self.unit, grid = None, None
+        for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
+            if PIPE not in page:
+                continue
+            table: list[list[str]] = []
+            first = True  # the page's first table (one going on from the page before has no header)
+            for raw in [*page.split("\n"), ""]:
+                line = raw.strip()
+                if _is_pipe(line):
+                    table.append([c.strip() for c in line[1:-1].split(PIPE)])
+                    continue
+                if table:
+                    grid = self._table(table, grid if first else None, page_no if self.paged else None)
+                    table, first = [], False
+                norm = _norm(line)
+                if ("单位" in line or "币种" in line) and (foreign := currency_of(norm)) != "CNY":
+                    self.unit = foreign
+                elif "单位" in line and (m := _UNIT.search(norm)) is not None:
+                    self.unit = m.group(2)
+
+    def _table(self, rows: list[list[str]], grid: list[_Column] | None, page_no: int | None) -> list[_Column] | None:
+        """One table's rows: its header rows (no figure, words beside the label) make the columns, a label
+        wrapped over rows of its own is joined to the row of figures it belongs to. The columns at its end."""
+        header: list[list[str]] = []
+        before: list[str] = []  # label lines above a row's figures
+        i = 0
+        while i < len(rows):
+            row = rows[i]
+            i += 1
+            head, rest = row[0], row[1:]
+            figures = any(_number(c) is not None for c in rest)
+            if not figures and any(rest):
+                header.append(rest)
+                continue
+            if header:
+                grid, header = _grid(header), []
+            if not figures:
+                if head:
+                    before.append(head)
+                continue
+            label = "".join([*before, head])
+            before = []
+            after = rows[i][0] if i < len(rows) and rows[i][0] and not any(rows[i][1:]) else None
+            if after is not None and _row_name(_norm(label + after)) is not None:
+                label += after  # the label's last line under the figures (利润（元）, （元）)
+                i += 1
+            if grid is not None and len(rest) == len(grid):
+                self._take(_norm(label), rest, label, page_no, quote=pipe_row([label, *rest]), firm=True, grid=grid)
+        return grid
 
     def _label_line(self, line: str, norm: str, tokens: list[str], page_no: int | None) -> None:
         if norm in ("百分点", "个百分点"):  # the end of a change wrapped to the next line
@@ -320,8 +377,10 @@ class _Reader:
             self.pending = (name_text, cells, page_no, self.unit)
         return taken
 
-    def _columns(self, cells: list[str]) -> tuple[int, int, int | None] | str:
+    def _columns(self, cells: list[str], grid: list[_Column] | None = None) -> tuple[int, int, int | None] | str:
         """Where this year, last year and the change stand among ``cells``, or why they cannot be placed."""
+        if grid is not None:
+            return _placed(grid)
         if self.restated:
             w = self.restated
             if len(cells) != len(w) + 1 or len(w) < 3 or {w[0], w[1]} != set(_RESTATED):
@@ -334,7 +393,8 @@ class _Reader:
         return 0, 1, 2 if len(cells) > 2 else None
 
     def _take(self, label: str, cells: list[str], printed: str, page_no: int | None, quote: str | None = None,
-              unit: str | None = None, firm: bool = False, defer: bool = False) -> bool:
+              unit: str | None = None, firm: bool = False, defer: bool = False,
+              grid: list[_Column] | None = None) -> bool:
         """Read a row if its label is a key figure's (True; or withheld, with the reason); ``defer``: a money
         row without a unit waits for its label's last line (``（元）`` after the numbers) instead."""
         out = self.out
@@ -351,7 +411,12 @@ class _Reader:
             m = re.search(f"(?:{pattern})$", label)
             if m is None or re.search(other, label[: m.start()]):
                 continue
-            if name in out.rows or name in out.withheld:
+            placed = self._columns(cells, grid)
+            if grid is not None:  # read by its cells: a figure the text left out (or withheld) only
+                if name in out.rows or isinstance(placed, str) or not _clean(cells):
+                    return True
+                out.withheld.pop(name, None)
+            elif name in out.rows or name in out.withheld:
                 if not (firm and name in self.loose):
                     return True
                 out.rows.pop(name, None), out.withheld.pop(name, None)  # the table's own row replaces it
@@ -369,7 +434,6 @@ class _Reader:
             if money and unit is None:
                 out.withheld[name] = f"表格未写单位, 未读「{row_quote[:40]}」{where}"
                 return True
-            placed = self._columns(cells)
             if isinstance(placed, str):
                 out.withheld[name] = f"{placed}, 未读「{row_quote[:40]}」{where}"
                 return True
@@ -384,10 +448,95 @@ class _Reader:
             change = values[i_change] if i_change is not None and i_change < len(values) else None
             out.rows[name] = TableRow(name, scaled(values[i_cur]), scaled(values[i_prior]), change, row_quote,
                                       page_no, shown_unit)
-            if self.restated and "上年取调整后" not in "".join(out.notes):
+            restated = self.restated if grid is None else any(c.restated for c in grid)
+            if restated and "上年取调整后" not in "".join(out.notes):
                 out.notes.append(f"上年数有调整前/调整后两列, 上年取调整后(重述)数{where}")
             return True
         return False
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A column of a table read by its cells: the year its header names, 调整后/调整前 under it, or the change."""
+
+    year: int | None
+    restated: str | None = None
+    change: bool = False
+
+
+
+
+def _is_pipe(line: str) -> bool:
+    return len(line) > 2 and line[0] == PIPE and line[-1] == PIPE
+
+
+def pipe_row(cells: list[str]) -> str:
+    """A table row read by its cells, as a line of a document's text."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def _row_name(label: str) -> str | None:
+    """The key figure a row's label (normalised) names, if any."""
+    label = _UNIT_SUFFIX.sub("", _FOREIGN_SUFFIX.sub("", label))
+    for name, (pattern, other) in ROWS.items():
+        m = re.search(f"(?:{pattern})$", label)
+        if m is not None and not re.search(other, label[: m.start()]):
+            return name
+    return None
+
+
+def _grid(rows: list[list[str]]) -> list[_Column] | None:
+    """The columns of a table's header rows (``2019年 | 2018年 | 本年比上年增减(%) | 2017年``, over one row or
+    several, with 调整后/调整前 under a year that spans both): each column's year, or the change; ``None``
+    when the header names fewer than two years or a column is neither."""
+    if len({len(r) for r in rows}) != 1:
+        return None
+    columns: list[_Column] = []
+    for cell in zip(*rows, strict=True):
+        norm = _norm("".join(cell))
+        years = {int(y[:4]) for y in _YEAR_IN.findall(norm)}
+        sub = next((w for w in _RESTATED if w in norm), None)
+        if _CHANGE_WORDS.search(norm) and not years:
+            columns.append(_Column(None, sub, change=True))
+        elif len(years) == 1:
+            columns.append(_Column(years.pop(), sub))
+        elif not years and sub is not None and columns and columns[-1].year is not None:
+            columns.append(_Column(columns[-1].year, sub))  # under a year that spans two columns
+        else:
+            return None
+    if len({c.year for c in columns if c.year is not None}) < 2:
+        return None
+    return columns
+
+
+def _clean(cells: list[str]) -> bool:
+    """Whether each cell is one figure, a word or empty, and the money figures agree in their decimals (a
+    cell whose figure ran into the next one's is neither: ``8,842,476,363.1`` | ``6 9,974,993,281.20``)."""
+    if not all(not c or _is_cell(c) for c in cells):
+        return False
+    decimals = {len(c.rsplit(".", 1)[1]) if "." in c else 0 for c in cells if "," in c}
+    return len(decimals) <= 1
+
+
+def _placed(grid: list[_Column]) -> tuple[int, int, int | None] | str:
+    """This year's, last year's (调整后 where restated) and the change's columns of a grid, or why not."""
+    years = [c.year for c in grid if c.year is not None]
+    this_year = max(years)
+
+    def column(year: int) -> int | None:
+        found = [i for i, c in enumerate(grid) if c.year == year]
+        if len(found) > 1:  # 调整后 and 调整前: the restated figure
+            found = [i for i in found if grid[i].restated == "调整后"] or [
+                i for i in found if grid[i].restated is None]
+            if len(found) != 1:
+                return None
+        return found[0] if found else None
+
+    i_cur, i_prior = column(this_year), column(this_year - 1)
+    if i_cur is None or i_prior is None:
+        return f"表头有{len(grid)}列, 未能确定本年与上年列"
+    changes = [i for i, c in enumerate(grid) if c.change]
+    return i_cur, i_prior, changes[0] if changes else None
 
 
 _GROUP_TITLE = re.compile(r"(?:经营业绩|会计数据|财务指标|财务数据|规模指标|主要数据|每股计)$")

@@ -1,0 +1,112 @@
+"""The key-figure tables of a PDF report read by position: pdfplumber's table finder (cells from the
+table's ruling lines) on the few pages that hold them, each table added after its page's text as pipe
+rows, one row a line: ``| 营业收入 | 31,279,699,772.91 | 32,957,169,192.11 | | -5.09 |``, after the
+lines above it that state its unit.
+
+In a PDF's text layer a table is its characters in drawing order: a label wrapped over lines, a
+header whose 调整后/调整前 stand under one year, an empty cell that leaves no trace, a change cell split
+over two lines. Read by the cells' boxes, each cell is whole (its wrapped lines joined) and keeps its
+column, empty or not, so the reader (``tasks/tables.py``) places each figure by its column's header,
+never by counting numbers. The page's text is kept as it was (the text reader reads it first, and
+the prose readers and the model read it); a page where no ruled table is found gets nothing added.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from typing import Any
+
+from ..tasks.tables import PIPE, pipe_row
+
+log = logging.getLogger(__name__)
+
+# a page that holds (or continues) the key-figure tables: its title, not a table of contents' line
+_KEY_TITLE = re.compile(r"主要会计数据|主要财务指标")
+_CONTENTS = re.compile(r"目\s*录|\.{6,}|…{3,}|·{6,}")
+MAX_PAGES = 6  # pages a report's key tables are looked for on (the titled ones and each one's next page)
+_UNIT_LINE = re.compile(r"单位|币种")
+MAX_TABLE_CELLS = 4000  # a "table" larger than this is a page's grid of lines, not a key-figure table
+
+
+def key_table_pages(pages: list[str]) -> list[int]:
+    """The pages (from 0) whose text titles a key-figure table, each with the page after it (a table
+    goes on over a page break); not a table of contents."""
+    found: list[int] = []
+    for i, text in enumerate(pages):
+        flat = re.sub(r"\s+", "", text)
+        if _KEY_TITLE.search(flat) and not _CONTENTS.search(text):
+            for j in (i, i + 1):
+                if j < len(pages) and j not in found:
+                    found.append(j)
+        if len(found) >= MAX_PAGES:
+            break
+    return found[:MAX_PAGES]
+
+
+def _cell(value: Any) -> str:
+    """A cell's text on one line: its wrapped lines joined (a label, a change split as ``增加1.35个百`` /
+    ``分点``), a pipe inside it made a full-width one."""
+    if value is None:
+        return ""
+    lines = [part.strip() for part in str(value).split("\n")]
+    text = ""
+    for part in lines:
+        if not part:
+            continue
+        # words of Latin letters keep their space; Chinese and numbers wrapped mid-word are joined
+        join = " " if text and text[-1].isascii() and text[-1].isalpha() and part[0].isascii() and part[0].isalpha() \
+            else ""
+        text += join + part
+    return text.replace(PIPE, "｜")
+
+
+def _tables(page: Any) -> str | None:
+    """The page's ruled tables as pipe rows, in order down the page, each after the lines above it that
+    state a unit (单位：元, 币种：人民币); ``None`` when the page has none."""
+    tables = [t for t in page.find_tables() if t.cells and len(t.cells) <= MAX_TABLE_CELLS]
+    if not tables:
+        return None
+    tables.sort(key=lambda t: t.bbox[1])
+    parts: list[str] = []
+    top = 0.0
+    for t in tables:
+        t_top, t_bottom = t.bbox[1], t.bbox[3]
+        if t_top > top:
+            above = page.crop((0, top, page.width, min(t_top, page.height))).extract_text() or ""
+            parts += [line for line in above.split("\n") if _UNIT_LINE.search(line)]
+        parts += [pipe_row([_cell(c) for c in r]) for r in t.extract() if any(c not in (None, "") for c in r)]
+        top = max(top, t_bottom)
+    return "\n".join(parts)
+
+
+def with_tables(raw: bytes, pages: list[str], name: str = "") -> list[str]:
+    """``pages`` with the key-figure tables' pages written from the tables' cells (see the module);
+    any page pdfplumber cannot read keeps its text."""
+    wanted = key_table_pages(pages)
+    if not wanted:
+        return pages
+    try:
+        import pdfplumber
+    except ImportError:  # the text reader alone
+        return pages
+    out = list(pages)
+    try:
+        with pdfplumber.open(io.BytesIO(raw)) as pdf:
+            for i in wanted:
+                if i >= len(pdf.pages):
+                    continue
+                try:
+                    block = _tables(pdf.pages[i])
+                except Exception as e:  # a page's drawing pdfplumber cannot follow: its text as it was
+                    log.debug("%s page %d: tables not read (%s)", name, i + 1, e)
+                    continue
+                finally:
+                    pdf.pages[i].flush_cache()
+                if block:
+                    out[i] = pages[i] + "\n" + block
+    except Exception as e:  # pdfplumber cannot open what pdfium read: the text as it was
+        log.debug("%s: tables not read (%s)", name, e)
+        return pages
+    return out
