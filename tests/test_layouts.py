@@ -85,6 +85,18 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                            "七、境内外会计准则下会计数据差异"]],
                  {"revenue": 39608340979.04, "net_profit": 992955495.15, "net_profit_prev": 1144409195.72,
                   "net_profit_change_pct": -13.23, "eps": 0.62, "roe": 7.22}),
+    # the header the last lines of a page, its rows on the next under a running header and a folio that
+    # name a year and a number: neither is a column
+    "header_at_a_page_s_foot": ([COVER + ["七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
+                                          "主要会计数据 2023年 2022年", "本期", "比上", "年同", "期增", "减(%)", "2021年"],
+                                 ["2023 年年度报告", "7 / 210",
+                                  "营业收入 20,800,941,121.10 15,516,479,019.57 34.06 12,847,346,065.58",
+                                  "归属于上市公司股东的净",
+                                  "利润 5,544,565,705.95 5,802,730,955.64 -4.45 2,188,922,701.47",
+                                  "(二) 主要财务指标", "主要财务指标 2023年 2022年 本期比上年同期增减(%) 2021年",
+                                  "基本每股收益（元／股） 0.31 0.32 -3.75 0.14", "八、境内外会计准则下会计数据差异"]],
+                                {"revenue": 20800941121.10, "net_profit": 5544565705.95,
+                                 "net_profit_prev": 5802730955.64, "net_profit_change_pct": -4.45, "eps": 0.31}),
     # the unit in a group header in 万元 (no 人民币, nothing after it); 主要会计数据（千元）
     "group_header_ten_thousands": ([COVER + ["七、主要会计数据和财务指标", "2023年 2022年 本年比上年增减(%) 2021年",
                                              "经营业绩（万元）", "营业收入 52,310.50 48,002.10 8.98 40,100.00",
@@ -174,7 +186,7 @@ def verdicts(row: dict) -> dict[str, str]:
 @pytest.mark.parametrize("layout", ["row_unit_wrapped", "unit_line_two_pages", "bank_group_header",
                                     "insurer_thousands", "restated", "group_header_ten_thousands",
                                     "group_header_thousands", "three_line_labels", "hkd_then_rmb",
-                                    "hkd_statement"])
+                                    "hkd_statement", "header_at_a_page_s_foot"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])

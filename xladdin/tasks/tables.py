@@ -277,6 +277,8 @@ class _Reader:
         after the unit lines above it): each row's figures placed by its columns' headers. A figure the
         text pass read stays the text's; one it left out or withheld is taken from here."""
         self.unit, grid = None, None
+        self.dangling: tuple[str, list[str], int | None, list[_Column]] | None = None  # a table's last row,
+        # its label cut by the page break (归属于上市公司股东的扣除非经常性损益 | … / 的净利润 on the next page)
         for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
             if PIPE not in page:
                 continue
@@ -288,7 +290,7 @@ class _Reader:
                     table.append([c.strip() for c in line[1:-1].split(PIPE)])
                     continue
                 if table:
-                    grid = self._table(table, grid if first else None, page_no if self.paged else None)
+                    grid = self._table(table, grid if first else None, page_no if self.paged else None, first)
                     table, first = [], False
                 norm = _norm(line)
                 if ("单位" in line or "币种" in line) and (foreign := currency_of(norm)) != "CNY":
@@ -296,12 +298,21 @@ class _Reader:
                 elif "单位" in line and (m := _UNIT.search(norm)) is not None:
                     self.unit = m.group(2)
 
-    def _table(self, rows: list[list[str]], grid: list[_Column] | None, page_no: int | None) -> list[_Column] | None:
+    def _table(self, rows: list[list[str]], grid: list[_Column] | None, page_no: int | None,
+               first: bool) -> list[_Column] | None:
         """One table's rows: its header rows (no figure, words beside the label) make the columns, a label
         wrapped over rows of its own is joined to the row of figures it belongs to. The columns at its end."""
         header: list[list[str]] = []
         before: list[str] = []  # label lines above a row's figures
         i = 0
+        dangling, self.dangling = self.dangling, None
+        if dangling is not None and first and rows[0][0] and not any(rows[0][1:]):
+            label, cells, page, columns = dangling
+            if _row_name(_norm(label + rows[0][0])) is not None:  # the label's end, the first row of the page
+                label += rows[0][0]
+                self._take(_norm(label), cells, label, page, quote=pipe_row([label, *cells]), firm=True,
+                           grid=columns)
+                i = 1
         while i < len(rows):
             row = rows[i]
             i += 1
@@ -322,12 +333,18 @@ class _Reader:
             if after is not None and _row_name(_norm(label + after)) is not None:
                 label += after  # the label's last line under the figures (利润（元）, （元）)
                 i += 1
-            if grid is not None and len(rest) == len(grid):
+            if grid is None or len(rest) != len(grid):
+                continue
+            if i == len(rows) and _row_name(_norm(label)) is None:
+                self.dangling = (label, rest, page_no, grid)
+            else:
                 self._take(_norm(label), rest, label, page_no, quote=pipe_row([label, *rest]), firm=True, grid=grid)
-        return grid
+        return _grid(header) if header else grid  # a header at a page's foot: its rows are on the next page
 
     def _label_line(self, line: str, norm: str, tokens: list[str], page_no: int | None) -> None:
         if norm in ("百分点", "个百分点"):  # the end of a change wrapped to the next line
+            return
+        if _PAGE_HEAD.search(norm):  # a running header (2019 年年度报告) or a folio (7 / 210): not the table's
             return
         changes = bool(_CHANGE_WORDS.search(norm))
         if all(t in _RESTATED for t in tokens):
