@@ -85,6 +85,16 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                            "七、境内外会计准则下会计数据差异"]],
                  {"revenue": 39608340979.04, "net_profit": 992955495.15, "net_profit_prev": 1144409195.72,
                   "net_profit_change_pct": -13.23, "eps": 0.62, "roe": 7.22}),
+    # the statement's note references in Chinese numerals (七、（四十一）) between a row's label and figures
+    "statement_chinese_note_references": ([COVER + [
+        "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
+        "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+        "营业收入 1,000,000.00 800,000.00 25.00 700,000.00", "八、境内外会计准则下会计数据差异"],
+        ["第十一节 财务报告", "合并利润表", "2023 年 1—12 月", "单位:元 币种:人民币", "项目 附注 本期发生额 上期发生额",
+         "一、营业总收入 1,000,000.00 800,000.00", "其中：营业收入 七、（四十一） 1,000,000.00 800,000.00",
+         "二、营业总成本 900,000.00 700,000.00", "其中：营业成本 七、（四十一） 600,000.00 520,000.00",
+         "母公司利润表"]],
+        {"revenue": 1000000.0, **GM}),
     # the header the last lines of a page, its rows on the next under a running header and a folio that
     # name a year and a number: neither is a column
     "header_at_a_page_s_foot": ([COVER + ["七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
@@ -186,7 +196,8 @@ def verdicts(row: dict) -> dict[str, str]:
 @pytest.mark.parametrize("layout", ["row_unit_wrapped", "unit_line_two_pages", "bank_group_header",
                                     "insurer_thousands", "restated", "group_header_ten_thousands",
                                     "group_header_thousands", "three_line_labels", "hkd_then_rmb",
-                                    "hkd_statement", "header_at_a_page_s_foot"])
+                                    "hkd_statement", "header_at_a_page_s_foot",
+                                    "statement_chinese_note_references"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])

@@ -429,8 +429,12 @@ class _Reader:
             if m is None or re.search(other, label[: m.start()]):
                 continue
             placed = self._columns(cells, grid)
-            if grid is not None:  # read by its cells: a figure the text left out (or withheld) only
-                if name in out.rows or isinstance(placed, str) or not _clean(cells):
+            if grid is not None:  # read by its cells: a figure the text left out (or withheld), or one
+                # it read without the change (elsewhere than the table: a statement's row), when they agree
+                if isinstance(placed, str) or not _clean(cells):
+                    return True
+                if (read := out.rows.get(name)) is not None and (read.change is not None or not _agree(
+                        read, cells[placed[0]], unit, name)):
                     return True
                 out.withheld.pop(name, None)
             elif name in out.rows or name in out.withheld:
@@ -526,6 +530,18 @@ def _grid(rows: list[list[str]]) -> list[_Column] | None:
     return columns
 
 
+def _agree(read: TableRow, cell: str, unit: str | None, name: str) -> bool:
+    """Whether a row read from the text states this year's figure of ``cell`` (in the table's unit)."""
+    value = _number(cell)
+    if value is None or read.current is None:
+        return False
+    if name not in PERCENT_ROWS and name not in PER_SHARE_ROWS:
+        if unit not in MONEY_UNITS:
+            return False
+        value *= MONEY_UNITS[unit]
+    return abs(value - read.current) <= 1e-6 * max(1.0, abs(value))
+
+
 def _clean(cells: list[str]) -> bool:
     """Whether each cell is one figure, a word or empty, and the money figures agree in their decimals (a
     cell whose figure ran into the next one's is neither: ``8,842,476,363.1`` | ``6 9,974,993,281.20``)."""
@@ -577,6 +593,9 @@ _STATEMENT = re.compile(r"^(?:[一二三四五六七八九十\d]+[、.．]|[(（
 _STATEMENT_END = re.compile(r"母公司利润表|合并现金流量表|利润表\s*$")
 _ST_REVENUE = re.compile(r"^(?:其中[:：])?营业收入$")
 _ST_COST = re.compile(r"^(?:其中[:：])?营业成本$")
+# a statement row's note (附注) reference after its label: 30, 五、41, 七.41, 七、(四十一), 附注六(2)
+_NOTE_REF = re.compile(r"(?:附注)?(?:[一二三四五六七八九十]+[、.．]?)?(?:\d+(?:\.\d+)*|[(（][一二三四五六七八九十\d]+[)）])"
+                       r"(?:[(（][一二三四五六七八九十\d]+[)）])?$")
 _MONEY_CELL = re.compile(r"^-?\d{1,3}(?:,\d{3})*\.\d{2}$|^-?\d{1,3}(?:,\d{3})+$")
 
 
@@ -610,7 +629,7 @@ def _read_statement(text: str, out: KeyTables) -> None:
                 continue
             tokens = line.split()
             label = _norm(" ".join(t for t in tokens if not _MONEY_CELL.match(t)))
-            label = re.sub(r"(?:附注)?[一二三四五六七八九十]*[、.]?\d+(?:[(（]\d+[)）])?$", "", label)
+            label = _NOTE_REF.sub("", label)
             for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
                 if name in found or not pattern.match(label):
                     continue
