@@ -97,8 +97,9 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
         {"revenue": 1000000.0, **GM}),
     # the header the last lines of a page, its rows on the next under a running header and a folio that
     # name a year and a number: neither is a column
-    "header_at_a_page_s_foot": ([COVER + ["七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
-                                          "主要会计数据 2023年 2022年", "本期", "比上", "年同", "期增", "减(%)", "2021年"],
+    "header_at_a_page_s_foot": ([COVER + ["七、近三年主要会计数据和财务指标", "(一) 主要会计数据",
+                                          "单位：元 币种：人民币", "主要会计数据 2023年 2022年", "本期", "比上",
+                                          "年同", "期增", "减(%)", "2021年"],
                                  ["2023 年年度报告", "7 / 210",
                                   "营业收入 20,800,941,121.10 15,516,479,019.57 34.06 12,847,346,065.58",
                                   "归属于上市公司股东的净",

@@ -594,8 +594,9 @@ _STATEMENT_END = re.compile(r"母公司利润表|合并现金流量表|利润表
 _ST_REVENUE = re.compile(r"^(?:其中[:：])?营业收入$")
 _ST_COST = re.compile(r"^(?:其中[:：])?营业成本$")
 # a statement row's note (附注) reference after its label: 30, 五、41, 七.41, 七、(四十一), 附注六(2)
-_NOTE_REF = re.compile(r"(?:附注)?(?:[一二三四五六七八九十]+[、.．]?)?(?:\d+(?:\.\d+)*|[(（][一二三四五六七八九十\d]+[)）])"
-                       r"(?:[(（][一二三四五六七八九十\d]+[)）])?$")
+_NUMERALS = "一二三四五六七八九十"
+_NOTE_REF = re.compile(rf"(?:附注)?(?:[{_NUMERALS}]+[、.．]?)?(?:\d+(?:\.\d+)*|[(（][{_NUMERALS}\d]+[)）])"
+                       rf"(?:[(（][{_NUMERALS}\d]+[)）])?$")
 _MONEY_CELL = re.compile(r"^-?\d{1,3}(?:,\d{3})*\.\d{2}$|^-?\d{1,3}(?:,\d{3})+$")
 
 
