@@ -22,7 +22,7 @@ COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold",
 # sections 6-14 of the doc: results file (bench/results/NAME.json) and the module that renders it
 SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"),
             ("excel_path", "excel_path"), ("calc", "calc"), ("report_files", "report_files"), ("ray_job", "ray_job"),
-            ("ramp", "ramp"))
+            ("ramp", "ramp"), ("documents", "documents"))
 
 
 def main() -> None:

@@ -281,14 +281,14 @@ def _pdf(p: Path, raw: bytes) -> str:
                 break  # the notes to the statements: nothing code reads or the model is shown stands there
             stage = _statement_stage(stage, flat)
             pages.append(text)
+        chars = sum(len(re.sub(r"\s+", "", t)) for t in pages)
+        if not pages or chars < MIN_CHARS_PER_PAGE * len(pages):
+            raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
+        return PAGE_BREAK.join(layout.with_tables(doc, pages, p.name))
     except pdfium.PdfiumError as e:
         raise InputError(FIELD, f"{p.name}: cannot read its pages ({e})") from None
     finally:
         doc.close()
-    chars = sum(len(re.sub(r"\s+", "", t)) for t in pages)
-    if not pages or chars < MIN_CHARS_PER_PAGE * len(pages):
-        raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
-    return PAGE_BREAK.join(layout.with_tables(raw, pages, p.name))
 
 
 class _HtmlText(html.parser.HTMLParser):

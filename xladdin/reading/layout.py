@@ -18,12 +18,13 @@ import logging
 import re
 from typing import Any
 
-from ..tasks.tables import PIPE, pipe_row
+from ..tasks.tables import PAGE_BREAK, PIPE, ROWS, pipe_row, read_key_tables
 
 log = logging.getLogger(__name__)
 
 # a page that holds (or continues) the key-figure tables: its title, not a table of contents' line
 _KEY_TITLE = re.compile(r"主要会计数据|主要财务指标")
+_CHAPTER = re.compile(r"第[一二三四五六七八九十\d]+[节章]")  # 第二节 公司简介和主要财务指标: the chapter, not the table
 _CONTENTS = re.compile(r"目\s*录|\.{6,}|…{3,}|·{6,}")
 MAX_PAGES = 6  # pages a report's key tables are looked for on (the titled ones and each one's next page)
 _UNIT_LINE = re.compile(r"单位|币种")
@@ -35,8 +36,9 @@ def key_table_pages(pages: list[str]) -> list[int]:
     goes on over a page break); not a table of contents."""
     found: list[int] = []
     for i, text in enumerate(pages):
-        flat = re.sub(r"\s+", "", text)
-        if _KEY_TITLE.search(flat) and not _CONTENTS.search(text):
+        titled = any(_KEY_TITLE.search(flat) and not _CHAPTER.match(flat)
+                     for flat in (re.sub(r"\s+", "", line) for line in text.split("\n")))
+        if titled and not _CONTENTS.search(text):
             for j in (i, i + 1):
                 if j < len(pages) and j not in found:
                     found.append(j)
@@ -81,32 +83,46 @@ def _tables(page: Any) -> str | None:
     return "\n".join(parts)
 
 
-def with_tables(raw: bytes, pages: list[str], name: str = "") -> list[str]:
-    """``pages`` with the key-figure tables' pages written from the tables' cells (see the module);
-    any page pdfplumber cannot read keeps its text."""
+def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
+    """``pages`` (the text of ``doc``, a pypdfium2 document) with each key-figure table's cells after its
+    page's text (see the module), where the text reading leaves a key figure out; any page pdfplumber
+    cannot read keeps its text alone."""
     wanted = key_table_pages(pages)
-    if not wanted:
+    if not wanted or _complete(pages):
         return pages
     try:
         import pdfplumber
+        import pypdfium2 as pdfium
     except ImportError:  # the text reader alone
         return pages
     out = list(pages)
-    try:
-        with pdfplumber.open(io.BytesIO(raw)) as pdf:
-            for i in wanted:
-                if i >= len(pdf.pages):
-                    continue
+    try:  # only the pages wanted, as a document of their own: pdfplumber parses none of the others
+        part = pdfium.PdfDocument.new()
+        try:
+            part.import_pages(doc, wanted)
+            buffer = io.BytesIO()
+            part.save(buffer)
+        finally:
+            part.close()
+        with pdfplumber.open(buffer) as pdf:
+            for k, i in enumerate(wanted):
+                page = pdf.pages[k]
                 try:
-                    block = _tables(pdf.pages[i])
+                    block = _tables(page)
                 except Exception as e:  # a page's drawing pdfplumber cannot follow: its text as it was
                     log.debug("%s page %d: tables not read (%s)", name, i + 1, e)
                     continue
                 finally:
-                    pdf.pages[i].flush_cache()
+                    page.flush_cache()
                 if block:
                     out[i] = pages[i] + "\n" + block
     except Exception as e:  # pdfplumber cannot open what pdfium read: the text as it was
         log.debug("%s: tables not read (%s)", name, e)
         return pages
     return out
+
+
+def _complete(pages: list[str]) -> bool:
+    """Whether the text reading finds every key figure of the tables (nothing for the cells to add)."""
+    read = read_key_tables(PAGE_BREAK.join(pages))
+    return set(ROWS) <= read.rows.keys()
