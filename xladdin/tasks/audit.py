@@ -23,6 +23,7 @@ from .figures import (
     quote_supports,
     read_figures,
     read_shares,
+    second_source,
     split_figure,
     table_notes,
     table_prose_conflicts,
@@ -44,6 +45,8 @@ class Audit:
     notes: list[str] = field(default_factory=list)
     loss: str | None = None  # the words (or the figure's quote) by which the text reports a loss
     segments: tuple[Segment, ...] = ()  # the 主营业务分行业 / 分产品 rows: segments' margins, never the company's
+    second: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # name → a statement's quote, page
+    # stating the same figure as the key-figure table (checked twice)
 
     def doubt(self, note: str) -> None:
         self.flags.add(Flag.DOUBTFUL)
@@ -52,6 +55,8 @@ class Audit:
     def evidence(self) -> str:
         labels = {**FIGURES, **TABLE_FIGURES}
         figures = [f"{labels[n][0]}「{q}」" + (f"(第{self.pages[n]}页)" if n in self.pages else "")
+                   + (f" ={self.second[n][0]}" + (f"(第{self.second[n][1]}页)" if self.second[n][1] else "")
+                      if n in self.second else "")
                    for n, q in self.quotes.items()]
         segments = [f"{s.kind}毛利率「{s.quote}」" + (f"(第{s.page}页)" if s.page else "") for s in self.segments]
         return "; ".join(figures + segments)
@@ -110,6 +115,13 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     a.notes.extend(table_notes(text))
     a.segments, left = read_segments(text)
     a.notes.extend(left)
+    for name, row, st, agree in second_source(text):
+        label = {**FIGURES, **TABLE_FIGURES}[name][0]
+        if agree:
+            a.second[name] = (f"{st.statement}「{st.quote}」", st.page)
+        else:
+            a.doubt(f"{label}: 表格{row.current:g}「{row.quote[:30]}」 vs "
+                    f"{st.statement}{st.current:g}「{st.quote[:30]}」")
     for name, table, prose in table_prose_conflicts(text, tolerance):
         a.doubt(f"{FIGURES[name][0]}: 表格{table.value:g}「{table.quote[:30]}」 vs "
                 f"正文{prose.value:g}「{prose.quote[:30]}」")

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import StringConstraints
 
 from . import known
-from .tables import MONEY_UNITS, page_of, read_key_tables, read_segments
+from .tables import MONEY_UNITS, StatementRow, TableRow, page_of, read_key_tables, read_segments
 
 # Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
 # answer meets its text again seconds after it was sent): each entry is small (the texts themselves are
@@ -242,12 +242,44 @@ def _from_tables(text: str) -> dict[str, Reading]:
         for each in (name, f"{name}_prev"):
             if each == name or each in TABLE_FIGURES:
                 out[each] = Reading(each, None, row.quote, row.currency, row.page)
+    for name, row in kt.second.items():  # a key figure the table does not give: the statement's, with its quote
+        if name not in SECOND or name in kt.rows or name in kt.foreign:
+            continue
+        quote = f"{row.statement} {row.quote}"
+        out[name] = Reading(name, row.current, quote, page=row.page)
+        if f"{name}_prev" in TABLE_FIGURES:
+            out[f"{name}_prev"] = Reading(f"{name}_prev", row.prior, quote, page=row.page)
     s = kt.statement
     if s is not None:
         for name, i in (("gross_margin", 0), ("gross_margin_prev", 1)):
             margin = s.margin(i)
             if margin is not None:
                 out[name] = Reading(name, margin, s.quote, page=s.revenue_page)
+    return out
+
+
+# the key figures the statements give a second source for (合并利润表, 合并现金流量表)
+SECOND = ("revenue", "net_profit", "eps", "operating_cash_flow")
+PER_SHARE_ROUNDING = 0.005  # 元/股: a table's EPS to two decimals against the statement's four
+
+
+def second_source(text: str) -> list[tuple[str, TableRow, StatementRow, bool]]:
+    """Each key figure both the table and a statement state this year: (name, the table's row, the statement's,
+    whether they agree within rounding). Like with like: a table's 营业总收入 against the statement's, its
+    营业收入 against 营业收入; the company's profit against 归属于母公司股东的净利润."""
+    kt = read_key_tables(text)
+    out = []
+    for name in SECOND:
+        row = kt.rows.get(name)
+        if row is None or row.current is None:
+            continue
+        key = "revenue_total" if name == "revenue" and "营业总收入" in normalize(row.quote) else name
+        st = kt.second.get(key)
+        if st is None:
+            continue
+        gap = abs(row.current - st.current)
+        agree = gap <= PER_SHARE_ROUNDING if name == "eps" else gap <= 5e-4 * max(abs(row.current), abs(st.current))
+        out.append((name, row, st, agree))
     return out
 
 

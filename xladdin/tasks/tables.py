@@ -118,6 +118,7 @@ class KeyTables:
     foreign: dict[str, TableRow] = field(default_factory=dict)  # rows in 港元 / 美元, where no 人民币 row is read
     bank: bool = False
     found: bool = False  # a key-figure table is in the report
+    second: dict[str, StatementRow] = field(default_factory=dict)  # the statements' own rows (a second source)
 
 
 def page_of(text: str, position: int) -> int | None:
@@ -588,65 +589,164 @@ def _listed(line: str) -> list[str] | None:
     return [str(v).strip() for v in value] if isinstance(value, list) and value else None
 
 
-# ------------------------------------------------------------------ the 合并利润表
-_STATEMENT = re.compile(r"^(?:[一二三四五六七八九十\d]+[、.．]|[(（][一二三四五六七八九十\d]+[)）])?\s*合并利润表\s*$")
+# ------------------------------------------------------------------ the statements
+_SECTION = r"^(?:[一二三四五六七八九十\d]+[、.．]|[(（][一二三四五六七八九十\d]+[)）])?\s*"
+_STATEMENT = re.compile(_SECTION + r"合并利润表\s*$")
 _STATEMENT_END = re.compile(r"母公司利润表|合并现金流量表|利润表\s*$")
-_ST_REVENUE = re.compile(r"^(?:其中[:：])?营业收入$")
-_ST_COST = re.compile(r"^(?:其中[:：])?营业成本$")
+_CASH_STATEMENT = re.compile(_SECTION + r"合并现金流量表\s*$")
+_CASH_STATEMENT_END = re.compile(r"母公司现金流量表|所有者权益变动表|股东权益变动表|现金流量表\s*$")
+_ITEM = (r"^(?:(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十\d]+[)）]|\d+[.、．]|其中[:：]|减[:：]|加[:：])"
+         r"\s*)*")
+_LOSS_NOTE = r"(?:[(（][^()（）]*(?:亏损|损失)[^()（）]*[)）])?"  # （净亏损以“－”号填列）
+_ST_REVENUE = re.compile(_ITEM + r"营业收入$")
+_ST_COST = re.compile(_ITEM + r"营业成本$")
+# the figures each statement gives the key-figure table's rows a second source for
+_ST_ROWS: dict[str, re.Pattern[str]] = {
+    "revenue_total": re.compile(_ITEM + r"营业总收入$"),
+    "net_profit": re.compile(_ITEM + r"归属于(?:母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的净利润" + _LOSS_NOTE
+                             + "$"),
+    "eps": re.compile(_ITEM + r"基本每股收益(?:[(（]元(?:/股)?[)）])?$"),
+}
+_ST_CASH = re.compile(_ITEM + r"经营活动产生的现金流量净额$")
 # a statement row's note (附注) reference after its label: 30, 五、41, 七.41, 七、(四十一), 附注六(2)
 _NUMERALS = "一二三四五六七八九十"
 _NOTE_REF = re.compile(rf"(?:附注)?(?:[{_NUMERALS}]+[、.．]?)?(?:\d+(?:\.\d+)*|[(（][{_NUMERALS}\d]+[)）])"
                        rf"(?:[(（][{_NUMERALS}\d]+[)）])?$")
-_MONEY_CELL = re.compile(r"^-?\d{1,3}(?:,\d{3})*\.\d{2}$|^-?\d{1,3}(?:,\d{3})+$")
+_MONEY_CELL = re.compile(r"^-?\d{1,3}(?:,\d{3})*\.\d{2}$|^-?\d{1,3}(?:,\d{3})+$|^[(（]\d{1,3}(?:,\d{3})*\.\d{2}[)）]$")
+_PER_SHARE_CELL = re.compile(r"^-?\d+\.\d{2,4}$")
 
 
-def _read_statement(text: str, out: KeyTables) -> None:
-    """营业收入 and 营业成本 of the 合并利润表 (never the parent's), this year and last."""
-    if out.bank:
-        out.withheld["gross_margin"] = "银行/保险的利润表无营业成本, 不计毛利率"
-        return
-    paged = PAGE_BREAK in text
-    inside, unit, foreign = False, None, None
-    found: dict[str, tuple[float, float, str, int | None]] = {}
+@dataclass(frozen=True)
+class StatementRow:
+    """A figure of the 合并利润表 or 合并现金流量表, this year and last (亿元; EPS in 元/股), as printed, with its
+    page: the key-figure table's row checked against it, or given by it where the table has none."""
+
+    name: str
+    current: float
+    prior: float
+    quote: str
+    page: int | None
+    statement: str  # 合并利润表, 合并现金流量表
+
+
+def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Pattern[str],
+                     foreign: list[tuple[str, str, int]]):
+    """(page, line, unit) for each line of the statement ``title`` opens (until ``end``), its unit as its 单位
+    line states it. One in another currency than 人民币 is left (``foreign`` gets its currency, line and page)
+    for the next one (a report may print both)."""
+    inside, unit = False, None
     for page_no, page in enumerate(text.split(PAGE_BREAK), start=1):
-        if not inside and "合并利润表" not in page:
+        if not inside and key not in page:
             continue
         for raw in page.split("\n"):
             line = raw.strip()
             if not inside:
-                if _STATEMENT.match(line):
+                if title.match(line):
                     inside, unit = True, None
                 continue
-            if _STATEMENT_END.search(line) and not _STATEMENT.match(line):
-                inside = False
-                break
+            if end.search(line) and not title.match(line):
+                return
             if ("单位" in line or "币种" in line) and (currency := currency_of(_norm(line))) != "CNY":
-                # a statement in 港元 / 美元: not read (a 人民币 one later in the report is)
-                foreign = f"合并利润表以{currency}计, 未换算为人民币, 不计毛利率「{line[:40]}」(第{page_no}页)"
-                inside, found = False, {}
+                foreign.append((currency, line, page_no))
+                inside = False
                 break
             if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
                 unit = m.group(2)
                 continue
-            tokens = line.split()
-            label = _norm(" ".join(t for t in tokens if not _MONEY_CELL.match(t)))
-            label = _NOTE_REF.sub("", label)
-            for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
-                if name in found or not pattern.match(label):
-                    continue
-                money = [t for t in tokens if _MONEY_CELL.match(t)]
-                if len(money) != 2 or unit is None:
-                    why = "未写单位" if unit is None else f"{len(money)}个数"
-                    out.withheld["gross_margin"] = (f"合并利润表的{label}行{why}, 无法确定本年与上年"
-                                                    f"「{line[:40]}」(第{page_no}页)")
-                    return
-                cur, prior = (round(float(t.replace(",", "")) * MONEY_UNITS[unit], 10) for t in money)
-                found[name] = (cur, prior, " ".join(tokens), page_no if paged else None)
-            if len(found) == 2:
-                rev, cost = found["revenue"], found["cost"]
-                out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3])
-                return
-    out.withheld.setdefault("gross_margin", foreign or "未找到合并利润表的营业收入与营业成本, 不计毛利率")
+            yield page_no, line, unit
+
+
+def _cells_of(line: str, per_share: bool) -> tuple[str, list[str]]:
+    """A statement line's label (its note reference dropped) and its figures."""
+    tokens = line.split()
+    cell = _PER_SHARE_CELL if per_share else _MONEY_CELL
+    label = _NOTE_REF.sub("", _norm(" ".join(t for t in tokens if not cell.match(t))))
+    return label, [t for t in tokens if cell.match(t)]
+
+
+def _joined(lines):
+    """Each statement line with figures: (page, unit, candidates, money, per-share figures); ``candidates``
+    are (label, as printed): its own, then with the lines without figures just above it joined (a label
+    begun on lines of its own: ``1.归属于母公司股东的净利润`` / ``（净亏损以“-”号填列）`` / the figures)."""
+    before: list[tuple[str, str]] = []  # (label, line) of the lines without figures just above, two at most
+    for page_no, line, unit in lines:
+        label, money = _cells_of(line, per_share=False)
+        _, shares = _cells_of(line, per_share=True)
+        if not money and not shares:
+            before = [*before[-1:], (label, line)]
+            continue
+        candidates = [(label, " ".join(line.split()))]
+        for k in range(len(before) - 1, -1, -1):
+            head = before[k:]
+            candidates.append(("".join(b[0] for b in head) + label, " ".join(" ".join(b[1] for b in head).split()
+                                                                             + line.split())))
+        yield page_no, unit, candidates, money, shares
+        before = []
+
+
+def _matched(pattern: re.Pattern[str], candidates: list[tuple[str, str]]) -> tuple[str, str] | None:
+    return next((c for c in candidates if pattern.match(c[0])), None)
+
+
+def _value(cell: str, scale: float) -> float:
+    negative = cell[0] in "(（"
+    value = float(cell.strip("()（）").replace(",", ""))
+    return round((-value if negative else value) * scale, 10)
+
+
+def _read_statement(text: str, out: KeyTables) -> None:
+    """营业收入 and 营业成本 of the 合并利润表 (never the parent's), this year and last, for the gross margin;
+    营业总收入, 归属于母公司股东的净利润 and 基本每股收益 from it, and 经营活动产生的现金流量净额 from the
+    合并现金流量表, as the key-figure table's second source (``KeyTables.second``)."""
+    paged = PAGE_BREAK in text
+    found: dict[str, tuple[float, float, str, int | None]] = {}
+    margin_why: str | None = None
+    foreign: list[tuple[str, str, int]] = []
+    lines = _joined(_statement_lines(text, "合并利润表", _STATEMENT, _STATEMENT_END, foreign))
+    for page_no, unit, candidates, money, shares in lines:
+        page = page_no if paged else None
+        for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
+            match = _matched(pattern, candidates)
+            if name in found or match is None:
+                continue
+            label, line = match
+            if len(money) != 2 or unit is None:
+                why = "未写单位" if unit is None else f"{len(money)}个数"
+                margin_why = margin_why or (f"合并利润表的{label}行{why}, 无法确定本年与上年"
+                                            f"「{line[:40]}」(第{page_no}页)")
+                found[name] = (0.0, 0.0, "", None)  # seen: no later row stands in for it
+                continue
+            cur, prior = (_value(t, MONEY_UNITS[unit]) for t in money)
+            found[name] = (cur, prior, line, page)
+            out.second.setdefault(name, StatementRow(name, cur, prior, line, page, "合并利润表"))
+        for name, pattern in _ST_ROWS.items():
+            if name in out.second:
+                continue
+            per_share = name == "eps"
+            cells = shares if per_share else money
+            match = _matched(pattern, candidates)
+            if match is not None and len(cells) == 2 and (per_share or unit is not None):
+                cur, prior = (_value(t, 1.0 if per_share else MONEY_UNITS[unit]) for t in cells)
+                out.second[name] = StatementRow(name, cur, prior, match[1], page, "合并利润表")
+    cash = _joined(_statement_lines(text, "合并现金流量表", _CASH_STATEMENT, _CASH_STATEMENT_END, []))
+    for page_no, unit, candidates, money, _ in cash:
+        match = _matched(_ST_CASH, candidates)
+        if match is not None and len(money) == 2 and unit is not None:
+            cur, prior = (_value(t, MONEY_UNITS[unit]) for t in money)
+            out.second["operating_cash_flow"] = StatementRow("operating_cash_flow", cur, prior, match[1],
+                                                             page_no if paged else None, "合并现金流量表")
+            break
+    if out.bank:
+        out.withheld["gross_margin"] = "银行/保险的利润表无营业成本, 不计毛利率"
+        return
+    if margin_why is None and {"revenue", "cost"} <= found.keys():
+        rev, cost = found["revenue"], found["cost"]
+        out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3])
+        return
+    if margin_why is None and foreign:
+        currency, printed, where = foreign[0]
+        margin_why = f"合并利润表以{currency}计, 未换算为人民币, 不计毛利率「{printed[:40]}」(第{where}页)"
+    out.withheld.setdefault("gross_margin", margin_why or "未找到合并利润表的营业收入与营业成本, 不计毛利率")
 
 
 # ------------------------------------------------------------------ the 主营业务分行业 / 分产品 table
