@@ -268,6 +268,53 @@ def test_a_slow_embedded_engine_that_is_computing_does_not_time_out_its_rows(tin
     assert all(isinstance(r, ScreenResult) and Flag.NO_ANSWER not in r.flags for r in results), results
 
 
+class SlowPrompt:
+    """The real engine's server on a CPU so busy that each step of a prompt's reading (512 tokens) takes
+    ``pause`` seconds: the server reports each step where the request asks it to (``return_progress``);
+    where it does not, the same time passes with nothing to show."""
+
+    def __init__(self, server, pause):
+        self.server, self.pause, self.steps = server, pause, 0
+
+    def __getattr__(self, name):
+        return getattr(self.server, name)
+
+    def handle_chat_completions(self, body, callback):
+        shown = body.get("return_progress", False)
+
+        def slowly(chunk):
+            if isinstance(chunk, dict) and "prompt_progress" in chunk:
+                self.steps += 1
+                threading.Event().wait(self.pause)
+                if not shown:
+                    return None
+            return callback(chunk)
+
+        return self.server.handle_chat_completions({**body, "return_progress": True}, slowly)
+
+
+@pytest.mark.slow
+def test_a_long_prompt_read_slowly_on_a_busy_cpu_is_progress_not_a_timeout(tiny_model, tmp_path):
+    """A report's prompt takes longer than the timeout to read before its first token: each step read is
+    a sign of progress, so its row is answered (it once timed out at 120 s on a busy CPU, issue 44)."""
+    from xladdin.engine.embedded import EmbeddedEngine
+
+    settings = tiny_settings(tmp_path, timeout=2, max_parallel=1)
+    engine = EmbeddedEngine(settings, tiny_model)
+    engine.load()
+    engine._server = slow = SlowPrompt(engine._server, pause=0.8)
+    row = {**ROWS[0], "report_text": "公司实现营业收入100亿元，同比增长5%。" * 120}  # a prompt of several steps
+    try:
+        with Batcher.from_settings(settings, engine=engine) as b:
+            (result,) = Resolver(b).map(ScreenTask(), [row])
+            timed_out = b.snapshot()["timed_out"]
+    finally:
+        engine.close()
+    assert slow.steps * slow.pause > 2  # longer reading the prompt than the timeout of 2 s
+    assert isinstance(result, ScreenResult) and Flag.NO_ANSWER not in result.flags, result
+    assert timed_out == 0
+
+
 @pytest.mark.slow
 def test_rows_that_time_out_on_a_stalled_engine_name_the_remedy(tiny_model_path, tmp_path, monkeypatch, capsys):
     from xladdin.engine import embedded
@@ -280,10 +327,11 @@ def test_rows_that_time_out_on_a_stalled_engine_name_the_remedy(tiny_model_path,
 
     monkeypatch.setattr(embedded.EmbeddedEngine, "load", stalling)
     monkeypatch.setenv("XLADDIN_MODEL", str(tiny_model_path))
-    code, rows, run = screen_cli(tmp_path, None, 2, "--timeout", "2", "--parallel", "2")
+    code, rows, run = screen_cli(tmp_path, None, 3, "--timeout", "2", "--parallel", "2")
     err = capsys.readouterr().err
     assert code == 0 and all("模型未作答" in json.dumps(r, ensure_ascii=False) for r in rows), rows
-    assert "2 of 2 rows timed out" in err and "raise --timeout" in err, err
+    # each row counted once, however often its request was tried (once "10 of 6 rows timed out")
+    assert "3 of 3 rows timed out" in err and "raise --timeout" in err, err
 
 
 def _replaced_server_run(first_asks):

@@ -32,7 +32,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -91,6 +91,7 @@ class Batcher:
         self.request_timeout = request_timeout if request_timeout is not None else engine.stall_s
         self.stats = BatcherStats()
         self._lock = threading.Lock()  # stats
+        self._timed_out: set[str] = set()  # the requests that timed out (a request retried counts once)
         self.loop = LoopThread("xladdin-batcher")
         self.shared_start = SharedStart(self._astart)
         self.queue: JobQueue | None = None  # made on the loop, when the engine has started
@@ -379,7 +380,7 @@ class Batcher:
                 self.shared_start.raise_recent_failure()
                 return self.loop.submit(self._start_then_ask(task, inp))
         request = self.prepare(task, inp)
-        ticket = Ticket()
+        ticket = Ticket(request.key)
         ticket.read = self.disk.submit(self._read, request, ticket)
         return ticket
 
@@ -420,10 +421,12 @@ class Batcher:
         except concurrent.futures.TimeoutError:
             raise EngineStalled(f"no answer within {self.request_timeout:g}s ({self.engine.describe()})") from None
 
-    def count_timed_out(self, n: int) -> None:
-        """``n`` rows given up on by a table's bound (the engine stalled)."""
+    def count_timed_out(self, keys: Iterable[str]) -> None:
+        """The requests (by key) given up on by a table's bound (the engine stalled), or that timed out in
+        the engine: ``stats.timed_out`` counts each once, however often it was tried."""
         with self._lock:
-            self.stats.timed_out += n
+            self._timed_out.update(keys)
+            self.stats.timed_out = len(self._timed_out)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -461,9 +464,10 @@ class Batcher:
             out = await self._schedule(request)
         except XladdinError as e:
             alone = request.alone(e)
+            if isinstance(e, EngineTimeout):
+                self.count_timed_out((request.key,))
             with self._lock:
                 self.stats.last_error = str(e)
-                self.stats.timed_out += isinstance(e, EngineTimeout)
                 if alone is None:
                     self.stats.failed += 1
                 else:

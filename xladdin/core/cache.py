@@ -173,13 +173,15 @@ def settle(future: Future, value: Any, *, error: bool = False) -> None:
 
 
 class Ticket(Future):
-    """A request's future, and ``read``: the future of its disk read (the answer cache's, or a report
-    file's text in the store), done once that read is: a hit has then settled the ticket, a miss has
-    gone on (to the engine, or to a reader process). A caller may wait for ``read``, never for the rest."""
+    """A request's future (``key``: the request's), and ``read``: the future of its disk read (the answer
+    cache's, or a report file's text in the store), done once that read is: a hit has then settled the
+    ticket, a miss has gone on (to the engine, or to a reader process). A caller may wait for ``read``,
+    never for the rest."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str | None = None) -> None:
         super().__init__()
         self.read: Future | None = None
+        self.key = key  # the request's, where known
 
     def read_done(self) -> None:
         """``read`` done, once (the callbacks that may end it race)."""

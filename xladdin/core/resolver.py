@@ -244,6 +244,7 @@ class Resolver:
         elif isinstance(outcome, Failed):
             ticket.set_exception(outcome.error)
         else:
+            ticket.key = getattr(outcome.ticket, "key", None)
             outcome.ticket.add_done_callback(functools.partial(_forward, ticket))  # before the read is done
             answer_read = getattr(outcome.ticket, "read", None)
             if answer_read is not None:
@@ -310,7 +311,7 @@ class Resolver:
                     wait = timeout - quiet
                     continue
                 stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
-                self.batcher.count_timed_out(sum(len(tickets[t]) for t in waiting))
+                self.batcher.count_timed_out(getattr(t, "key", None) or f"row {tickets[t][0]}" for t in waiting)
                 for ticket in waiting:
                     ticket.cancel()
                     for i in tickets[ticket]:

@@ -21,6 +21,7 @@ from .base import Engine, SamplingParams, Started, request_fields
 from .gguf_files import ModelFile, resolve_model
 
 DEFAULT_SLOTS = 4
+PROMPT_BATCH = 512  # tokens of a prompt read in one step: llama.cpp's physical batch (n_ubatch) is 512 too
 
 
 class EmbeddedEngine(Engine):
@@ -37,7 +38,7 @@ class EmbeddedEngine(Engine):
         self._pool: ThreadPoolExecutor | None = None
         self.address: str | None = None
         self._loading = threading.Lock()
-        self.last_progress = 0.0  # when the engine last made a token (monotonic)
+        self.last_progress = 0.0  # when a request last began, read a step of its prompt or made a token
 
     async def start(self) -> Started:
         """Identify the model (its id keys the cache); the weights load on the first request,
@@ -68,6 +69,7 @@ class EmbeddedEngine(Engine):
         p.n_ctx = self.options.n_ctx * self.max_parallel
         p.cpuparams.n_threads = self.options.n_threads
         p.cpuparams_batch.n_threads = self.options.n_threads
+        p.n_batch = PROMPT_BATCH  # the prompt read in steps this size, each reported (``chat``)
         # llama.cpp keeps up to 8 GiB of past prompts' KV state in RAM by default: in a long
         # Excel session of distinct rows that is steady growth (bench/: memory), so it is capped.
         p.cache_ram_mib = self.options.prompt_cache_mib
@@ -85,8 +87,11 @@ class EmbeddedEngine(Engine):
         self._pool = ThreadPoolExecutor(self.max_parallel, thread_name_prefix="xladdin-engine")
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One blocking chat completion through the in-process server, streamed: every chunk is a sign
-        of progress (``last_progress``); the chunks are put together as one completion."""
+        """One blocking chat completion through the in-process server, streamed: its start (the queue of
+        requests moved), every step of its prompt read (``return_progress``: a long report's prompt on a
+        busy CPU takes minutes before its first token) and every token are signs of progress
+        (``last_progress``); the chunks are put together as one completion."""
+        self.last_progress = time.monotonic()
         content: list[str] = []
         finish: list[Any] = [None]
         error: list[Any] = []
@@ -100,7 +105,7 @@ class EmbeddedEngine(Engine):
                 content.append((choice.get("delta") or {}).get("content") or "")
                 finish[0] = choice.get("finish_reason") or finish[0]
 
-        result = self._server.handle_chat_completions({**body, "stream": True}, chunk)
+        result = self._server.handle_chat_completions({**body, "stream": True, "return_progress": True}, chunk)
         if isinstance(result, dict) and "error" in result:
             error.append(result["error"])
         if error or finish[0] is None:
