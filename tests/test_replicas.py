@@ -466,3 +466,54 @@ def test_a_plugin_start_s_value_is_what_keys_its_answers(tmp_path):
     with Batcher(Wrong(lambda _: screen_answer()), Cache(tmp_path / "c2")) as b:
         with pytest.raises(ConfigError, match="not xladdin.engine.Started"):
             b.start()
+
+
+def test_a_url_s_user_and_password_reach_the_server_and_are_written_nowhere(tmp_path, capsys):
+    """``--engine-url http://user:pw@host/v1``: the requests carry the credentials (the server refuses
+    any without them), and the report, its run facts and the messages show the URL without them, as the
+    API key is never shown (issue 47 item 5)."""
+    import base64
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    expected = "Basic " + base64.b64encode(b"analyst:s3cr3t-pw").decode()
+    seen: list[str | None] = []
+    models = json.dumps({"data": [{"id": "qwen"}]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            seen.append(self.headers.get("Authorization"))
+            if self.headers.get("Authorization") != expected:
+                status, data = 401, b'{"error": "unauthorized"}'
+            elif self.path.endswith("/models"):
+                status, data = 200, models
+            elif self.path.endswith("/chat/completions"):
+                status, _, data = chat()(json.loads(body))
+            else:
+                status, data = 404, b"{}"
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://analyst:s3cr3t-pw@127.0.0.1:{httpd.server_address[1]}/v1"
+        code, rows, run = screen_cli(tmp_path, url, 2)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    out = capsys.readouterr()
+    assert code == 0 and len(rows) == 2 and all("模型未作答" not in json.dumps(r, ensure_ascii=False) for r in rows)
+    assert seen and set(seen) == {expected}  # every request carried them
+    written = (tmp_path / "r.json").read_text(encoding="utf-8") + out.out + out.err
+    assert "s3cr3t-pw" not in written and "analyst" not in written
+    assert f"127.0.0.1:{httpd.server_address[1]}/v1" in json.dumps(run)  # the server, named without them

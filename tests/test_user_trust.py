@@ -315,3 +315,28 @@ def test_the_benchmarks_page_is_what_the_committed_results_say():
     import bench.__main__ as bench_main
 
     assert bench_main.render_saved() == bench_main.DOC.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("env, rules, named", [
+    ({"XLADDIN_TIMEOUT": "1e400"}, None, "setting timeout: Input should be a finite number"),
+    ({"XLADDIN_TIMEOUT": "1e300"}, None, "setting timeout: Input should be less than or equal to 86400"),
+    ({"XLADDIN_TEMPERATURE": "inf"}, None, "setting temperature: Input should be a finite number"),
+    ({"XLADDIN_MAX_REPORT_MIB": "nan"}, None, "setting max_report_mib: Input should be a finite number"),
+    ({}, "score_base = 1e308", "score_base: Input should be less than or equal to 1000"),
+    ({}, "roe_weight = inf", "roe_weight: Input should be a finite number"),
+    ({}, "roe_target = -1e300", "roe_target: Input should be greater than or equal to -1000"),
+])
+def test_a_setting_or_rule_out_of_its_bounds_is_refused_naming_it(env, rules, named, tmp_path):
+    """Every setting and rule finite and within a range that means something, checked when loaded: exit 2
+    naming the key and its bound, never a traceback nor an internal error on every row (issue 47 item 4)."""
+    import os
+
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM\n600519,贵州茅台,30,25\n", encoding="utf-8")
+    args = ["screen", pool, "-o", tmp_path / "out.json", "--no-progress"]
+    if rules is not None:
+        (tmp_path / "rules.toml").write_text(rules + "\n", encoding="utf-8")
+        args += ["--rules", tmp_path / "rules.toml"]
+    r = run_cli(*args, env={**os.environ, **env})
+    assert r.returncode == 2 and named in r.stderr, r.stderr[-1500:]
+    assert "Traceback" not in r.stderr and not (tmp_path / "out.json").exists()

@@ -52,19 +52,19 @@ def _user_dir(kind: str) -> Path:
 class SamplingParams(BaseModel):
     """What the model is sampled with (part of every cache key)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    temperature: float = Field(0.0, ge=0)
-    seed: int = 42
-    max_tokens: int = Field(512, ge=16, description="at most this many tokens per answer")
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int = Field(42, ge=0, le=2**31 - 1)
+    max_tokens: int = Field(512, ge=16, le=32768, description="at most this many tokens per answer")
 
 
 class EngineOptions(BaseModel):
     """What every engine is configured with; each engine extends it. A typo is an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    timeout: float = Field(120.0, gt=0, description="seconds for one engine request")
+    timeout: float = Field(120.0, gt=0, le=86400, description="seconds for one engine request")
     max_parallel: int | None = Field(None, ge=1, le=4096, description="requests in flight (default: the engine's own)")
     structured_output: bool = Field(True, description="send the JSON schema as response_format (constrained decoding)")
 
@@ -83,11 +83,12 @@ class EmbeddedOptions(EngineOptions):
 
     model: str | None = Field(None, description="GGUF path or hub id for the embedded engine")
     models_dir: Path = Field(default_factory=lambda: _user_dir("models"))
-    n_ctx: int = Field(4096, ge=256, description="context tokens per slot")
-    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
+    n_ctx: int = Field(4096, ge=256, le=1 << 20, description="context tokens per slot")
+    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=1024)
     prompt_cache_mib: int = Field(
         0,
         ge=0,
+        le=1 << 20,
         description="RAM for llama.cpp's cross-request prompt cache (0: off; the per-slot prefix cache that "
         "serves the shared system prompt stays on)",
     )
@@ -169,20 +170,23 @@ def toml_text(path: Path, kind: str) -> str:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="XLADDIN_", env_nested_delimiter="__", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="XLADDIN_", env_nested_delimiter="__", extra="forbid", frozen=True,
+                                      allow_inf_nan=False)
 
     engine: str = Field("auto", description="auto (URL → openai_http, else embedded), or a registered engine's name")
     cache_dir: Path = Field(default_factory=lambda: _user_dir("cache"))
     no_cache: bool = False
     batch_window_ms: float = Field(20.0, ge=0, le=5000)
-    max_text_chars: int | None = Field(None, ge=100, description="at most this many characters of report text "
+    max_text_chars: int | None = Field(None, ge=100, le=10_000_000,
+                                       description="at most this many characters of report text "
                                        "for the model (default: what text_tokens and the engine's context hold)")
-    text_tokens: int = Field(1500, ge=100, description="at most this many tokens of report text per request "
+    text_tokens: int = Field(1500, ge=100, le=1 << 20,
+                             description="at most this many tokens of report text per request "
                              "(lowered to what the engine's context holds)")
     report_dirs: Annotated[tuple[Path, ...], NoDecode] = Field(
         (), description="folders report files may also be read from, besides the pool's or workbook's folder and "
         "--reports (XLADDIN_REPORT_DIRS: folders separated by os.pathsep)")
-    max_report_mib: float = Field(64, gt=0, description="largest report file read, in MiB")
+    max_report_mib: float = Field(64, gt=0, le=4096, description="largest report file read, in MiB")
     readers: int | None = Field(None, ge=1, le=256, description="processes reading report files (default: one "
                                 "per CPU core)")
     as_of: dt.date | None = Field(None, description="the workbook cells (QWEN_SCREEN, the Refresh macro) screen as "

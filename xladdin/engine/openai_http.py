@@ -35,10 +35,12 @@ server's slots (``/props`` ``total_slots``), so no request waits in a queue the 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -73,6 +75,31 @@ def split_urls(urls: str) -> list[str]:
     return [normalize_base_url(u.strip()) for u in urls.split(",") if u.strip()]
 
 
+def credentials(urls: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The URLs without the user and password some carry (``http://user:pw@host/v1``), and each one's
+    credentials (an Authorization header's value): a URL is shown (errors, the run's facts, the status)
+    without them, as the API key is never shown; the requests to it carry them."""
+    clean, auth = [], {}
+    for url in urls:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.username is None and parsed.password is None:
+            clean.append(url)
+            continue
+        host = parsed.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parsed.port}" if parsed.port else "")
+        bare = urllib.parse.urlunsplit(parsed._replace(netloc=netloc))
+        clean.append(bare)
+        pair = f"{urllib.parse.unquote(parsed.username or '')}:{urllib.parse.unquote(parsed.password or '')}"
+        auth[_origin(bare)] = "Basic " + base64.b64encode(pair.encode()).decode()
+    return clean, auth
+
+
+def _origin(url: str) -> str:
+    """scheme://host:port of ``url``: a server's credentials go with every request to it (its /metrics too)."""
+    parsed = urllib.parse.urlsplit(url)
+    return f"{parsed.scheme}://{parsed.netloc}"
+
+
 class _HTTP:
     """The engine's one HTTP client: every request to every server (chats, listings, load, token counts)
     through one aiohttp session and its connection pool, opened on the batcher's loop at the first
@@ -90,9 +117,10 @@ class _HTTP:
     Errors: a server that cannot be reached raises aiohttp's ``ClientConnectionError`` (or
     ``TimeoutError`` past ``connect``); an answer of any status is returned."""
 
-    def __init__(self, options: HTTPOptions):
+    def __init__(self, options: HTTPOptions, auth: dict[str, str] | None = None):
         self.options = options
         self.headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+        self.auth = auth or {}  # a server's origin → the user and password its URL carried
         # an aiohttp session belongs to the event loop it was opened on: one per loop that asks (the batcher's
         # loop asks everything; another loop, a caller's asyncio.run, gets a session of its own)
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
@@ -119,6 +147,8 @@ class _HTTP:
         bounded = {"timeout": aiohttp.ClientTimeout(total=timeout)} if timeout else {}
         if body is not None:
             bounded.update(data=json.dumps(body, ensure_ascii=False).encode(), headers=_JSON)
+        if self.auth and (basic := self.auth.get(_origin(url))) is not None:
+            bounded["headers"] = {**bounded.get("headers", {}), "Authorization": basic}
         async with self.session().request(method, url, trace_request_ctx=_Trace(self, server), **bounded) as r:
             return _Answer(r.status, await r.read(), r.headers, r.request_info)
 
@@ -338,11 +368,14 @@ class OpenAIHTTPEngine(Engine):
         self.options = settings if isinstance(settings, HTTPOptions) else settings.openai_http
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
-        self.urls = split_urls(self.options.url)
+        self.urls, auth = credentials(split_urls(self.options.url))
+        if auth and self.options.api_key:
+            raise ConfigError("the engine URL carries a user and password and an API key is set too: give the "
+                              "server's credentials one way")
         self.server_url: str = ",".join(self.urls)  # what the server (or replicas) is known by
         self.max_parallel = self.options.max_parallel or DEFAULT_PARALLEL
         self.parallel_limit, self.timeout = self.options.max_parallel, self.options.timeout  # (retries within it)
-        self._http = _HTTP(self.options)
+        self._http = _HTTP(self.options, auth)
         self.replicas = _Replicas(self.urls)
         self.down, self.wrong, self.answered = self.replicas.down, self.replicas.wrong, self.replicas.answered
         self.completion_tokens = 0  # generated, as the server counts them (benchmarks report it per row)

@@ -49,14 +49,14 @@ class Rules(BaseModel):
             raise ValueError(f"must be a number, not {v}")
         return v
 
-    roe_high_risk_below: float = Field(5.0, title="ROE below this (%) → 高")
-    roe_low_risk_from: float = Field(15.0, title="ROE from this (%) may be 低; below → 中")
-    pe_limit: float = Field(50.0, gt=0, title="PE-TTM above this → 中")
-    loss_pe: float = Field(100.0, gt=0, title="PE-TTM used for a trailing loss (PE ≤ 0)")
-    score_base: float = Field(100.0, title="score before penalties")
-    pe_weight: float = Field(20.0, ge=0, title="points per 100 of PE-TTM")
-    roe_target: float = Field(15.0, title="ROE (%) with no ROE penalty")
-    roe_weight: float = Field(5.0, ge=0, title="points per ROE point below target")
+    roe_high_risk_below: float = Field(5.0, ge=-1000, le=1000, title="ROE below this (%) → 高")
+    roe_low_risk_from: float = Field(15.0, ge=-1000, le=1000, title="ROE from this (%) may be 低; below → 中")
+    pe_limit: float = Field(50.0, gt=0, le=100_000, title="PE-TTM above this → 中")
+    loss_pe: float = Field(100.0, gt=0, le=100_000, title="PE-TTM used for a trailing loss (PE ≤ 0)")
+    score_base: float = Field(100.0, ge=0, le=1000, title="score before penalties")
+    pe_weight: float = Field(20.0, ge=0, le=1000, title="points per 100 of PE-TTM")
+    roe_target: float = Field(15.0, ge=-1000, le=1000, title="ROE (%) with no ROE penalty")
+    roe_weight: float = Field(5.0, ge=0, le=1000, title="points per ROE point below target")
     mismatch_tolerance: float = Field(0.05, ge=0, lt=1, title="relative gap text vs field → 数据存疑")
 
     @model_validator(mode="after")
