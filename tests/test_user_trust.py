@@ -340,3 +340,21 @@ def test_a_setting_or_rule_out_of_its_bounds_is_refused_naming_it(env, rules, na
     r = run_cli(*args, env={**os.environ, **env})
     assert r.returncode == 2 and named in r.stderr, r.stderr[-1500:]
     assert "Traceback" not in r.stderr and not (tmp_path / "out.json").exists()
+
+
+def test_a_one_line_report_text_ending_in_pdf_is_text_not_a_path(tiny_model_path, tmp_path):
+    """A 财报摘要 of one line that ends in ``.pdf`` (a web address of the report) is the row's text, not a
+    file to open: the row is screened, not lost to "file not found" (issue 47 item 7); a file's name or
+    full path in the same column is still a report file."""
+    from test_documents import cli
+
+    (tmp_path / "600000_年报.txt").write_text("营业收入100亿元，归属于上市公司股东的净利润10亿元。", encoding="utf-8")
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM,财报摘要\n"
+                    "600519,贵州茅台,30,25,年报全文见 www.cninfo.com.cn/600519.pdf\n"
+                    "600000,浦发银行,8,5,600000_年报.txt\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "-o", str(tmp_path / "out.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    text_row, file_row = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert not text_row.get("error") and "file" not in json.dumps(text_row, ensure_ascii=False).lower(), text_row
+    assert file_row["营收(亿元) revenue"] == 100.0  # read from the file

@@ -45,6 +45,8 @@ ALLOW_HINT = "add its folder to report_dirs (XLADDIN_REPORT_DIRS, folders separa
 # a report text that ends in ".pdf" is a path only without sentence punctuation: "营业收入1505.60亿元，详见年报.pdf"
 # is text that names a file, "603339_年报.pdf" a file
 _SENTENCE = re.compile(r"[，。；！？、：,;!?]")
+_WEB = re.compile(r"://|(?:^|[\s/])www\.", re.IGNORECASE)
+_FULL_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|/|~[\\/])")  # C:\, \\server, /, ~/
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,16 @@ def with_text(record: dict[str, Any], path: ReportPath, text: str) -> dict[str, 
 
 
 def looks_like_path(text: str) -> bool:
-    """Whether a cell's text is a report file's path rather than report text."""
+    """Whether a cell's text is a report file's path rather than report text: it ends in a report's
+    suffix, is no sentence and names no web address, and is one token (``600519_年报.pdf``,
+    ``reports/600519.pdf``) or a full path, which may hold spaces (``C:\\My Documents\\年报 2023.pdf``,
+    ``/home/me/年报 2023.pdf``, ``~/年报.pdf``). ``年报全文见 www.cninfo.com.cn/600519.pdf`` is text."""
     t = text.strip()
-    return (0 < len(t) < 400 and "\n" not in t and t.lower().endswith(SUFFIXES)
-            and not _SENTENCE.search(t))
+    if not (0 < len(t) < 400 and "\n" not in t and t.lower().endswith(SUFFIXES)):
+        return False
+    if _SENTENCE.search(t) or _WEB.search(t):
+        return False
+    return not re.search(r"\s", t) or bool(_FULL_PATH.match(t))
 
 
 def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
