@@ -358,3 +358,41 @@ def test_a_one_line_report_text_ending_in_pdf_is_text_not_a_path(tiny_model_path
     text_row, file_row = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
     assert not text_row.get("error") and "file" not in json.dumps(text_row, ensure_ascii=False).lower(), text_row
     assert file_row["营收(亿元) revenue"] == 100.0  # read from the file
+
+
+def test_a_pool_in_the_home_folder_reads_no_file_below_it_unless_chosen(tiny_model_path, tmp_path):
+    """``cd ~`` with a pool whose 报告文件 names ``Documents/passwords.txt`` and ``.config/app/notes.md``:
+    neither is read (the home folder is no report folder unless chosen), each row's error names the file
+    and how to allow its folder; a folder chosen with ``--reports`` is read, but never a hidden folder in
+    it (issue 47 item 1)."""
+    import os
+
+    from test_documents import cli
+
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / ".config" / "app").mkdir(parents=True)
+    (home / "Documents" / "passwords.txt").write_text("营业收入100亿元。密码 hunter2", encoding="utf-8")
+    (home / ".config" / "app" / "notes.md").write_text("营业收入200亿元。token abc123", encoding="utf-8")
+    pool = home / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM,报告文件\n600519,贵州茅台,30,25,Documents/passwords.txt\n"
+                    "600000,浦发银行,8,5,.config/app/notes.md\n", encoding="utf-8")
+    env = {"HOME": str(home), "USERPROFILE": str(home)}
+    r = cli(["screen", str(pool), "-o", str(tmp_path / "out.json")], tiny_model_path, tmp_path, **env)
+    written = (tmp_path / "out.json").read_text(encoding="utf-8") + r.stdout + r.stderr
+    assert r.returncode == 1 and "hunter2" not in written and "abc123" not in written, written[-2000:]
+    first, second = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    error = first["错误 error"]
+    assert "passwords.txt" in error and "home folder" in error and "--reports" in error, error
+    assert "notes.md" in second["错误 error"]
+    # chosen: the Documents folder is read; a hidden folder below a chosen one never is
+    (home / "Documents" / ".private").mkdir()
+    (home / "Documents" / ".private" / "x.txt").write_text("营业收入300亿元。", encoding="utf-8")
+    pool.write_text("代码,名称,ROE,市盈率TTM,报告文件\n600519,贵州茅台,30,25,Documents/passwords.txt\n"
+                    "600000,浦发银行,8,5,Documents/.private/x.txt\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "--reports", str(home / "Documents"), "-o", str(tmp_path / "out2.json")],
+            tiny_model_path, tmp_path, **env)
+    chosen, hidden = json.loads((tmp_path / "out2.json").read_text(encoding="utf-8"))["rows"]
+    assert chosen["营收(亿元) revenue"] == 100.0 and not chosen["错误 error"], chosen
+    assert "hidden folder" in hidden["错误 error"], hidden
+    assert os.path.isdir(home / ".config")  # nothing of the user's was touched

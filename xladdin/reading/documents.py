@@ -27,7 +27,7 @@ import html.parser
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,20 +52,29 @@ _FULL_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|/|~[\\/])")  # C:\, \\server, 
 @dataclass(frozen=True)
 class Reports:
     """Where report files may be read from, and how large one may be: a front door's, per run or
-    workbook. ``folders`` are the pool's or workbook's folder, ``--reports DIR`` and ``report_dirs``."""
+    workbook. ``folders`` are the pool's or workbook's folder, ``--reports DIR`` and ``report_dirs``;
+    ``refused``: the pool's or workbook's folder when it is not one (with why)."""
 
     folders: tuple[Path, ...]
     max_bytes: int = 64 * MIB
+    refused: str | None = None
 
     @classmethod
-    def of(cls, settings: Any, *folders: str | Path | None) -> Reports:
-        """The folders given (``None`` left out) and the setting's ``report_dirs``, each resolved
-        (a symlinked folder is the folder it points to)."""
-        given: Iterable[str | Path] = [f for f in folders if f is not None]
-        chosen = [*given, *getattr(settings, "report_dirs", ())]
-        resolved = tuple(dict.fromkeys(Path(f).expanduser().resolve() for f in chosen))
+    def of(cls, settings: Any, own: str | Path | None, *folders: str | Path | None) -> Reports:
+        """The pool's or workbook's own folder ``own`` (unless it is the home folder, a folder above it or
+        a system folder: a pool saved there names no file of the user's), the folders given (``None``
+        left out: ``--reports``) and the setting's ``report_dirs``, each resolved (a symlinked folder is
+        the folder it points to)."""
+        chosen = [Path(f).expanduser().resolve() for f in (*folders, *getattr(settings, "report_dirs", ()))
+                  if f is not None]
+        refused = None
+        if own is not None:
+            own = Path(own).expanduser().resolve()
+            refused = _not_a_reports_folder(own)
+            if refused is None:
+                chosen.insert(0, own)
         mib = getattr(settings, "max_report_mib", None)
-        return cls(resolved, int(mib * MIB) if mib else cls.max_bytes)
+        return cls(tuple(dict.fromkeys(chosen)), int(mib * MIB) if mib else cls.max_bytes, refused)
 
     def place(self, record: Any, base: Path | None = None) -> Any:
         """``record`` with its report path (``report_file``, or a path where the text goes) as a
@@ -86,6 +95,23 @@ class Reports:
         if base is not None and not path.is_absolute() and ".." not in path.parts:
             path = base.expanduser().resolve() / path
         return {**record, FIELD: ReportPath(str(path), self)}
+
+
+def _not_a_reports_folder(folder: Path) -> str | None:
+    """Why a pool's or workbook's own folder is no place report files are read from, or ``None``."""
+    home = Path.home().resolve()
+    if folder == home or home.is_relative_to(folder):
+        return f"the pool's or workbook's folder {folder} is your home folder or above it"
+    for system in _SYSTEM_FOLDERS:
+        if folder == system or (system != Path(folder.anchor) and folder.is_relative_to(system)):
+            return f"the pool's or workbook's folder {folder} is a system folder"
+    return None
+
+
+_SYSTEM_FOLDERS = tuple(Path(p) for p in (
+    "/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var", "/sys", "/proc", "/dev", "/boot", "/opt",
+    os.environ.get("SystemRoot", "C:\\Windows"), os.environ.get("ProgramFiles", "C:\\Program Files"),
+    os.environ.get("ProgramFiles(x86)", "C:\\Program Files (x86)")))
 
 
 class ReportPath(str):
@@ -172,10 +198,16 @@ def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
         st = real.stat()
     except OSError:
         raise InputError(FIELD, f"{path}: file not found") from None
-    if not any(real.is_relative_to(folder) for folder in reports.folders):
+    inside = [folder for folder in reports.folders if real.is_relative_to(folder)]
+    if not inside:
         where = ", ".join(map(str, reports.folders)) or "none"
-        raise InputError(FIELD, f"{path}: outside the folders report files are read from ({where}); to read it, "
-                         f"{ALLOW_HINT}")
+        why = f"; {reports.refused}, whose files are read only from a folder chosen for reports" \
+            if reports.refused else ""
+        raise InputError(FIELD, f"{path}: outside the folders report files are read from ({where}){why}; to read "
+                         f"it, {ALLOW_HINT}, or pass --reports with its folder")
+    if all(any(part.startswith(".") for part in real.relative_to(folder).parts[:-1]) for folder in inside):
+        raise InputError(FIELD, f"{path}: in a hidden folder, which report files are never read from; to read it, "
+                         "move it to a folder of its own")
     if not stat.S_ISREG(st.st_mode):
         raise InputError(FIELD, f"{path}: not a file")
     if st.st_size > reports.max_bytes:
