@@ -396,3 +396,47 @@ def test_a_pool_in_the_home_folder_reads_no_file_below_it_unless_chosen(tiny_mod
     assert chosen["营收(亿元) revenue"] == 100.0 and not chosen["错误 error"], chosen
     assert "hidden folder" in hidden["错误 error"], hidden
     assert os.path.isdir(home / ".config")  # nothing of the user's was touched
+
+
+def test_the_cache_opens_and_clears_only_a_folder_of_its_own(tmp_path):
+    """A folder holding another program's SQLite ``cache.db`` (or a user's file of that name): ``cache
+    stats`` and ``cache clear`` refuse it naming the folder, and nothing in it changes (no table added, no
+    folder made, nothing removed); ``stats`` of a folder that is not there makes none; a cache xladdin made
+    is marked and cleared as before (issue 47 item 3)."""
+    import hashlib
+    import sqlite3
+
+    other = tmp_path / "other-app"
+    other.mkdir()
+    with sqlite3.connect(other / "cache.db") as db:
+        db.execute("CREATE TABLE notes (t TEXT)")
+        db.execute("INSERT INTO notes VALUES ('mine')")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "cache.db").write_text("my own file that happens to be called cache.db", encoding="utf-8")
+
+    def state(folder):
+        return sorted((p.relative_to(folder).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest())
+                      for p in folder.rglob("*") if p.is_file())
+
+    for folder in (other, mine):
+        before = state(folder)
+        for action in ("stats", "clear"):
+            r = run_cli("cache", action, "--cache-dir", folder)
+            assert r.returncode == 2 and f"{folder} holds a cache.db xladdin did not make" in r.stderr, r
+            assert state(folder) == before and not [p for p in folder.iterdir() if p.is_dir()]
+    with sqlite3.connect(other / "cache.db") as db:
+        assert [t for (t,) in db.execute("SELECT name FROM sqlite_master")] == ["notes"]
+
+    absent = tmp_path / "absent"
+    r = run_cli("cache", "stats", "--cache-dir", absent)
+    assert r.returncode == 0 and json.loads(r.stdout)["entries"] == 0 and not absent.exists()
+
+    from xladdin.core.cache import MARKER, Cache
+
+    ours = Cache(tmp_path / "ours")
+    ours.set("k", {"answer": "x"})
+    ours.close()
+    assert (tmp_path / "ours" / MARKER).is_file()
+    r = run_cli("cache", "clear", "--cache-dir", tmp_path / "ours")
+    assert r.returncode == 0 and "removed 1 entries" in r.stdout, r

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..core.cache import Cache, remove_cache_files
 from ..settings import Settings
@@ -18,8 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = Settings.load({"cache_dir": args.cache_dir})
-    cache = Cache(settings.cache_dir)
+    cache = Cache(settings.cache_dir, read_only=args.action == "stats")
     try:
+        if cache.refused is not None:
+            print(f"xladdin: error: {cache.refused}", file=sys.stderr)
+            return 2
         if args.action == "clear" and not cache.enabled and settings.cache_dir.is_dir():
             # unreadable (a damaged database): its own files removed and the cache made anew; whatever
             # else the folder holds stays as it is

@@ -29,6 +29,9 @@ from pydantic import BaseModel
 log = logging.getLogger(__name__)
 META = "meta"  # the side store's folder inside the cache directory
 DOCUMENTS = "documents"  # the report files' texts (readers.Reader), by stamp and content digest
+MARKER = "XLADDIN-CACHE.txt"  # written in a cache folder xladdin made: the only kind it opens and clears
+MARKER_TEXT = ("This folder is xladdin's answer cache: `xladdin cache clear` empties it, and xladdin opens no\n"
+               "folder holding a cache.db without this file.\n")
 # What diskcache itself writes in a directory: its database (with SQLite's journal files) and the value
 # files of large entries, two levels of two-hex-digit folders deep (diskcache ``Disk.filename``).
 _DATABASE = re.compile(r"^cache\.db(-wal|-shm|-journal)?$")
@@ -50,14 +53,43 @@ def cache_key(
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
-class Cache:
-    """Thread-safe facade over ``diskcache.Cache``; counts hits and misses of this process."""
+def foreign(directory: Path) -> str | None:
+    """Why ``directory`` is not a folder xladdin may keep its cache in (it holds a ``cache.db`` another
+    program made), or ``None``: a new or empty folder, or one xladdin made (its ``MARKER``, or an xladdin
+    cache made before the marker: its side store beside its database)."""
+    d = Path(directory)
+    if (d / MARKER).is_file() or not (d / "cache.db").exists():
+        return None
+    if (d / META / "cache.db").is_file():  # an xladdin cache made before the marker
+        return None
+    return (f"{d} holds a cache.db xladdin did not make (another program's): it is neither opened nor cleared; "
+            "choose another folder (--cache-dir, XLADDIN_CACHE_DIR)")
 
-    def __init__(self, directory: Path | None, *, enabled: bool = True):
+
+def _mark(directory: Path) -> None:
+    marker = Path(directory) / MARKER
+    if not marker.is_file():
+        marker.write_text(MARKER_TEXT, encoding="utf-8")
+
+
+class Cache:
+    """Thread-safe facade over ``diskcache.Cache``; counts hits and misses of this process. It opens only a
+    folder of its own (``foreign``: ``refused`` says why not, and nothing is written there), marking it;
+    ``read_only`` (``xladdin cache stats``): a folder that is not there is not made."""
+
+    def __init__(self, directory: Path | None, *, enabled: bool = True, read_only: bool = False):
         self.directory = directory
         self.hits = 0
         self.misses = 0
         self.warning: str | None = None
+        self.refused = foreign(directory) if enabled and directory is not None else None
+        if self.refused is not None:
+            enabled = False
+            self.warning = f"cache disabled: {self.refused}"
+            log.warning(self.warning)
+        elif read_only and directory is not None and not Path(directory).is_dir():
+            enabled = False
+            self.warning = f"no cache at {directory}"
         self.write_failures = 0  # answers that could not be stored (a full disk, say)
         self._lock = threading.Lock()
         self._dc = None
@@ -68,6 +100,7 @@ class Cache:
                 import diskcache
 
                 Path(directory).mkdir(parents=True, exist_ok=True)
+                _mark(directory)
                 self._dc = diskcache.Cache(str(directory), size_limit=2**34, eviction_policy="least-recently-stored")
                 self._meta = diskcache.Cache(str(Path(directory) / META))
                 self._meta.set("probe", 1)  # fails here, not later, when the directory is read-only
