@@ -134,6 +134,31 @@ def test_losses_stated_for_this_year_and_last_are_high_risk_and_a_positive_pe_do
     assert "PE-TTM 10为正, 但文本报告亏损" in row["说明 notes"] and "ROE 20%为正" in row["说明 notes"]
 
 
+@pytest.mark.parametrize("text, quote", [
+    ("2023年亏损1.2亿元，2022年亏损0.8亿元。", "2022年亏损0.8亿元"),
+    ("2023年净利润为-1.2亿元，2022年净利润为-0.8亿元。", "2022年净利润为-0.8亿元"),
+    ("公司2023年实现净利润-1.2亿元，2022年为-0.8亿元。", "2022年为-0.8亿元"),
+])
+def test_a_loss_stated_under_its_year_is_read_for_that_year(text, quote, tmp_path, monkeypatch, capsys):
+    """Last year's loss named by its year, beside this year's: 高 连续两年亏损 (it was 低 100: the year
+    before's figure was not read) (issue 47 item 8)."""
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "财报摘要"), [("600001", "某公司", text)])
+    code, report, _, err = screen_cli(tmp_path, monkeypatch, capsys, pool)
+    assert code == 0, err
+    (row,) = report["rows"]
+    assert row["净利润(亿元) net profit"] == -1.2 and row["上年净利润(亿元) prior-year profit"] == -0.8, row
+    assert row["风险等级 risk"] == "高" and "连续两年亏损" in row["规则依据 rule basis"], row["规则依据 rule basis"]
+    assert f"上年净利润「{quote}」" in row["出处 evidence"]
+
+
+def test_a_figure_under_another_year_or_of_another_kind_is_not_last_year_s_profit(tmp_path, monkeypatch, capsys):
+    text = "2023年净利润为-1.2亿元，2022年营业收入为30亿元，2021年亏损0.8亿元。"
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "财报摘要"), [("600001", "某公司", text)])
+    code, report, _, err = screen_cli(tmp_path, monkeypatch, capsys, pool)
+    (row,) = report["rows"]
+    assert code == 0 and row["上年净利润(亿元) prior-year profit"] is None, row
+
+
 # ------------------------------------------------------------------ the summary line: answered rows, wall time
 def answering_server(refuse: str | None = None) -> Server:
     """A server answering every screen request validly, except those whose row holds ``refuse``."""

@@ -405,15 +405,29 @@ def _prior_profit(text: str, t: str, profit_at: tuple[int, int] | None) -> Readi
     m = _AFTER_PROFIT.match(t[profit_at[1] :]) if profit_at else None
     if m is not None:
         start, end, loss = profit_at[0], profit_at[1] + m.end(), m.group("loss")
-    else:
-        m = next((p for p in _PRIOR_PROFIT.finditer(t) if _reported(t, p)), None)
-        if m is None:
-            return None
+    elif (m := next((p for p in _PRIOR_PROFIT.finditer(t) if _reported(t, p)), None)) is not None:
         start, end, loss = m.start(), m.end(), m.group("loss") or m.group("loss2")
+    elif profit_at is not None and (m := _named_prior(t, profit_at)) is not None:
+        start, end, loss = m.start(), m.end(), m.group("loss")
+    else:
+        return None
     value, currency = _money(m)
     if loss and value is not None:
         value = -abs(value)
     return _reading(text, "net_profit_prev", value, start, end, currency)
+
+
+def _named_prior(t: str, profit_at: tuple[int, int]) -> re.Match | None:
+    """Last year's profit stated under its year, where this year's is stated under its own (``2023年亏损1.2
+    亿元，2022年亏损0.8亿元``, ``2023年净利润为-1.2亿元，2022年为-0.8亿元``): the year just before this year's
+    figure names this year, and a clause naming the year before states last year's (a loss is negative)."""
+    named = list(re.finditer(r"((?:19|20)\d{2})年度?", t[max(0, profit_at[0] - 16) : profit_at[0]]))
+    if not named:
+        return None
+    prior = int(named[-1].group(1)) - 1
+    pattern = (rf"{prior}年度?(?:(?!收入|营收|毛利|资产|现金|扣除|扣非|分红|股)[^。；;，,]){{0,16}}?"
+               rf"(?:(?P<loss>(?:净)?亏损)|(?:{_LABELS['net_profit']}){_GAP}|为)(?P<n>{_NUM}){_MONEY}")
+    return re.compile(pattern).search(t, profit_at[1])
 
 
 @functools.lru_cache(maxsize=16)
