@@ -465,3 +465,43 @@ def test_the_cache_opens_and_clears_only_a_folder_of_its_own(tmp_path):
     assert (tmp_path / "ours" / MARKER).is_file()
     r = run_cli("cache", "clear", "--cache-dir", tmp_path / "ours")
     assert r.returncode == 0 and "removed 1 entries" in r.stdout, r
+
+
+def bomb_pdf(path, mib: int) -> None:
+    """A small PDF whose one page's content stream inflates to ``mib`` MiB of zeros (a decompression bomb)."""
+    import zlib
+
+    z = zlib.compressobj(1)
+    data = b"".join(z.compress(b"\0" * (1 << 20)) for _ in range(mib)) + z.flush()
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, obj in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + obj + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    path.write_bytes(bytes(out))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="the reader's memory bound is POSIX's RLIMIT_AS")
+def test_a_decompression_bomb_is_its_row_s_error_bounded_in_memory(tiny_model_path, tmp_path):
+    """A PDF of a few MiB that inflates to 1 GiB, beside a real report: with reader_memory_mib=256 its
+    reader stops at that bound, the row's error names the file and the setting, the other row is read
+    (issue 47 item 2: it took a reader to 9.6 GB for 120 s)."""
+    from test_documents import PAGE_1, PAGE_2, cli, make_pdf
+
+    bomb_pdf(tmp_path / "600001_年报.pdf", 1024)
+    make_pdf(tmp_path / "688001_年报.pdf", [PAGE_1, PAGE_2])
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,ROE,市盈率TTM,报告文件\n600001,某公司,10,20,600001_年报.pdf\n"
+                    "688001,华兴源创,10,20,688001_年报.pdf\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "-o", str(tmp_path / "out.json")], tiny_model_path, tmp_path,
+            XLADDIN_READER_MEMORY_MIB="256")
+    assert r.returncode == 1, r.stderr[-2000:]
+    bomb, report = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert "600001_年报.pdf" in bomb["错误 error"] and "reader_memory_mib" in bomb["错误 error"], bomb["错误 error"]
+    assert not report["错误 error"] and report["营收(亿元) revenue"] is not None, report

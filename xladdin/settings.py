@@ -187,6 +187,8 @@ class Settings(BaseSettings):
         (), description="folders report files may also be read from, besides the pool's or workbook's folder and "
         "--reports (XLADDIN_REPORT_DIRS: folders separated by os.pathsep)")
     max_report_mib: float = Field(64, gt=0, le=4096, description="largest report file read, in MiB")
+    reader_memory_mib: int = Field(2048, ge=256, le=1 << 20, description="address space of each process reading "
+                                   "report files, in MiB: a file that needs more is its row's error, at once")
     readers: int | None = Field(None, ge=1, le=256, description="processes reading report files (default: one "
                                 "per CPU core)")
     as_of: dt.date | None = Field(None, description="the workbook cells (QWEN_SCREEN, the Refresh macro) screen as "

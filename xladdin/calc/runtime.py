@@ -40,7 +40,8 @@ def core(python: str | None = None) -> Batcher:
     else:
         batcher = Batcher.from_settings(settings, PrivateServer(settings, python), own_engine=True)
     # the environment's Python for the reader processes; the store read on the batcher's disk thread
-    batcher.reader = Reader(batcher.cache, processes=settings.readers, python=python, disk=batcher.disk)
+    batcher.reader = Reader(batcher.cache, processes=settings.readers, python=python, disk=batcher.disk,
+                            memory_mib=settings.reader_memory_mib)
     return batcher
 
 

@@ -120,6 +120,7 @@ class Batcher:
         batcher = cls(engine, cache, params=settings.sampling, window_ms=settings.batch_window_ms,
                       text_tokens=settings.text_tokens, own_engine=own)
         batcher.reader.processes = settings.readers or batcher.reader.processes
+        batcher.reader.memory_mib = settings.reader_memory_mib
         return batcher
 
     # ---------------------------------------------------------------- lifecycle

@@ -48,6 +48,7 @@ from .cache import Cache, SerialThread, Ticket, settle
 from .lifecycle import end_with_parent, watch_parent
 
 log = logging.getLogger(__name__)
+MEMORY_MIB = 2048  # a reader process's address space (reading the 20 real annual reports peaks at ~180 MiB)
 READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual report reads in about 0.5 s)
 MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
 ERROR_TTL = 30.0  # a file's read error is its answer for this long (then it is read again)
@@ -97,6 +98,9 @@ def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int
             answer: tuple[Any, ...] = ("ok", digest, text, zlib.compress(text.encode("utf-8"), 1), read_here)
         except InputError as e:
             answer = ("error", e.message)
+        except MemoryError:
+            answer = ("error", f"{os.path.basename(path)}: reading it needs more memory than a reader may use "
+                      "(reader_memory_mib, XLADDIN_READER_MEMORY_MIB): a damaged or decompression-bomb file?")
         except Exception as e:  # a reader's failure is the file's error, never the reader's end
             answer = ("error", f"{os.path.basename(path)}: cannot be read ({e.__class__.__name__}: {e})")
         try:
@@ -106,7 +110,7 @@ def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int
 
 
 def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
-               processes: int | None = None) -> Callable[[list[Path]], dict]:
+               processes: int | None = None, memory_mib: int = MEMORY_MIB) -> Callable[[list[Path]], dict]:
     """``documents.match_reports``'s ``texts``: many files read at once by reader processes (one per core),
     each kept in the store of texts of the cache ``open_cache`` opens (only when there is something to
     read; closed after), where the screen's own reader then finds it (no file parsed twice); a file that
@@ -114,7 +118,7 @@ def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
 
     def texts(paths: list[Path]) -> dict[Path, str | None]:
         cache = open_cache()
-        reader = Reader(cache, processes=processes)
+        reader = Reader(cache, processes=processes, memory_mib=memory_mib)
         try:
             asked: dict[Path, Any] = {}
             for p in paths:
@@ -161,12 +165,13 @@ class Reader:
 
     def __init__(self, cache: Cache, *, processes: int | None = None, timeout: float = READ_TIMEOUT_S,
                  read: Callable[[str, int], tuple[str, str]] = read_file, python: str | None = None,
-                 disk: SerialThread | None = None):
+                 disk: SerialThread | None = None, memory_mib: int = MEMORY_MIB):
         """``read``: what a reader process runs for a file (a module-level function: digest and text);
         ``python``: the interpreter of the reader processes (inside LibreOffice, not its own program);
         ``disk``: the thread the disk store is read on (a batcher's), else the caller's."""
         self.cache = cache
         self.disk = disk
+        self.memory_mib = memory_mib  # each reader process's address space (``reader_memory_mib``)
         self.read = read
         self.python = python
         self.idle_s = IDLE_S
@@ -344,7 +349,7 @@ class Reader:
                                        env=env, close_fds=True)
             try:
                 hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
-                         "read": f"{self.read.__module__}:{self.read.__qualname__}"}
+                         "read": f"{self.read.__module__}:{self.read.__qualname__}", "memory_mib": self.memory_mib}
                 assert process.stdin is not None
                 process.stdin.write(json.dumps(hello).encode() + b"\n")
                 process.stdin.close()
@@ -456,7 +461,8 @@ class Reader:
         try:
             answer = w.conn.recv()
         except (EOFError, OSError):
-            self._fail(w, "crashed the report reader (a damaged file?)")
+            self._fail(w, f"crashed the report reader (a damaged file, or one needing more than its "
+                          f"{self.memory_mib} MiB: reader_memory_mib)")
             return
         w.job = None
         if answer[0] == "ok":
@@ -550,8 +556,28 @@ def main() -> None:
     # watcher thread, ends this reader with it
     end_with_parent(hello["parent"])
     threading.Thread(target=watch_parent, args=(hello["parent"],), daemon=True).start()
+    _bound_memory(hello.get("memory_mib"))
     module, name = hello["read"].split(":")
     read = getattr(importlib.import_module(module), name)
     sock = socket.create_connection(("127.0.0.1", hello["port"]))
     sock.sendall(hello["token"].encode())
     _serve(multiprocessing.connection.Connection(sock.detach()), read)
+
+
+def _bound_memory(mib: int | None) -> None:
+    """This reader's address space bounded (POSIX ``RLIMIT_AS``): a file that would take more (a
+    decompression bomb) fails its read at once — a ``MemoryError``, or the reader's end — as that
+    file's error, instead of taking the machine's memory. (Windows: no such limit here; the time bound
+    stands.)"""
+    if not mib:
+        return
+    try:
+        import resource
+    except ImportError:
+        return
+    limit = int(mib) << 20
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+

@@ -97,7 +97,8 @@ def open_pool(input_path: str | Path, output_path: str | Path, settings: Setting
 def texts_for(settings: Settings, allowed: Reports) -> Any:
     """How ``--reports --as-of`` reads the files only their text dates: by reader processes, into the cache's
     store of texts (``readers.read_texts``)."""
-    return read_texts(lambda: Cache(settings.cache_dir, enabled=not settings.no_cache), allowed, settings.readers)
+    return read_texts(lambda: Cache(settings.cache_dir, enabled=not settings.no_cache), allowed, settings.readers,
+                      settings.reader_memory_mib)
 
 
 def run_facts(settings: Settings, core: Batcher, task: Task, input_path: str | Path, reports: str | Path | None,
