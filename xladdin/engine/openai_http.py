@@ -404,7 +404,7 @@ class OpenAIHTTPEngine(Engine):
         found = set(listed.values())
         if len(found) > 1:
             raise EngineError(f"the servers {self.server_url} serve different models: "
-                              + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found)))
+                              + "; ".join(f"{name} = {model}" for name, model, _ in sorted(found, key=str)))
         self.served, self.model_id, self.max_model_len = found.pop()
         now = time.monotonic()
         for i in listed:
@@ -533,7 +533,12 @@ class OpenAIHTTPEngine(Engine):
             except EngineTimeout:
                 if len(self.urls) == 1 or not self.replicas.usable(tried):
                     raise
-                self.replicas.set_down(i, "not answering")  # (its identification hung)
+                # it stalled (its identification hung, or it took the request and made no progress): out of
+                # the rotation, and the request goes to another server with a timeout of its own
+                self.replicas.set_down(i, "stalled")
+                log.warning("%s stalled (no progress for %gs): its requests go to the other servers", self.urls[i],
+                            self.options.timeout)
+                deadline[0] = time.monotonic() + self.options.timeout
                 continue
             break
         content, finish, tokens, answered_by = chat_answer(data, self.urls[i])

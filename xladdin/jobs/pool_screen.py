@@ -242,6 +242,10 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         alone = sum(not _answered(r) for r in results if not isinstance(r, XladdinError))
         engine = core.engine
         note = STARTER_NOTE if engine.starter else None
+        out_of_rotation = getattr(getattr(engine, "replicas", None), "down_urls", lambda: "")()
+        if out_of_rotation and len(getattr(engine, "urls", ())) > 1:  # said where the run is summed up
+            taken = f"servers taken out of the rotation, their rows sent to the others: {out_of_rotation}"
+            note = f"{note}; {taken}" if note else taken
         snap = core.snapshot()
         counts = {"errors": errors, "cache_hits": hits, "engine_requests": snap["engine_requests"],
                   "without_answer": alone,  # rows the rules and code answered alone
@@ -254,8 +258,10 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
                                  earlier, compare)
     if snap["timed_out"]:  # what to do about it, said where the run is summed up
         timeout = settings.options_for(engine.kind).timeout
+        why = (f"{out_of_rotation}: check it, or raise --timeout (XLADDIN_TIMEOUT)" if out_of_rotation else
+               "a slow or busy CPU: raise --timeout (XLADDIN_TIMEOUT), or lower --parallel")
         hint = (f"{snap['timed_out']} of {len(records)} rows timed out: the engine made no progress for "
-                f"{timeout:g}s — a slow or busy CPU: raise --timeout (XLADDIN_TIMEOUT), or lower --parallel")
+                f"{timeout:g}s — {why}")
         note = f"{note}; {hint}" if note else hint
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone,
                       pool.unrecognised(), changes)
