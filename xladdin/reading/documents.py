@@ -109,7 +109,7 @@ def _not_a_reports_folder(folder: Path) -> str | None:
 
 
 _SYSTEM_FOLDERS = tuple(Path(p) for p in (
-    "/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var", "/sys", "/proc", "/dev", "/boot", "/opt",
+    "/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/sys", "/proc", "/dev", "/boot",
     os.environ.get("SystemRoot", "C:\\Windows"), os.environ.get("ProgramFiles", "C:\\Program Files"),
     os.environ.get("ProgramFiles(x86)", "C:\\Program Files (x86)")))
 
