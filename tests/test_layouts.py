@@ -85,14 +85,14 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                            "七、境内外会计准则下会计数据差异"]],
                  {"revenue": 39608340979.04, "net_profit": 992955495.15, "net_profit_prev": 1144409195.72,
                   "net_profit_change_pct": -13.23, "eps": 0.62, "roe": 7.22}),
-    # the statement's note references in Chinese numerals (七、（四十一）) between a row's label and figures
+    # the statement's note references in Chinese numerals (七、（四十一）, （七）.43) between a row's label and figures
     "statement_chinese_note_references": ([COVER + [
         "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
         "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
         "营业收入 1,000,000.00 800,000.00 25.00 700,000.00", "八、境内外会计准则下会计数据差异"],
         ["第十一节 财务报告", "合并利润表", "2023 年 1—12 月", "单位:元 币种:人民币", "项目 附注 本期发生额 上期发生额",
          "一、营业总收入 1,000,000.00 800,000.00", "其中：营业收入 七、（四十一） 1,000,000.00 800,000.00",
-         "二、营业总成本 900,000.00 700,000.00", "其中：营业成本 七、（四十一） 600,000.00 520,000.00",
+         "二、营业总成本 900,000.00 700,000.00", "其中：营业成本 （七）.43 600,000.00 520,000.00",
          "母公司利润表"]],
         {"revenue": 1000000.0, **GM}),
     # the header the last lines of a page, its rows on the next under a running header and a folio that

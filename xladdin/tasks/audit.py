@@ -30,7 +30,7 @@ from .figures import (
     withheld_figures,
 )
 from .rules import Flag, relative_gap
-from .tables import Segment, read_segments, read_tables
+from .tables import Segment, read_key_tables, read_segments, read_tables
 
 GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply
 MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue (or EPS and profit ÷ shares)
@@ -115,6 +115,9 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     a.notes.extend(table_notes(text))
     a.segments, left = read_segments(text)
     a.notes.extend(left)
+    tables = read_key_tables(text)
+    if not a.segments and not left and tables.found and not tables.bank:  # an annual report: say why none
+        a.notes.append("缺分行业毛利率: 未读到主营业务分行业/分产品表(营业收入、营业成本、毛利率与单位)")
     for name, row, st, agree in second_source(text):
         label = {**FIGURES, **TABLE_FIGURES}[name][0]
         if agree:

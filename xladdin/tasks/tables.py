@@ -608,10 +608,10 @@ _ST_ROWS: dict[str, re.Pattern[str]] = {
     "eps": re.compile(_ITEM + r"基本每股收益(?:[(（]元(?:/股)?[)）])?$"),
 }
 _ST_CASH = re.compile(_ITEM + r"经营活动产生的现金流量净额$")
-# a statement row's note (附注) reference after its label: 30, 五、41, 七.41, 七、(四十一), 附注六(2)
+# a statement row's note (附注) reference after its label: 30, 五、41, 七.41, 七、(四十一), (七).43, 附注六(2)
 _NUMERALS = "一二三四五六七八九十"
-_NOTE_REF = re.compile(rf"(?:附注)?(?:[{_NUMERALS}]+[、.．]?)?(?:\d+(?:\.\d+)*|[(（][{_NUMERALS}\d]+[)）])"
-                       rf"(?:[(（][{_NUMERALS}\d]+[)）])?$")
+_NOTE_REF = re.compile(rf"(?:附注)?(?:[{_NUMERALS}]+[、.．]?|[(（][{_NUMERALS}]+[)）][、.．]?)?"
+                       rf"(?:\d+(?:\.\d+)*|[(（][{_NUMERALS}\d]+[)）])(?:[(（][{_NUMERALS}\d]+[)）])?$")
 _MONEY_CELL = re.compile(r"^-?\d{1,3}(?:,\d{3})*\.\d{2}$|^-?\d{1,3}(?:,\d{3})+$|^[(（]\d{1,3}(?:,\d{3})*\.\d{2}[)）]$")
 _PER_SHARE_CELL = re.compile(r"^-?\d+\.\d{2,4}$")
 
