@@ -88,15 +88,21 @@ def tiny_engine(tiny_model, tmp_path_factory):
 
 class _Routes:
     """``routes`` maps a path to (status, content type, body), or to a function of the request's JSON
-    body returning them; ``hits`` records the paths asked, ``bodies`` what was posted."""
+    body returning them; ``hits`` records the paths asked, ``bodies`` what was posted, ``authorizations``
+    each request's Authorization header; with ``authorization`` a request without that header is 401."""
 
-    def __init__(self, routes):
+    def __init__(self, routes, authorization: str | None = None):
         self.routes = routes
+        self.authorization = authorization
         self.hits: list[str] = []
         self.bodies: list[dict] = []
+        self.authorizations: list[str | None] = []
 
-    def answer(self, path: str, content: bytes) -> tuple[int, str, bytes]:
+    def answer(self, path: str, content: bytes, authorization: str | None = None) -> tuple[int, str, bytes]:
         self.hits.append(path)
+        self.authorizations.append(authorization)
+        if self.authorization is not None and authorization != self.authorization:
+            return 401, "application/json", b'{"error": "unauthorized"}'
         posted = json.loads(content) if content else None
         if posted is not None:
             self.bodies.append(posted)
@@ -109,8 +115,8 @@ class Server(_Routes):
     ``keep_alive`` it speaks HTTP/1.1 and keeps connections open, and ``close`` ends every one it holds, as
     a server process that exits."""
 
-    def __init__(self, routes, *, port: int = 0, keep_alive: bool = False):
-        super().__init__(routes)
+    def __init__(self, routes, *, port: int = 0, keep_alive: bool = False, authorization: str | None = None):
+        super().__init__(routes, authorization)
         outer = self
         self.conns: list[socket.socket] = []
 
@@ -124,7 +130,8 @@ class Server(_Routes):
 
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                status, ctype, body = outer.answer(self.path, self.rfile.read(length) if length else b"")
+                status, ctype, body = outer.answer(self.path, self.rfile.read(length) if length else b"",
+                                                   self.headers.get("Authorization"))
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))

@@ -176,18 +176,23 @@ INFOGRAPHIC = [["第二章 会计数据和财务指标摘要", "主要会计数�
                LAYOUTS["bank_group_header"][0][1]]
 
 
-@pytest.fixture(scope="module")
-def scored(tiny_model_path, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("layouts")
+def score(layouts: dict, write, tiny_model_path, tmp, first_code: int):
+    """Each layout a PDF (``write(path, pages)``) with its gold, scored by ``xladdin eval`` through the CLI:
+    (each layout's row, the report, what the command printed)."""
     gold = []
-    for i, (name, (pages, figures)) in enumerate(LAYOUTS.items()):
-        make_pdf(tmp / f"{name}.pdf", pages)
-        gold.append({"file": f"{name}.pdf", "code": f"{600100 + i}", "name": name, **figures})
+    for i, (name, (pages, figures)) in enumerate(layouts.items()):
+        write(tmp / f"{name}.pdf", pages)
+        gold.append({"file": f"{name}.pdf", "code": f"{first_code + i}", "name": name, **figures})
     (tmp / "gold.jsonl").write_text("\n".join(json.dumps(g, ensure_ascii=False) for g in gold), encoding="utf-8")
     r = cli(["eval", str(tmp / "gold.jsonl"), "-o", str(tmp / "eval.json")], tiny_model_path, tmp)
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp / "eval.json").read_text(encoding="utf-8"))
     return {row["file"][:-4]: row for row in report["rows"]}, report, r.stdout
+
+
+@pytest.fixture(scope="module")
+def scored(tiny_model_path, tmp_path_factory):
+    return score(LAYOUTS, make_pdf, tiny_model_path, tmp_path_factory.mktemp("layouts"), 600100)
 
 
 def verdicts(row: dict) -> dict[str, str]:

@@ -80,10 +80,10 @@ class Hanging(Server):
 
         super().__init__({**routes, "/v1/chat/completions": first_answers})
 
-    def answer(self, path, content):
+    def answer(self, path, content, authorization=None):
         if self.hung.is_set():
             self.released.wait(120)
-        return super().answer(path, content)
+        return super().answer(path, content, authorization)
 
     def close(self):
         self.released.set()
@@ -473,50 +473,21 @@ def test_a_url_s_user_and_password_reach_the_server_and_are_written_nowhere(tmp_
     any without them), and the report, its run facts and the messages show the URL without them, as the
     API key is never shown (issue 47 item 5)."""
     import base64
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     expected = "Basic " + base64.b64encode(b"analyst:s3cr3t-pw").decode()
-    seen: list[str | None] = []
-    models = json.dumps({"data": [{"id": "qwen"}]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            seen.append(self.headers.get("Authorization"))
-            if self.headers.get("Authorization") != expected:
-                status, data = 401, b'{"error": "unauthorized"}'
-            elif self.path.endswith("/models"):
-                status, data = 200, models
-            elif self.path.endswith("/chat/completions"):
-                status, _, data = chat()(json.loads(body))
-            else:
-                status, data = 404, b"{}"
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _answer
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat()},
+                    authorization=expected)  # any request without them: 401
     try:
-        url = f"http://analyst:s3cr3t-pw@127.0.0.1:{httpd.server_address[1]}/v1"
+        url = f"http://analyst:s3cr3t-pw@127.0.0.1:{server.port}/v1"
         code, rows, run = screen_cli(tmp_path, url, 2)
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.close()
     out = capsys.readouterr()
     assert code == 0 and len(rows) == 2 and all("模型未作答" not in json.dumps(r, ensure_ascii=False) for r in rows)
-    assert seen and set(seen) == {expected}  # every request carried them
+    assert server.authorizations and set(server.authorizations) == {expected}  # every request carried them
     written = (tmp_path / "r.json").read_text(encoding="utf-8") + out.out + out.err
     assert "s3cr3t-pw" not in written and "analyst" not in written
-    assert f"127.0.0.1:{httpd.server_address[1]}/v1" in json.dumps(run)  # the server, named without them
+    assert f"127.0.0.1:{server.port}/v1" in json.dumps(run)  # the server, named without them
 
 
 def test_a_server_that_lists_its_model_but_answers_no_chat_is_taken_out_and_its_rows_go_to_the_other(
@@ -525,47 +496,24 @@ def test_a_server_that_lists_its_model_but_answers_no_chat_is_taken_out_and_its_
     chat. Each request it takes stalls for the timeout, then goes to the other server with a timeout of its
     own, and the stalled server gets no more: every row answered, the stall named (issue 47 item 6: 16 of
     300 rows ended 模型未作答, blamed on a busy CPU)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     release = threading.Event()
-    chats = [0]
 
-    class Stalling(BaseHTTPRequestHandler):
-        def _answer(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            if self.path.endswith("/chat/completions"):
-                chats[0] += 1
-                release.wait(60)
-                return
-            data = vllm_models("Qwen/Qwen3-8B")[2] if self.path.endswith("/models") else b"{}"
-            self.send_response(200 if self.path.endswith("/models") else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def stall(body):  # taken, never answered (until the test ends)
+        release.wait(60)
+        return 503, "application/json", b"{}"
 
-        do_GET = do_POST = _answer
-
-        def log_message(self, *args):
-            pass
-
-    stalling = ThreadingHTTPServer(("127.0.0.1", 0), Stalling)
-    stalling.daemon_threads = True
-    threading.Thread(target=stalling.serve_forever, daemon=True).start()
+    stalling = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": stall})
     good = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat()})
     try:
-        urls = f"{good.url},http://127.0.0.1:{stalling.server_address[1]}/v1"
+        urls = f"{good.url},{stalling.url}"
         code, rows, run = screen_cli(tmp_path, urls, 12, "--timeout", "2", "--parallel", "4")
     finally:
         release.set()
-        stalling.shutdown()
-        stalling.server_close()
+        stalling.close()
         good.close()
     err = capsys.readouterr().err
     assert code == 0 and len(rows) == 12, err[-2000:]
     assert not [r for r in rows if "模型未作答" in json.dumps(r, ensure_ascii=False)], err[-2000:]
-    stalled = f"servers taken out of the rotation, their rows sent to the others: http://127.0.0.1:" \
-              f"{stalling.server_address[1]}/v1 (stalled)"
-    assert chats[0] >= 1 and stalled in err and stalled in run["note"], (err[-2000:], run.get("note"))
+    stalled = f"servers taken out of the rotation, their rows sent to the others: {stalling.url} (stalled)"
+    chats = stalling.hits.count("/v1/chat/completions")
+    assert chats >= 1 and stalled in err and stalled in run["note"], (err[-2000:], run.get("note"))

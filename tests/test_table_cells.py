@@ -10,6 +10,7 @@ import json
 import pytest
 from ruled import write_ruled_pdf
 from test_documents import SHARED, cli
+from test_layouts import score, verdicts
 
 from xladdin.jobs.evaluate import KEY_FIGURES
 
@@ -75,20 +76,8 @@ LAYOUTS: dict[str, tuple[list[list], dict]] = {
 
 @pytest.fixture(scope="module")
 def scored(tiny_model_path, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ruled")
-    gold = []
-    for i, (name, (pages, figures)) in enumerate(LAYOUTS.items()):
-        write_ruled_pdf(tmp / f"{name}.pdf", pages)
-        gold.append({"file": f"{name}.pdf", "code": f"{600200 + i}", "name": name, **figures})
-    (tmp / "gold.jsonl").write_text("\n".join(json.dumps(g, ensure_ascii=False) for g in gold), encoding="utf-8")
-    r = cli(["eval", str(tmp / "gold.jsonl"), "-o", str(tmp / "eval.json")], tiny_model_path, tmp)
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((tmp / "eval.json").read_text(encoding="utf-8"))
-    return {row["file"][:-4]: row for row in report["rows"]}, report
-
-
-def verdicts(row: dict) -> dict[str, str]:
-    return {name: v["verdict"] for name, v in row.items() if isinstance(v, dict) and v["verdict"] != "none"}
+    rows, report, _ = score(LAYOUTS, write_ruled_pdf, tiny_model_path, tmp_path_factory.mktemp("ruled"), 600200)
+    return rows, report
 
 
 @pytest.mark.parametrize("layout", ["sse_restated_two_pages", "label_rows_header_rows"])
