@@ -425,56 +425,54 @@ class _Reader:
             unit = currency_of(foreign.group(0))
             label = label[: foreign.start()]
         label = _UNIT_SUFFIX.sub("", label)
-        for name, (pattern, other) in ROWS.items():
-            m = re.search(f"(?:{pattern})$", label)
-            if m is None or re.search(other, label[: m.start()]):
-                continue
-            placed = self._columns(cells, grid)
-            if grid is not None:  # read by its cells: a figure the text left out (or withheld), or one
-                # it read without the change (elsewhere than the table: a statement's row), when they agree
-                if isinstance(placed, str) or not _clean(cells):
-                    return True
-                if (read := out.rows.get(name)) is not None and (read.change is not None or not _agree(
-                        read, cells[placed[0]], unit, name)):
-                    return True
-                out.withheld.pop(name, None)
-            elif name in out.rows or name in out.withheld:
-                if not (firm and name in self.loose):
-                    return True
-                out.rows.pop(name, None), out.withheld.pop(name, None)  # the table's own row replaces it
-                self.loose.discard(name)
-            row_quote = quote or f"{printed.strip()} {' '.join(cells)}"
-            where = f"(第{page_no}页)" if page_no else ""
-            money = name not in PERCENT_ROWS and name not in PER_SHARE_ROWS
-            if unit in ("HKD", "USD") and name not in PERCENT_ROWS:  # never converted nor taken as 人民币
-                out.foreign.setdefault(name, TableRow(name, None, None, None, row_quote, page_no, unit, unit))
+        name = _named(label)
+        if name is None:
+            return False
+        placed = self._columns(cells, grid)
+        if grid is not None:  # read by its cells: a figure the text left out (or withheld), or one
+            # it read without the change (elsewhere than the table: a statement's row), when they agree
+            if isinstance(placed, str) or not _clean(cells):
                 return True
-            if money and unit is None and defer:
-                return False
-            if not firm:
-                self.loose.add(name)
-            if money and unit is None:
-                out.withheld[name] = f"表格未写单位, 未读「{row_quote[:40]}」{where}"
+            if (read := out.rows.get(name)) is not None and (read.change is not None or not _agree(
+                    read, cells[placed[0]], unit, name)):
                 return True
-            if isinstance(placed, str):
-                out.withheld[name] = f"{placed}, 未读「{row_quote[:40]}」{where}"
+            out.withheld.pop(name, None)
+        elif name in out.rows or name in out.withheld:
+            if not (firm and name in self.loose):
                 return True
-            i_cur, i_prior, i_change = placed
-            values = [_number(c) for c in cells]
-            scale = MONEY_UNITS[unit] if money else 1.0
-            shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
-
-            def scaled(v: float | None, factor: float = scale) -> float | None:
-                return None if v is None else round(v * factor, 10)
-
-            change = values[i_change] if i_change is not None and i_change < len(values) else None
-            out.rows[name] = TableRow(name, scaled(values[i_cur]), scaled(values[i_prior]), change, row_quote,
-                                      page_no, shown_unit)
-            restated = self.restated if grid is None else any(c.restated for c in grid)
-            if restated and "上年取调整后" not in "".join(out.notes):
-                out.notes.append(f"上年数有调整前/调整后两列, 上年取调整后(重述)数{where}")
+            out.rows.pop(name, None), out.withheld.pop(name, None)  # the table's own row replaces it
+            self.loose.discard(name)
+        row_quote = quote or f"{printed.strip()} {' '.join(cells)}"
+        where = f"(第{page_no}页)" if page_no else ""
+        money = name not in PERCENT_ROWS and name not in PER_SHARE_ROWS
+        if unit in ("HKD", "USD") and name not in PERCENT_ROWS:  # never converted nor taken as 人民币
+            out.foreign.setdefault(name, TableRow(name, None, None, None, row_quote, page_no, unit, unit))
             return True
-        return False
+        if money and unit is None and defer:
+            return False
+        if not firm:
+            self.loose.add(name)
+        if money and unit is None:
+            out.withheld[name] = f"表格未写单位, 未读「{row_quote[:40]}」{where}"
+            return True
+        if isinstance(placed, str):
+            out.withheld[name] = f"{placed}, 未读「{row_quote[:40]}」{where}"
+            return True
+        i_cur, i_prior, i_change = placed
+        values = [_number(c) for c in cells]
+        scale = MONEY_UNITS[unit] if money else 1.0
+        shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
+
+        def scaled(v: float | None, factor: float = scale) -> float | None:
+            return None if v is None else round(v * factor, 10)
+
+        change = values[i_change] if i_change is not None and i_change < len(values) else None
+        out.rows[name] = TableRow(name, scaled(values[i_cur]), scaled(values[i_prior]), change, row_quote,
+                                  page_no, shown_unit)
+        restated = self.restated if grid is None else any(c.restated for c in grid)
+        if restated and "上年取调整后" not in "".join(out.notes):
+            out.notes.append(f"上年数有调整前/调整后两列, 上年取调整后(重述)数{where}")
+        return True
 
 
 @dataclass(frozen=True)
@@ -498,8 +496,13 @@ def pipe_row(cells: list[str]) -> str:
 
 
 def _row_name(label: str) -> str | None:
-    """The key figure a row's label (normalised) names, if any."""
-    label = _UNIT_SUFFIX.sub("", _FOREIGN_SUFFIX.sub("", label))
+    """The key figure a row's label (normalised, its unit in brackets still on) names, if any."""
+    return _named(_UNIT_SUFFIX.sub("", _FOREIGN_SUFFIX.sub("", label)))
+
+
+def _named(label: str) -> str | None:
+    """The key figure a row's label (normalised, without its unit) names (``ROWS``: its pattern at the end,
+    none of the other row's words before it), if any."""
     for name, (pattern, other) in ROWS.items():
         m = re.search(f"(?:{pattern})$", label)
         if m is not None and not re.search(other, label[: m.start()]):
