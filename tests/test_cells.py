@@ -333,6 +333,137 @@ def test_the_key_the_origin_and_the_rate_are_enforced(tmp_path):
         runtime.close()
 
 
+def test_without_the_key_a_request_costs_nothing_and_the_rate_is_the_key_s(tmp_path):
+    """The key is checked before the rate bucket: a local process without it is refused (401) however
+    often it asks, and the add-in with it still gets through (issue 45)."""
+    engine = ScriptedEngine(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path, key="s3cret", rate=0.5, burst=3)
+    try:
+        stranger = Client(running.url, cert.ca, key="wrong")
+        assert {stranger.send("/api/calls", {"calls": []})[0] for _ in range(20)} == {401}
+        keyed = Client(running.url, cert.ca, key="s3cret")
+        assert [keyed.send("/api/calls", {"calls": []})[0] for _ in range(3)] == [200] * 3
+        assert keyed.send("/api/calls", {"calls": []})[0] == 429  # the key's own bucket, now spent
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_json_the_service_cannot_take_is_a_400_naming_why(scripted):
+    running, client, engine = scripted
+    deep = b'{"calls": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    status, body, _ = client.send("/api/calls", raw=deep)
+    assert status == 400 and "nested too deep" in body["error"]
+    nested = {"calls": [{"fn": "QWEN", "args": [[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]}]}
+    status, body, _ = client.send("/api/calls", nested)
+    assert status == 400 and "at most 16 levels" in body["error"]
+    status, body, _ = client.send("/api/calls", raw=b'{"calls": [{"fn": "QWEN", "args": [NaN]}]}')
+    assert status == 400 and "NaN is no JSON number" in body["error"]
+    status, body, _ = client.send("/api/settle", raw=b'{"ids": [], "wait": Infinity}')
+    assert status == 400 and "Infinity" in body["error"]
+    assert client.calls([{"fn": "QWEN_STATUS", "args": []}])[0]["state"] == "done"  # still serving
+    assert engine.calls == []
+
+
+def _tls_socket(url: str, ca: Path):
+    import socket
+
+    port = int(url.rsplit(":", 1)[1])
+    context = ssl.create_default_context(cafile=str(ca))
+    sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30), server_hostname="localhost")
+    return sock
+
+
+def _closed_within(sock, seconds: float) -> bool:
+    """Whether the service closes ``sock`` within ``seconds`` (reads until the end of the stream)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except (TimeoutError, ssl.SSLError, OSError) as e:
+        return not isinstance(e, TimeoutError)
+
+
+def test_a_connection_sending_its_headers_a_byte_at_a_time_is_closed_and_others_are_served(tmp_path):
+    """A slow client (its request's headers never finished) is closed after the idle timeout; an idle
+    connection likewise; while they hang on, requests are served (issue 45)."""
+    engine = ScriptedEngine(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path, idle_timeout=1.0)
+    try:
+        slow, idle = _tls_socket(running.url, cert.ca), _tls_socket(running.url, cert.ca)
+        slow.sendall(b"POST /api/calls HTTP/1.1\r\nHost: localhost\r\n")
+        closed = False
+        for byte in b"X-Slow: 1" * 4:  # a byte every 0.25 s: 9 s in all, the timeout is 1 s
+            try:
+                slow.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            if _closed_within(slow, 0.25):
+                closed = True
+                break
+        assert closed, "a connection sending its headers a byte at a time stayed open"
+        assert _closed_within(idle, 10)
+        assert Client(running.url, cert.ca).calls([{"fn": "QWEN_STATUS", "args": []}])[0]["state"] == "done"
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_open_connections_are_bounded_and_a_new_one_closes_the_oldest_idle(tmp_path):
+    """At the bound (here 4), the add-in's request still gets through: it closes the oldest connection
+    that is not in a request; the service never holds more than the bound (issue 45)."""
+    engine = ScriptedEngine(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path, max_connections=4, idle_timeout=60)
+    try:
+        idle = [_tls_socket(running.url, cert.ca) for _ in range(4)]
+        server = running.site._runner.server
+
+        def open_connections() -> int:
+            return sum(h.transport is not None for h in server.connections)
+
+        deadline = time.monotonic() + 10
+        while open_connections() < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert open_connections() == 4
+        for _ in range(3):
+            status, body, _ = Client(running.url, cert.ca).send("/api/calls", {"calls": [{"fn": "QWEN_STATUS"}]})
+            assert status == 200 and body["results"][0]["state"] == "done"
+            assert open_connections() <= 4
+        assert _closed_within(idle[0], 10)  # the oldest idle one made room
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_a_relative_report_path_is_taken_from_report_dirs(tmp_path):
+    """The service has no workbook folder: a relative report path is found in ``report_dirs`` (the first
+    that holds it), as documented; one that none holds is an error naming the file (issue 45)."""
+    reports = tmp_path / "reports"
+    (reports / "2023").mkdir(parents=True)
+    (reports / "2023" / "600001_年报.txt").write_text("营业收入123.45亿元，同比增长10%。", encoding="utf-8")
+    engine = ScriptedEngine(lambda m: screen_answer(), delay=0.05)
+    settings = tiny_settings(tmp_path, report_dirs=[tmp_path / "elsewhere", reports])
+    runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings, engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        found = [600001, "公司1", "银行", 21.0, 10.0, 1.0, "2023/600001_年报.txt"]
+        missing = [600002, "公司2", "银行", 21.0, 10.0, 1.0, "2023/600002_年报.txt"]
+        results = client.calls([{"fn": "QWEN_SCREEN", "args": [[found]]}, {"fn": "QWEN_SCREEN", "args": [[missing]]}])
+        assert results[1]["state"] == "error" and "600002_年报.txt: file not found" in results[1]["value"][0][0]
+        value = results[0]["value"] if results[0]["state"] != "pending" else client.settle_all(results[:1]).popitem()[1]
+        assert value[0][0] == "600001.SH" and not str(value[0][0]).startswith("#QWEN!")
+        assert any("营业收入123.45亿元" in m["content"] for m in engine.calls[0])  # the file's text was read
+    finally:
+        running.stop()
+        runtime.close()
+
+
 def test_wps_loads_the_add_in_from_its_folder_url(scripted):
     """WPS opens an online add-in at its folder URL: ``/addin/wps/`` is its page, which loads ``main.js``
     (and that ``../functions.js``); without the slash it is sent to the folder (issue 45)."""
@@ -452,3 +583,107 @@ def test_microsoft_s_manifest_tool_reads_the_manifest(tmp_path):
     assert r.returncode == 0, r.stderr
     assert manifests.ADDIN_ID in r.stdout and "xladdin" in r.stdout
     assert "https://localhost:8443/addin/taskpane.html" in r.stdout
+
+
+def _leaf_for(folder: Path, host: str, tmp_path: Path) -> tuple[Path, Path]:
+    """A server certificate for ``host`` signed with the authority's key, as whoever read ``ca-key.pem``
+    could make one."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    ca = x509.load_pem_x509_certificate((folder / "ca.pem").read_bytes())
+    ca_key = serialization.load_pem_private_key((folder / "ca-key.pem").read_bytes(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    cert, key_path = tmp_path / f"{host}.pem", tmp_path / f"{host}-key.pem"
+    cert.write_bytes(leaf.public_bytes(serialization.Encoding.PEM) + ca.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert, key_path
+
+
+def _handshake(cert: Path, key: Path, ca: Path, host: str) -> None:
+    """A TLS handshake on 127.0.0.1 with a server presenting ``cert``, verified as a browser would for ``host``."""
+    import socket
+
+    server_context = service.tls(cert, key)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            try:
+                with server_context.wrap_socket(conn, server_side=True):
+                    pass
+            except (ssl.SSLError, OSError):
+                pass
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        client = ssl.create_default_context(cafile=str(ca))
+        try:
+            with client.wrap_socket(socket.create_connection(listener.getsockname(), timeout=30), server_hostname=host):
+                pass
+        finally:
+            thread.join(10)
+
+
+def test_the_authority_vouches_for_this_machine_s_names_only_and_lives_a_year(tmp_path):
+    """Whoever reads ``ca-key.pem`` cannot make a certificate a browser trusting the authority accepts for
+    another site (name constraints); the authority lives about a year; one made without the
+    constraints is made again (issue 45)."""
+    from cryptography import x509
+
+    folder = tmp_path / "cert"
+    made = certs.ensure(folder)
+    ca = x509.load_pem_x509_certificate(made.ca.read_bytes())
+    constraints = ca.extensions.get_extension_for_class(x509.NameConstraints)
+    assert constraints.critical
+    assert (ca.not_valid_after_utc - ca.not_valid_before_utc).days <= 400
+    _handshake(made.cert, made.key, made.ca, "localhost")  # the service's own certificate is accepted
+    forged = _leaf_for(folder, "bank.example", tmp_path)
+    with pytest.raises(ssl.SSLCertVerificationError, match="(?i)name constraint|permitted"):
+        _handshake(*forged, made.ca, "bank.example")
+    old_ca = made.ca.read_bytes()
+    assert certs.ensure(folder) and made.ca.read_bytes() == old_ca  # kept while it is fit
+    remade = certs.ensure(folder, ("192.168.1.20",))  # a host the authority does not permit: made again
+    assert made.ca.read_bytes() != old_ca
+    _handshake(remade.cert, remade.key, remade.ca, "localhost")
+    # an authority from before the constraints (one without them, as earlier versions made): made again
+    _unconstrained_ca(folder)
+    with pytest.raises(x509.ExtensionNotFound):
+        x509.load_pem_x509_certificate(made.ca.read_bytes()).extensions.get_extension_for_class(x509.NameConstraints)
+    again = certs.ensure(folder)
+    ca = x509.load_pem_x509_certificate(again.ca.read_bytes())
+    assert ca.extensions.get_extension_for_class(x509.NameConstraints).critical
+    _handshake(again.cert, again.key, again.ca, "localhost")
+
+
+def _unconstrained_ca(folder: Path) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "xladdin local cell service CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=3650))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).sign(key, hashes.SHA256()))
+    (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (folder / "ca-key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))

@@ -109,7 +109,7 @@ def test_a_workbook_cannot_make_a_cell_read_a_file_outside_its_folder(cells_runt
         assert cell.startswith("#QWEN! report_file") and "hunter2" not in cell, (path, cell)
         row = udfs.QWEN_SCREEN([[600001.0, "甲", "银行", 5.0, 8.0, None, path]], False, None, caller)[0]
         assert row[0].startswith("#QWEN! report_file"), (path, row)
-    # Calc passes no caller: only folders the user named (report_dirs) are read, and never a relative path
+    # Calc passes no caller: only folders the user named (report_dirs) are read
     from xladdin.sheet import functions
 
     calc_cell = functions.highlights(cells_runtime, str(secret_dir / "key.txt"), None, None)

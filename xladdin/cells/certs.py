@@ -3,6 +3,12 @@ leaves the folder) and a server certificate it signs for localhost, 127.0.0.1 an
 named). Office on Mac and on the web load an add-in only over HTTPS from a trusted certificate: trust
 the authority once (``TRUST`` says how), not each server certificate.
 
+The authority can vouch for those names only: its name constraints (critical) permit localhost,
+127.0.0.1, ::1 and the hosts named, so whoever reads ``ca-key.pem`` cannot make a certificate this
+machine's browsers and Office accept for any other site. It lives ``CA_DAYS`` (a year; trusted again
+when it is made again), the server certificate ``SERVER_DAYS``; an authority made without the
+constraints, or without a host now named, is made again.
+
 Made with the ``cryptography`` package (``pip install 'xladdin[cells]'``)."""
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-CA_DAYS = 3650
-SERVER_DAYS = 800  # Apple refuses a TLS server certificate valid for more than 825 days
+CA_DAYS = 398  # a year and a month: the user trusts it again when the service makes the next
+SERVER_DAYS = 397  # within what every browser accepts of a TLS server certificate (Apple: 825, Chrome: 398)
 TRUST = {
     "macOS": "security add-trusted-cert -r trustRoot -k ~/Library/Keychains/login.keychain-db {ca}",
     "Windows": "certutil -user -addstore Root {ca}",
@@ -73,6 +79,25 @@ def _names(hosts: tuple[str, ...]) -> list:
     return list(dict.fromkeys(out))
 
 
+def _subtree(name):
+    """The name constraint's subtree for one name: a host's own DNS name, an address's /32 or /128."""
+    x509 = _crypto()[0]
+    if isinstance(name, x509.IPAddress):
+        return x509.IPAddress(ipaddress.ip_network(name.value))
+    return name
+
+
+def _permits(ca, names: list) -> bool:
+    """Whether the authority carries name constraints permitting exactly-these names at least."""
+    x509 = _crypto()[0]
+    try:
+        constraints = ca.extensions.get_extension_for_class(x509.NameConstraints)
+    except x509.ExtensionNotFound:
+        return False
+    permitted = set(constraints.value.permitted_subtrees or ())
+    return constraints.critical and {_subtree(n) for n in names} <= permitted
+
+
 def ensure(folder: Path, hosts: tuple[str, ...] = ()) -> Certificate:
     """The authority and server certificate in ``folder``, made when missing, expiring within 30 days,
     or not naming every host of ``hosts``."""
@@ -95,7 +120,7 @@ def ensure(folder: Path, hosts: tuple[str, ...] = ()) -> Certificate:
         ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
     except (OSError, ValueError):
         ca_key = None
-    if ca is None or ca_key is None or ca.not_valid_after_utc < soon:
+    if ca is None or ca_key is None or ca.not_valid_after_utc < soon or not _permits(ca, names):
         ca_key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(oid.COMMON_NAME, "xladdin local cell service CA"),
                              x509.NameAttribute(oid.ORGANIZATION_NAME, "xladdin (this machine only)")])
@@ -104,6 +129,8 @@ def ensure(folder: Path, hosts: tuple[str, ...] = ()) -> Certificate:
               .not_valid_before(now - datetime.timedelta(minutes=5))
               .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+              .add_extension(x509.NameConstraints(permitted_subtrees=[_subtree(n) for n in names],
+                                                  excluded_subtrees=None), critical=True)
               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                            content_commitment=False, key_encipherment=False, data_encipherment=False,
                                            key_agreement=False, encipher_only=False, decipher_only=False),

@@ -9,9 +9,15 @@ still pending. A pending call is watched by the runtime as a waiting cell is in 
 arrive the runtime calls ``recalculate``, and the call is run again (now from memory). The same call
 from any client is one call (its id is its function and arguments).
 
-Every request is bounded: its size (413), calls per request (413), requests per second per client
-(429 with Retry-After); ``/api`` needs the key when one is set (always when bound beyond loopback),
-and a browser's request from any origin but the add-in's own is refused (403). The add-in's files are
+Every request is bounded: its size (413), calls per request (413), JSON it cannot take (400: not JSON,
+``NaN``, nested deeper than ``MAX_DEPTH``), requests per second per client (429 with Retry-After);
+``/api`` needs the key when one is set (always when bound beyond loopback), checked before anything
+else costs (a request without it takes nothing from the rate bucket, which is the key's, else the
+client address's), and a browser's request from any origin but the add-in's own is refused (403).
+Every connection is bounded: a TLS handshake finishes within ``HANDSHAKE_TIMEOUT``, a request's
+headers arrive within ``IDLE_TIMEOUT`` of the connection's start or its last answer (and an idle
+connection is closed after as long), and at most ``MAX_CONNECTIONS`` are open: a new one closes the
+oldest that is not in a request. The add-in's files are
 served under ``/addin/`` (``functions.json`` and the manifests made from the function table; WPS's
 page, ``wps/index.html``, at its folder's URL ``/addin/wps/``)."""
 
@@ -47,6 +53,10 @@ MAX_CALLS_PER_REQUEST = 5000
 MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later
 MAX_WAIT = 30.0  # seconds a poll is held at most
 GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it
+MAX_DEPTH = 16  # JSON nesting: a call is {"calls": [{"fn", "args": [range [row [cell]]]}]}, 6 deep
+IDLE_TIMEOUT = 15.0  # seconds a connection may wait for a request's headers, or idle between requests
+HANDSHAKE_TIMEOUT = 10.0  # seconds a TLS handshake may take
+MAX_CONNECTIONS = 100  # open connections (macOS gives a process 256 open files by default)
 
 
 def _json_error(status: int, message: str, **headers: str):
@@ -94,7 +104,10 @@ class CellService:
 
     def __init__(self, runtime: CellRuntime | None = None, *, host: str = "127.0.0.1", port: int = 8443,
                  key: str | None = None, origins: tuple[str, ...] = (), rate: float = 50.0, burst: int = 200,
-                 max_request_bytes: int = MAX_REQUEST_BYTES, max_calls: int = MAX_CALLS_PER_REQUEST):
+                 max_request_bytes: int = MAX_REQUEST_BYTES, max_calls: int = MAX_CALLS_PER_REQUEST,
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout: float = IDLE_TIMEOUT):
+        if not (0 < rate <= 10_000 and 1 <= burst <= 100_000):
+            raise ConfigError(f"the rate is 0 < rate ≤ 10000 requests a second (given {rate:g}), the burst 1 to 100000")
         if not loopback(host) and not key:
             raise ConfigError(f"bound to {host} (beyond this machine) the cell service needs a key: "
                               "set XLADDIN_CELLS_KEY in its environment")
@@ -104,6 +117,7 @@ class CellService:
         self.extra_origins = origins
         self.bucket = Bucket(rate, burst)
         self.max_request_bytes, self.max_calls = max_request_bytes, max_calls
+        self.max_connections, self.idle_timeout = max_connections, idle_timeout
         self._entries: collections.OrderedDict[str, Entry] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -287,11 +301,6 @@ class CellService:
             return _json_error(403, f"origin {origin} is not the add-in's ({', '.join(sorted(self.origins()))}); "
                                     "start the service with --origin for another")
         if api and request.method != "OPTIONS":
-            wait = self.bucket.take(self.client(request))
-            if wait:
-                self.counts["limited"] += 1
-                return _json_error(429, f"too many requests: at most {self.bucket.rate:g} a second",
-                                   **{"Retry-After": f"{max(1, round(wait))}"})
             if self.key:
                 given = request.headers.get("X-Xladdin-Key") or request.headers.get("Authorization", "")
                 given = given.removeprefix("Bearer ").strip()
@@ -299,6 +308,12 @@ class CellService:
                     return _json_error(401, "a key is required: send it as X-Xladdin-Key (the Office manifest and "
                                             "WPS's jsplugins.xml entry carry it when written with "
                                             "XLADDIN_CELLS_KEY set)")
+            # the key's bucket when there is one (a process without it cannot hold the add-in at 429)
+            wait = self.bucket.take("key" if self.key else self.client(request))
+            if wait:
+                self.counts["limited"] += 1
+                return _json_error(429, f"too many requests: at most {self.bucket.rate:g} a second",
+                                   **{"Retry-After": f"{max(1, round(wait))}"})
         try:
             response = await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -337,11 +352,15 @@ class CellService:
             raise _TooLarge()
         raw = await request.read()
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_constant=_no_constant)
+        except RecursionError:
+            raise calls.CallError(f"the request is nested too deep: at most {MAX_DEPTH} levels") from None
         except ValueError as e:
             raise calls.CallError(f"the request is not JSON: {e}") from None
         if not isinstance(body, dict):
             raise calls.CallError("the request is a JSON object")
+        if _deeper(body, MAX_DEPTH):
+            raise calls.CallError(f"the request is nested too deep: at most {MAX_DEPTH} levels")
         return body
 
     async def _json_body(self, request) -> tuple[dict[str, Any] | None, Any]:
@@ -409,8 +428,83 @@ class _TooLarge(Exception):
     pass
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects more than ``limit`` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+class _Site(web.BaseSite):
+    """A TCP site whose connections are bounded: a TLS handshake's time, and at most ``limit`` open (a new
+    one closes the oldest that is not in a request, else is closed itself). aiohttp's keep-alive timer
+    bounds the rest: it closes a connection whose next request's headers have not arrived in time."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, context: ssl.SSLContext | None, limit: int):
+        super().__init__(runner, ssl_context=context, backlog=512)
+        self._host, self._port, self._limit = host, port, limit
+        self.refused = 0
+
+    @property
+    def name(self) -> str:
+        return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
+
+    def _handler(self) -> asyncio.Protocol:
+        server = self._runner.server
+        assert server is not None
+        open_ = [h for h in server.connections if h.transport is not None]  # a closed one lingers a moment
+        if len(open_) >= self._limit:
+            idle = [h for h in open_ if not getattr(h, "_request_in_progress", False)]
+            if not idle:
+                self.refused += 1
+                return _Refused()
+            idle[0].force_close()  # the oldest idle connection (aiohttp keeps them in the order made)
+        return server()
+
+    async def start(self) -> None:
+        await super().start()
+        extra = {"ssl_handshake_timeout": HANDSHAKE_TIMEOUT} if self._ssl_context else {}
+        self._server = await asyncio.get_running_loop().create_server(
+            self._handler, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
+            reuse_address=True, **extra)
+
+
+class _Refused(asyncio.Protocol):
+    """A connection over the bound with every open one in a request: closed at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def more_open_files(wanted: int = 4096) -> None:
+    """The process's open-file limit raised toward ``wanted`` (macOS starts a process at 256), within the
+    hard limit the system sets; where it cannot be raised the connection bound still holds."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:
+            log.warning("the open-file limit stays %s: %s", soft, e)
 
 
 def tls(cert: Path, key: Path) -> ssl.SSLContext:
@@ -446,11 +540,12 @@ class Running:
         asyncio.set_event_loop(self._loop)
 
         async def start() -> None:
-            self._runner = web.AppRunner(self.service.app(), handle_signals=False, shutdown_timeout=2)
+            self._runner = web.AppRunner(self.service.app(), handle_signals=False, shutdown_timeout=2,
+                                         keepalive_timeout=self.service.idle_timeout)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.service.host, self.service.port, ssl_context=self._context,
-                               backlog=512)
-            await site.start()
+            self.site = _Site(self._runner, self.service.host, self.service.port, self._context,
+                              self.service.max_connections)
+            await self.site.start()
             if self.service.port == 0:
                 self.service.port = self._runner.addresses[0][1]
 

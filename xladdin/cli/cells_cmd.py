@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--origin", action="append", default=[], help="another origin whose pages may call "
                        "(the add-in's own, https://localhost:PORT, always may)")
     serve.add_argument("--cert-dir", type=Path, help="where the certificate is kept (default: beside the config)")
-    serve.add_argument("--rate", type=float, default=50.0, help="requests a second per client (default 50)")
+    serve.add_argument("--rate", type=float, default=50.0,
+                       help="requests a second for the key, or per client address without one (default 50)")
     serve.set_defaults(func=run_serve)
 
     office = cells.add_parser("office", help="write the Office add-in's manifest and say how to sideload it")
@@ -53,6 +54,7 @@ def run_serve(args: argparse.Namespace) -> int:
     folder = args.cert_dir or certs.default_folder()
     hosts = () if service.loopback(args.host) or args.host in ("0.0.0.0", "::") else (args.host,)
     cert = certs.ensure(folder, hosts)
+    service.more_open_files()
     svc = service.CellService(host=args.host, port=args.port, key=_key(), origins=tuple(args.origin), rate=args.rate)
     running = service.Running(svc, service.tls(cert.cert, cert.key))
     print(f"cell service on {running.url} (the add-in: {running.url}/addin/taskpane.html)")

@@ -79,7 +79,8 @@ class Reports:
     def place(self, record: Any, base: Path | None = None) -> Any:
         """``record`` with its report path (``report_file``, or a path where the text goes) as a
         ``ReportPath`` of these folders; a relative path is taken from ``base`` (the workbook's or pool
-        file's folder). Nothing is opened here: ``attach`` checks and reads."""
+        file's folder), without one from these folders (the first that holds it). Nothing is opened here:
+        ``attach`` checks and reads."""
         if not isinstance(record, dict):
             return record
         given = record.get(FIELD)
@@ -92,8 +93,11 @@ class Reports:
         path = Path(str(given).strip()).expanduser()
         # the folder the user chose may be written with '..' ("../pool.csv"): made absolute here, while the
         # path the pool or cell gives keeps its '..' and is refused for it (``locate``)
-        if base is not None and not path.is_absolute() and ".." not in path.parts:
-            path = base.expanduser().resolve() / path
+        if not path.is_absolute() and ".." not in path.parts:
+            if base is not None:
+                path = base.expanduser().resolve() / path
+            elif self.folders:  # no workbook folder (the cell service): the first folder holding it
+                path = next((f / path for f in self.folders if (f / path).is_file()), self.folders[0] / path)
         return {**record, FIELD: ReportPath(str(path), self)}
 
 
@@ -191,8 +195,8 @@ def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
         raise InputError(FIELD, f"{path}: '..' is not allowed in a report path (give the file inside the pool's "
                          "or workbook's folder, or its full path)")
     if not given.is_absolute():
-        raise InputError(FIELD, f"{path}: a relative path needs the workbook's folder: give the full path, in a "
-                         f"folder of report_dirs")
+        raise InputError(FIELD, f"{path}: a relative path is taken from the workbook's folder or report_dirs, "
+                         f"and there is neither: give the full path, or {ALLOW_HINT}")
     try:
         real = given.resolve(strict=True)
         st = real.stat()
