@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import shutil
 import ssl
@@ -459,6 +460,41 @@ def test_a_relative_report_path_is_taken_from_report_dirs(tmp_path):
         value = results[0]["value"] if results[0]["state"] != "pending" else client.settle_all(results[:1]).popitem()[1]
         assert value[0][0] == "600001.SH" and not str(value[0][0]).startswith("#QWEN!")
         assert any("营业收入123.45亿元" in m["content"] for m in engine.calls[0])  # the file's text was read
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_a_post_past_its_budget_answers_pending_at_once_and_a_changed_report_file_is_asked_again(tmp_path):
+    """With no time to run its calls (``answer_budget=0``), a POST answers every new call pending and
+    they are run off the request and settle; the recalculation answers from memory, except a call
+    naming a report file, which follows its file: changed, it is asked again (issue 45)."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report = reports / "600001_年报.txt"
+    report.write_text("营业收入123.45亿元。", encoding="utf-8")
+    engine = ScriptedEngine(lambda m: screen_answer(), delay=0.02)
+    settings = tiny_settings(tmp_path, report_dirs=[reports])
+    runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings, engine, own_engine=True))
+    running, cert = start(runtime, tmp_path, answer_budget=0)
+    try:
+        client = Client(running.url, cert.ca)
+        batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(40)]
+        batch.append({"fn": "QWEN_SCREEN", "args": [[[600001, "公司1", "银行", 21.0, 10.0, 1.0, "600001_年报.txt"]]]})
+        first = client.calls(batch)
+        assert [r["state"] for r in first] == ["pending"] * 41
+        values = client.settle_all(first)
+        assert len(values) == 41 and len(engine.calls) == 41
+        assert all(not str(v[0][0]).startswith("#QWEN") for v in values.values())
+        again = client.calls(batch)
+        assert [r["state"] for r in again[:40]] == ["done"] * 40 and len(engine.calls) == 41
+        assert running.service.counts["memory"] == 40  # answered without running them
+        report.write_text("营业收入99.99亿元。", encoding="utf-8")  # the file changes: its call is asked again
+        os.utime(report, (time.time() + 5, time.time() + 5))
+        changed = client.calls(batch[-1:])
+        value = changed[0]["value"] if changed[0]["state"] == "done" else client.settle_all(changed).popitem()[1]
+        assert value[0][0] == "600001.SH" and len(engine.calls) == 42
+        assert "99.99" in engine.calls[-1][-1]["content"]
     finally:
         running.stop()
         runtime.close()

@@ -134,7 +134,8 @@ def test_ask_extract_classify_status(rt):
     answer = udfs.QWEN("用一句话概括", [["营业收入100亿元"], [None]])
     assert isinstance(answer, str) and answer and not answer.startswith("#QWEN!")
     value = udfs.QWEN_EXTRACT("归母净利润12.5亿元", "净利润")
-    assert isinstance(value, float) or value.startswith("#QWEN! 文本中没有")
+    # the tiny model's figure is taken only when the text holds it
+    assert value == 12.5 or value.startswith(("#QWEN! 文本中没有", "#QWEN! 模型给出的"))
     label = udfs.QWEN_CLASSIFY("营收大增", ["利好", "利空", "中性"])
     assert label in ("利好", "利空", "中性")
     assert udfs.QWEN_CLASSIFY("x", "利好,利好") == "#QWEN! labels need 2 to 50 distinct labels, got 1"
@@ -239,3 +240,35 @@ def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_aga
     finally:
         udfs.set_runtime(None)
         runtime.batcher.close()
+
+
+def test_a_number_the_model_made_up_is_no_value_and_an_answer_s_is_marked(tmp_path):
+    """``QWEN_EXTRACT`` shows a number only when its text holds it (in any unit, or rounded to the digits
+    the model wrote); ``QWEN`` marks each number of its answer that no text given to it holds (issue 46)."""
+    import json
+
+    from xladdin.core.cache import Cache
+    from xladdin.testing import ScriptedEngine
+
+    said = {}
+
+    def respond(messages):
+        return json.dumps(said["answer"], ensure_ascii=False)
+
+    with Batcher(ScriptedEngine(respond), Cache(tmp_path / "cache")) as b:
+        udfs.set_runtime(CellRuntime(tiny_settings(tmp_path), batcher=b))
+        try:
+            text = "公司实现营业收入2,023亿元，同比增长8.5%；归母净利润125,000万元。"
+            said["answer"] = {"figure": "20.23亿元"}
+            assert udfs.QWEN_EXTRACT(text, "营业收入") == "#QWEN! 模型给出的20.23亿元不在文本中, 未采用"
+            said["answer"] = {"figure": "12.5亿元"}  # the text's 125,000万元 in another unit
+            assert udfs.QWEN_EXTRACT(text, "归母净利润") == 12.5
+            said["answer"] = {"figure": "2023亿元"}
+            assert udfs.QWEN_EXTRACT(text, "营业收入", "万元") == 20_230_000
+            said["answer"] = {"answer": "营收2023亿元，增长8.5%，净利润约13.6亿元；有3个原因"}
+            assert udfs.QWEN("概括", [[text]]) == "营收2023亿元，增长8.5%，净利润约13.6亿元；有3个原因" \
+                "（未见于所给文字的数字: 13.6亿元）"
+            said["answer"] = {"answer": "增长8.5%"}
+            assert udfs.QWEN("增长多少?", [[text]]) == "增长8.5%"
+        finally:
+            udfs.set_runtime(None)

@@ -68,11 +68,15 @@ def test_loss_takes_full_pe_penalty():
 def test_missing_values_flag_and_say_which_rule():
     v = assess(roe=None, pe_ttm=20, is_st=False)
     assert Flag.MISSING in v.flags
-    assert v.score is None
+    assert v.score == 46 and "ROE按5%计" in v.basis  # scored with ROE at the 高 bound: 100 - 4 - 50
     assert v.risk_level == RiskLevel.MEDIUM  # 低 cannot be confirmed without ROE
     assert any("ROE" in n for n in v.notes)
     v = assess(roe=20, pe_ttm=None, is_st=False)
-    assert Flag.MISSING in v.flags and any("PE" in n for n in v.notes) and v.score is None
+    assert Flag.MISSING in v.flags and any("PE" in n for n in v.notes)
+    # a report's row (no PE): scored with PE at the limit, a loss's PE when its profit is negative
+    assert assess(roe=12, pe_ttm=None, is_st=False).score == 75  # 100 - 10 - 15
+    assert assess(roe=12, pe_ttm=None, is_st=False, net_profit=-1.0).score == 65  # 100 - 20 - 15
+    assert assess(roe=None, pe_ttm=None, is_st=False).score is None
     # missing values never hide a rule that can fire
     assert assess(roe=None, pe_ttm=None, is_st=True).risk_level == RiskLevel.HIGH
     assert assess(roe=2, pe_ttm=None, is_st=False).risk_level == RiskLevel.HIGH
@@ -115,10 +119,10 @@ NO_YEARS = "缺两年净利润: 连续亏损规则未应用"
     (dict(roe=20, pe_ttm=20, net_profit=-1, net_profit_prev=0.5), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50",
      ["亏损"], []),
     (dict(roe=20, pe_ttm=20, net_profit_prev=-1), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", [], [NO_YEARS]),
-    (dict(roe=20, pe_ttm=None), "中", None, "数据缺失, 无法确认低风险", ["数据缺失"],
-     ["缺PE-TTM: PE规则未应用", NO_YEARS, "缺ROE或PE-TTM: 未评分"]),
+    (dict(roe=10, pe_ttm=None), "中", 65, "ROE 10% < 15%; 评分PE-TTM按50计(缺项取界值)", ["数据缺失"],
+     ["缺PE-TTM: PE规则未应用", NO_YEARS]),  # 100 - 10 - 25
     (dict(roe=None, pe_ttm=None), "中", None, "数据缺失, 无法确认低风险", ["数据缺失"],
-     ["缺ROE: ROE规则未应用", "缺PE-TTM: PE规则未应用", NO_YEARS, "缺ROE或PE-TTM: 未评分"]),
+     ["缺ROE: ROE规则未应用", "缺PE-TTM: PE规则未应用", NO_YEARS, "缺ROE和PE-TTM: 未评分"]),
 ])
 def test_what_the_cell_shows_by_hand(given, level, score, basis, flags, notes):
     v = assess(**{"is_st": False, **given})

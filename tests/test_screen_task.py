@@ -131,7 +131,7 @@ def test_flags_st_loss_missing():
     res = finish(dict(ROW, name="*ST海航", pe_ttm=-3, roe=None, report_text=""))
     assert res.risk_level == RiskLevel.HIGH
     assert res.flags == [Flag.ST, Flag.LOSS, Flag.MISSING]
-    assert res.score is None
+    assert res.score == 30 and "ROE按5%计" in res.basis  # a loss's PE (100) and ROE at the 高 bound: 100 - 20 - 50
 
 
 def test_bad_input_names_the_field():

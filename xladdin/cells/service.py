@@ -3,11 +3,14 @@ process-wide ``CellRuntime`` (the same runtime, cache and engine as the Excel UD
 
 ``POST /api/calls`` takes a batch ``{"calls": [{"fn": "QWEN_SCREEN", "args": [...]}, …]}`` and answers
 each call at once: ``{"state": "done" | "error", "value": …}`` (from memory or the cache; an error is a
-``#QWEN! …`` value) or ``{"state": "pending", "id": …}``. ``POST /api/settle`` with ``{"ids": […]}``
-waits (a long poll, ``wait`` seconds at most) until some of them settle and returns them, with the ids
-still pending. A pending call is watched by the runtime as a waiting cell is in Excel: when its answers
-arrive the runtime calls ``recalculate``, and the call is run again (now from memory). The same call
-from any client is one call (its id is its function and arguments).
+``#QWEN! …`` value) or ``{"state": "pending", "id": …}`` (waiting for the engine, or not yet run when
+the POST's ``ANSWER_BUDGET`` was spent: a large POST answers without waiting for all of its calls).
+``POST /api/settle`` with ``{"ids": […]}`` waits (a long poll, ``wait`` seconds at most) until some of
+them settle and returns them, with the ids still pending. A pending call is watched by the runtime as
+a waiting cell is in Excel: when its answers arrive the runtime calls ``recalculate``, and the call is
+run again (now from memory). The same call from any client is one call (its id is its function and
+arguments); once settled with a value that cannot go stale (``_lasting``), it is answered from the
+service's memory without running it.
 
 Every request is bounded: its size (413), calls per request (413), JSON it cannot take (400: not JSON,
 ``NaN``, nested deeper than ``MAX_DEPTH``), requests per second per client (429 with Retry-After);
@@ -40,6 +43,7 @@ from typing import Any
 from aiohttp import web
 
 from ..errors import ConfigError
+from ..reading.documents import looks_like_path
 from ..settings import loopback
 from ..sheet import cells
 from ..sheet.pending import CellRuntime
@@ -53,6 +57,7 @@ MAX_CALLS_PER_REQUEST = 5000
 MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later
 MAX_WAIT = 30.0  # seconds a poll is held at most
 GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it
+ANSWER_BUDGET = 0.2  # seconds a POST runs its calls; those left then answer pending and run off the request
 MAX_DEPTH = 16  # JSON nesting: a call is {"calls": [{"fn", "args": [range [row [cell]]]}]}, 6 deep
 IDLE_TIMEOUT = 15.0  # seconds a connection may wait for a request's headers, or idle between requests
 HANDSHAKE_TIMEOUT = 10.0  # seconds a TLS handshake may take
@@ -75,6 +80,22 @@ class Entry:
     value: Any = None
     at: float = field(default_factory=time.monotonic)
     settles: int = 0
+    lasting: bool = False  # its value cannot go stale: answered from memory once settled (``_lasting``)
+
+
+def _lasting(fn: Any, args: list[Any]) -> bool:
+    """Whether a call's settled value stays its answer: not ``QWEN_STATUS`` (the runtime's state now), and
+    no argument names a report file (its answer follows the file: asked again, the runtime looks)."""
+    if fn.name == "QWEN_STATUS":
+        return False
+    stack: list[Any] = [args]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str) and looks_like_path(v):
+            return False
+    return True
 
 
 class Bucket:
@@ -105,7 +126,8 @@ class CellService:
     def __init__(self, runtime: CellRuntime | None = None, *, host: str = "127.0.0.1", port: int = 8443,
                  key: str | None = None, origins: tuple[str, ...] = (), rate: float = 50.0, burst: int = 200,
                  max_request_bytes: int = MAX_REQUEST_BYTES, max_calls: int = MAX_CALLS_PER_REQUEST,
-                 max_connections: int = MAX_CONNECTIONS, idle_timeout: float = IDLE_TIMEOUT):
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout: float = IDLE_TIMEOUT,
+                 answer_budget: float = ANSWER_BUDGET):
         if not (0 < rate <= 10_000 and 1 <= burst <= 100_000):
             raise ConfigError(f"the rate is 0 < rate ≤ 10000 requests a second (given {rate:g}), the burst 1 to 100000")
         if not loopback(host) and not key:
@@ -118,11 +140,13 @@ class CellService:
         self.bucket = Bucket(rate, burst)
         self.max_request_bytes, self.max_calls = max_request_bytes, max_calls
         self.max_connections, self.idle_timeout = max_connections, idle_timeout
+        self.answer_budget = answer_budget
         self._entries: collections.OrderedDict[str, Entry] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
         self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="xladdin-cells")
+        self._later = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xladdin-cells-later")
         self.stopping = False
         self.counts = collections.Counter()  # requests, calls, pending, settled, polls
 
@@ -136,8 +160,13 @@ class CellService:
 
     # -- calls ----------------------------------------------------------------------------------
     def answer(self, batch: list[Any]) -> list[dict[str, Any]]:
-        """Each call's value now, or pending (runs on a worker thread: the bodies are synchronous)."""
+        """Each call's value now, or pending (runs on a worker thread: the bodies are synchronous). A
+        call settled with a value that cannot go stale is answered from memory; the others are run for
+        ``answer_budget`` seconds, and what is left then answers pending at once and is run off the
+        request (a large recalculation's POST does not wait for all of its calls)."""
         out = []
+        deadline = time.monotonic() + self.answer_budget
+        later: list[str] = []
         for item in batch:
             try:
                 if not isinstance(item, dict):
@@ -154,23 +183,54 @@ class CellService:
             with self._lock:
                 entry = self._entries.get(cid)
                 if entry is None:
-                    entry = self._entries[cid] = Entry(fn, args, calls.Caller(cid))
+                    entry = self._entries[cid] = Entry(fn, args, calls.Caller(cid), lasting=_lasting(fn, args))
                     self._trim()
                 settles = entry.settles
-            value = calls.evaluate(self.runtime, fn, args, entry.caller)
+                kept = entry.settled and entry.lasting and not calls.is_error(entry.value)
             self.counts["calls"] += 1
+            if kept:
+                self.counts["memory"] += 1
+                out.append(self._result(entry.value))
+                continue
+            if time.monotonic() >= deadline:
+                self._unsettle(entry, settles)
+                later.append(cid)
+                self.counts["pending"] += 1
+                out.append({"state": "pending", "id": cid})
+                continue
+            value = calls.evaluate(self.runtime, fn, args, entry.caller)
             if calls.is_pending(value):
                 self.counts["pending"] += 1
-                with self._lock:
-                    # asked again (its error's time over): its old value is no answer to this call, so a
-                    # poll waits for the new outcome, unless that has settled it meanwhile
-                    if entry.settles == settles:
-                        entry.settled, entry.value = False, None
+                self._unsettle(entry, settles)
                 out.append({"state": "pending", "id": cid})
             else:
                 self._settle(cid, value)
                 out.append(self._result(value))
+        if later:
+            try:
+                self._later.submit(lambda: [self._run(cid) for cid in later])
+            except RuntimeError:  # the service is closing: its polls answer stopping
+                pass
         return out
+
+    def _unsettle(self, entry: Entry, settles: int) -> None:
+        """A call asked again (its error's time over, or left for later): its old value is no answer to
+        this call, so a poll waits for the new outcome, unless that has settled it meanwhile."""
+        with self._lock:
+            if entry.settles == settles:
+                entry.settled, entry.value = False, None
+
+    def _run(self, cid: str) -> None:
+        """The call ``cid`` run (again); settled unless still pending, when the runtime's recalculation
+        of it comes later."""
+        with self._lock:
+            entry = self._entries.get(cid)
+        if entry is None:
+            return
+        value = calls.evaluate(self.runtime, entry.fn, entry.args, entry.caller)
+        if not calls.is_pending(value):
+            self.counts["settled"] += 1
+            self._settle(cid, value)
 
     @staticmethod
     def _result(value: Any) -> dict[str, Any]:
@@ -206,20 +266,8 @@ class CellService:
     def recalculate(self, caller: Any) -> None:
         """The runtime's call when a waiting call's answers have arrived: run it again (off the engine's
         thread), now from memory; still pending (another request it needs), it is watched again."""
-        cid = getattr(caller, "address", None)
-
-        def again() -> None:
-            with self._lock:
-                entry = self._entries.get(cid)
-            if entry is None:
-                return
-            value = calls.evaluate(self.runtime, entry.fn, entry.args, entry.caller)
-            if not calls.is_pending(value):
-                self.counts["settled"] += 1
-                self._settle(cid, value)
-
         try:
-            self._pool.submit(again)
+            self._pool.submit(self._run, getattr(caller, "address", None))
         except RuntimeError:  # the service is closing
             pass
 
@@ -422,6 +470,7 @@ class CellService:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._later.shutdown(wait=False, cancel_futures=True)
 
 
 class _TooLarge(Exception):

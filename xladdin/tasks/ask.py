@@ -1,15 +1,26 @@
-"""Task ``ask``: ``=QWEN(prompt, context…)`` → a short free-text answer."""
+"""Task ``ask``: ``=QWEN(prompt, context…)`` → a short free-text answer. A number in the answer that
+neither the question nor the context gives is marked at the answer's end (``UNSOURCED``): the cell
+shows what the model said, and which of its numbers no text given to it holds."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .base import Provenance, Task
 from .cell_values import required_text, text_or_none
+from .highlights import check
 
 MAX_ANSWER = 500
+UNSOURCED = "（未见于所给文字的数字: {}）"
+
+
+def _figure_like(written: str) -> bool:
+    """A number worth marking: with a unit or decimals, or 100 and over; not a list's 1. 2. 3. or a
+    count of points (有3个原因)."""
+    return bool(re.search(r"[^\d,]", written)) or int(written.replace(",", "")) >= 100
 
 
 class AskInput(BaseModel):
@@ -45,7 +56,7 @@ class AskResult(BaseModel):
 
 class AskTask(Task[AskInput, AskOutput, AskResult]):
     name: ClassVar[str] = "ask"
-    version: ClassVar[str] = "ask-1"
+    version: ClassVar[str] = "ask-2"
     input_model = AskInput
     output_model = AskOutput
     result_model = AskResult
@@ -60,4 +71,9 @@ class AskTask(Task[AskInput, AskOutput, AskResult]):
         return f"{context}\n\n问题: {inp.prompt}" if context else inp.prompt
 
     def finish(self, inp: AskInput, out: AskOutput, provenance: Provenance) -> AskResult:
-        return AskResult(answer=out.answer.strip(), provenance=provenance)
+        answer = out.answer.strip()
+        unsourced = [w for w in dict.fromkeys(check(answer, "\n".join((inp.prompt, *inp.context)), {}))
+                     if _figure_like(w)]
+        if unsourced:
+            answer += UNSOURCED.format("、".join(unsourced))
+        return AskResult(answer=answer, provenance=provenance)

@@ -1,6 +1,8 @@
 """Task ``extract``: ``=QWEN_EXTRACT(text, "净利润", "亿元")`` → one number in the unit asked.
 
-The model copies the figure and its unit from the text; code converts the unit."""
+The model copies the figure and its unit from the text; code converts the unit, and shows it only
+when the text holds that number (in any unit, or rounded to the digits the model wrote): a number the
+model made up is no value but a note."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from ..errors import InputError
 from .base import Provenance, Task
 from .cell_values import required_text, text_or_none
 from .figures import ALL_UNITS, Figure, convert, split_figure
+from .highlights import check
 
 
 class ExtractInput(BaseModel):
@@ -53,7 +56,7 @@ class ExtractResult(BaseModel):
 
 class ExtractTask(Task[ExtractInput, ExtractOutput, ExtractResult]):
     name: ClassVar[str] = "extract"
-    version: ClassVar[str] = "extract-2"
+    version: ClassVar[str] = "extract-3"
     input_model = ExtractInput
     output_model = ExtractOutput
     result_model = ExtractResult
@@ -69,6 +72,9 @@ class ExtractTask(Task[ExtractInput, ExtractOutput, ExtractResult]):
     def finish(self, inp: ExtractInput, out: ExtractOutput, provenance: Provenance) -> ExtractResult:
         if out.figure is None:
             return ExtractResult(value=None, unit=inp.unit, note=f"文本中没有{inp.item}", provenance=provenance)
+        if check(out.figure, inp.text, {}):
+            return ExtractResult(value=None, unit=inp.unit, note=f"模型给出的{out.figure}不在文本中, 未采用",
+                                 provenance=provenance)
         number, unit = split_figure(out.figure)
         value = convert(number, unit, inp.unit)
         note = "" if value is not None else f"单位{unit}不能换算为{inp.unit}"

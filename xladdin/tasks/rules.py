@@ -10,6 +10,10 @@ Defaults:
   低  ROE ≥ 15% and PE-TTM ≤ 50 and not ST
   score = clamp(round(100 − PE_TTM/100×20 − (15 − ROE)×5), 0, 100)
   PE-TTM ≤ 0 is a trailing loss: flag 亏损, and score/rank it as PE-TTM = 100.
+  One of the two missing, the score is still given, the missing one taken at its bound (said in the
+  basis): PE-TTM at the PE limit (50; at 100 when the net profit is negative), ROE at the 高 bound
+  (5%). So a row read from its report alone (no PE) is scored on what the report gives; with
+  neither, no score, and the note says so.
 """
 
 from __future__ import annotations
@@ -138,16 +142,27 @@ def assess(
         basis = f"ROE {_fmt(roe)}% ≥ {_fmt(rules.roe_low_risk_from)}%, PE-TTM {_fmt(pe_ttm)} ≤ {_fmt(rules.pe_limit)}"
 
     score = None
-    if roe is not None and pe_eff is not None:
+    if roe is not None or pe_eff is not None:
+        taken = []
+        if pe_eff is None:  # at the limit, or a loss's PE when the profit is negative
+            pe_eff = rules.loss_pe if net_profit is not None and net_profit < 0 else rules.pe_limit
+            taken.append(f"PE-TTM按{_fmt(pe_eff)}计")
+        if roe is None:
+            roe_eff = rules.roe_high_risk_below
+            taken.append(f"ROE按{_fmt(roe_eff)}%计")
+        else:
+            roe_eff = roe
         d = _dec
         raw = (
             d(rules.score_base)
             - d(pe_eff) / 100 * d(rules.pe_weight)
-            - (d(rules.roe_target) - d(roe)) * d(rules.roe_weight)
+            - (d(rules.roe_target) - d(roe_eff)) * d(rules.roe_weight)
         )
         score = min(100, max(0, int(raw.quantize(Decimal(1), rounding=ROUND_HALF_UP))))
+        if taken:
+            basis = f"{basis}; 评分{'、'.join(taken)}(缺项取界值)"
     else:
-        notes.append("缺ROE或PE-TTM: 未评分")
+        notes.append("缺ROE和PE-TTM: 未评分")
     return Verdict(level, score, basis, flags, notes)
 
 
