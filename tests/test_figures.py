@@ -115,3 +115,22 @@ def test_a_text_names_the_figures_a_reader_could_find_in_it():
         "net_profit", "net_profit_growth", "eps"}
     assert named_figures("公司业绩由盈转亏") == {"net_profit", "net_profit_growth"}
     assert named_figures("Revenue rose; gross margin, net margin, ROE and EPS fell; net profit flat.") == set(FIGURES)
+
+
+@pytest.mark.parametrize("text, absent, kept", [
+    # a clause that begins with last year speaks of last year, to the sentence's end (a broker's note)
+    ("报告期内公司预计实现净利润84.5-87.5亿元；去年同期实现归母净利润41.21亿元，折合EPS为1.37元。",
+     ("net_profit", "eps"), {"net_profit_prev": 41.21}),
+    # a comparison with last year is no statement of it
+    ("营业收入100亿元，较上年同期增长10%，归母净利润12亿元。", (), {"revenue": 100.0, "net_profit": 12.0}),
+    # a clause naming this period again ends last year's
+    ("去年同期净利润8亿元，本期实现归母净利润12亿元，基本每股收益1.2元。", (), {"net_profit": 12.0, "eps": 1.2}),
+    # a balance at a year's end is no year's profit
+    ("公司2018年前三季度实现归母净利润15.34亿元，2017年末公司累计未弥补亏损额为3535.4万元。", ("net_profit_prev",),
+     {"net_profit": 15.34}),
+])
+def test_last_year_s_figures_are_never_this_year_s(text, absent, kept):
+    """Issue 46: "去年同期实现归母净利润41.21亿元" was read as this year's profit (and its EPS with it)."""
+    read = read_figures(text)
+    assert not set(absent) & set(read), {k: read[k].quote for k in set(absent) & set(read)}
+    assert {k: read[k].value for k in kept} == pytest.approx(kept)

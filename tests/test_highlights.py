@@ -115,7 +115,15 @@ def test_every_number_the_cli_shows_is_in_the_source(tiny_model_path, tmp_path):
     ("毛利率35%", "毛利率35.0%", []),
     ("增长35%", "营收35亿元", ["35%"]),  # a percentage is compared as a percentage
     ("2023年营收增长12%", "营收同比增长12.3%", []),  # a year is not a figure
-    ("EPS 2.08元", "下调2018-2020EPS为 1.86/1.91/2.08 元", []),
+    ("EPS 2.08元", "下调2018-2020EPS为 1.86/1.91/2.08 元", ["2.08元"]),  # a forecast stated as a result
+    ("预计2020年EPS 2.08元", "下调2018-2020EPS为 1.86/1.91/2.08 元", []),  # said to be one, it stands
+    ("2018年营收和归母净利润13.6亿元", "预计2021年归母净利润13.6亿元", ["13.6亿元"]),
+    ("2021年归母净利润预计13.6亿元", "我们预计2019-2021年归母净利润11.2/12.4/13.6亿元", []),
+    ("2022年归母净利润预计13.6亿元", "我们预计2019-2021年归母净利润11.2/12.4/13.6亿元", ["13.6亿元"]),
+    ("2021E归母净利润13.6亿元", "盈利预测：2021E归母净利润13.6亿元", []),
+    ("2019年营收100亿元", "2018年营收100亿元，同比增长10%", ["100亿元"]),  # another year's figure
+    ("18年营收100亿元", "2018年营收100亿元，同比增长10%", []),
+    ("营收100亿元", "2018年营收100亿元", []),  # no year named: the figure as the source gives it
     ("营收同比增长4.49%", "营业收入同比下降4.49%", ["4.49%"]),  # the change said to go the wrong way
     ("营收同比下降4.49%", "营业收入同比下降4.49%", []),
     ("营收增长4.49%", "营业收入1,175,301,034.32元，同比-4.49%", ["4.49%"]),
@@ -143,3 +151,46 @@ def test_last_year_s_figures_from_a_report_table_check_in_their_own_units():
     assert check("上年EPS 0.08元/股，上年ROE 1.32%", table, figures) == []
     assert check("上年ROE 1.33%", table, figures) == ["1.33%"]
     assert check("上年营收4.80亿元", table, figures) == []  # 48,002.10万元
+
+
+NOTE = ("公司今日公布2018年业绩预告，报告期内公司预计实现净利润84.5-87.5亿元；去年同期实现归母净利润41.21亿元，"
+        "折合EPS为1.37元。我们预计2019-2021年归母净利润11.2/12.4/13.6亿元，维持增持评级。"
+        "2018年公司实现营业收入216.51亿元，同比增长12.5%。")
+
+
+def writer_answer(body):
+    """A model that states a forecast as a result, writes a period alone, repeats itself and invents a year."""
+    said = ["2018年公司营收和归母净利润13.6亿元", "18Q4", "2018年营收216.51亿元，同比增长12.5%",
+            "2018年营收216.51亿元，同比增长12.5%。", "预计2021年归母净利润13.6亿元"]
+    if "41.21" not in body["messages"][-1]["content"]:  # the second note: a figure of another year
+        said = ["2019年营收216.51亿元，同比增长12.5%"]
+    text = json.dumps({"highlights": said}, ensure_ascii=False)
+    return 200, "application/json", json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
+                                                             "message": {"role": "assistant", "content": text}}],
+                                                "usage": {"prompt_tokens": 10, "completion_tokens": 10}}).encode()
+
+
+def test_a_writer_s_notes_file_without_codes_gets_numbered_rows_and_no_forecast_as_a_result(tmp_path):
+    """``xladdin highlights`` on a broker-notes file with one text column (no codes: its rows are numbered),
+    through a real HTTP engine: a forecast stated as a result and another year's figure are dropped, a
+    period alone and a repeat are no highlights, a forecast said to be one stands, last year's figures
+    are never this year's, and a row without a highlight says why (issue 46)."""
+    from conftest import Server, vllm_models
+
+    notes = tmp_path / "notes.csv"
+    with notes.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["研报正文"], [NOTE], ["行业景气度下行，公司维持增持评级。"]])
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": writer_answer})
+    try:
+        env = {**os.environ, "XLADDIN_ENGINE_URL": server.url, "XLADDIN_CACHE_DIR": str(tmp_path / "c")}
+        r = run_cli("highlights", notes, "-o", tmp_path / "h.xlsx", "--no-progress", env=env)
+    finally:
+        server.close()
+    assert r.returncode == 0, r.stderr
+    (first, second), _ = rows_of(tmp_path / "h.xlsx")
+    assert (first["行号"], second["行号"]) == (1, 2)
+    assert first["业绩亮点 highlights"] == "1. 2018年营收216.51亿元，同比增长12.5%\n2. 预计2021年归母净利润13.6亿元"
+    assert first["说明 notes"] == "未核实，未采用「2018年公司营收和归母净利润13.6亿元」(13.6亿元)"
+    assert "41.21" not in first["出处 evidence"] and "1.37" not in first["出处 evidence"]  # last year's
+    assert second["业绩亮点 highlights"] in (None, "")
+    assert second["说明 notes"].startswith("未核实，未采用「2019年营收216.51亿元") and "本行无亮点" in second["说明 notes"]

@@ -19,7 +19,7 @@ from ..core.batcher import Batcher, started
 from ..errors import InputError
 from ..reading.as_of import Dating, date_rows, parse_as_of
 from ..reading.documents import Reports
-from ..reading.pool import Pool, pool_from_frame
+from ..reading.pool import NOTES_REQUIRED, REQUIRED, Pool, pool_from_frame
 from ..settings import Settings
 from ..tasks.base import Task
 from ..tasks.highlights import HighlightsResult, HighlightsTask
@@ -50,19 +50,16 @@ def highlights(df: Any, *, points: int | None = None, max_chars: int | None = No
     """``df`` with numbered results highlights of each row's report (财报摘要 / 报告文件) beside it, every number
     checked (``xladdin highlights``'s columns: highlights, kept, dropped, notes, evidence, …)."""
     settings = settings or Settings.load()
-    records = [{**r, "max_chars": max_chars} for r in _records(df, settings, reports)]
+    _, records = _pool_records(df, settings, reports, required=NOTES_REQUIRED)
+    records = [{**r, "max_chars": max_chars} for r in records]
     return _beside(df, HighlightsTask(points), HighlightsResult, records, settings, progress, batcher)
 
 
-def _records(df: Any, settings: Settings, reports: str | Path | None) -> list[Any]:
+def _pool_records(df: Any, settings: Settings, reports: str | Path | None,
+                  as_of: dt.date | None = None, required: tuple[Any, ...] = REQUIRED) -> tuple[Pool, list[Any]]:
     """The frame's rows as task input; report files (a relative path from the current folder) are read
     from the current folder, ``reports`` and ``report_dirs``."""
-    return _pool_records(df, settings, reports)[1]
-
-
-def _pool_records(df: Any, settings: Settings, reports: str | Path | None,
-                  as_of: dt.date | None = None) -> tuple[Pool, list[Any]]:
-    pool = pool_from_frame(df)
+    pool = pool_from_frame(df, required=required)
     here = Path.cwd()
     allowed = Reports.of(settings, here, reports)
     if reports is not None:

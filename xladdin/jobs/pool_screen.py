@@ -20,7 +20,7 @@ from ..engine.gguf_files import STARTER_NOTE
 from ..errors import XladdinError
 from ..reading.as_of import date_rows, parse_as_of
 from ..reading.documents import Reports
-from ..reading.pool import read_pool
+from ..reading.pool import NOTES_REQUIRED, REQUIRED, read_pool
 from ..settings import Settings
 from ..tasks.base import Task
 from ..tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
@@ -80,13 +80,14 @@ class RunSummary:
 
 
 def open_pool(input_path: str | Path, output_path: str | Path, settings: Settings, reports: str | Path | None,
-              as_of: Any, compare: str | Path | None, fields: dict[str, Any] | None = None) -> tuple[Any, Any, list]:
+              as_of: Any, compare: str | Path | None, fields: dict[str, Any] | None = None,
+              required: tuple[Any, ...] = REQUIRED) -> tuple[Any, Any, list]:
     """A pool job's start, before any row is asked: the output checked, the earlier report to compare
     with read, the pool read, its report files matched and placed (``documents.Reports``: from the pool's
     folder and ``--reports``). Returns (the earlier report or ``None``, the pool, its records)."""
     check_output(output_path, input_path)
     earlier = read_screen(compare) if compare is not None else None
-    pool = read_pool(input_path)
+    pool = read_pool(input_path, required)
     allowed = Reports.of(settings, pool.path.parent, reports)
     if reports is not None:
         pool.match_reports(reports, as_of, texts_for(settings, allowed))
@@ -213,19 +214,21 @@ def highlights_file(input_path: str | Path, output_path: str | Path, settings: S
                 "numbers_unverified": sum(r.numbers_unverified for r in done)}
 
     return _pool_job(input_path, output_path, settings, HighlightsTask(points), HighlightsResult,
-                     progress=progress, batcher=batcher, reports=reports, fields={"max_chars": max_chars}, facts=facts)
+                     progress=progress, batcher=batcher, reports=reports, fields={"max_chars": max_chars}, facts=facts,
+                     required=NOTES_REQUIRED)
 
 
 def _pool_job(input_path: str | Path, output_path: str | Path, settings: Settings, task: Task,
               result_model: type[BaseModel], *, progress: bool, batcher: Batcher | None,
               reports: str | Path | None, facts: Callable[[list[Any]], dict[str, Any]],
               fields: dict[str, Any] | None = None, compare: str | Path | None = None,
-              as_of: dt.date | None = None, dated: bool = False) -> RunSummary:
+              as_of: dt.date | None = None, dated: bool = False, required: tuple[Any, ...] = REQUIRED) -> RunSummary:
     """A pool file through ``task`` into a report: the output checked before any row is asked, the rows
-    (with ``fields`` added) in one batch, the run's facts (``facts`` of the results among them) beside;
-    ``compare``: an earlier report (read before any row is asked) compared with this one; ``dated``: each
-    row's report dated (报告期, 公告日) and, with ``as_of``, nothing published after that day used."""
-    earlier, pool, records = open_pool(input_path, output_path, settings, reports, as_of, compare, fields)
+    (with ``fields`` added; ``required``: the fields the pool must have) in one batch, the run's facts
+    (``facts`` of the results among them) beside; ``compare``: an earlier report (read before any row is
+    asked) compared with this one; ``dated``: each row's report dated (报告期, 公告日) and, with ``as_of``,
+    nothing published after that day used."""
+    earlier, pool, records = open_pool(input_path, output_path, settings, reports, as_of, compare, fields, required)
     began = dt.datetime.now().astimezone()
     t0 = time.perf_counter()
     # an engine that cannot start at all is one error line, not a report of errors

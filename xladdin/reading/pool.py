@@ -42,7 +42,8 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "roe": ("roe", "净资产收益率", "roe(%)", "净资产收益率(%)", "净资产收益率roe(平均)", "净资产收益率roe(加权)",
             "净资产收益率-加权", "加权净资产收益率", "加权平均净资产收益率", "roe(平均)", "roe(加权)"),
     "eps": ("每股收益", "基本每股收益", "eps", "每股收益(元)", "每股收益eps-基本", "基本每股收益(元)", "eps(基本)"),
-    "report_text": ("财报摘要", "报告摘要", "业绩摘要", "摘要", "report_text", "report", "summary", "reportsummary"),
+    "report_text": ("财报摘要", "报告摘要", "业绩摘要", "摘要", "report_text", "report", "summary", "reportsummary",
+                    "研报正文", "研报摘要", "研报", "正文", "全文", "内容", "text", "content"),
     "st": ("st", "is_st", "是否st", "st标记"),
     "report_file": ("报告文件", "报告路径", "年报文件", "研报文件", "report_file", "report_path", "file", "pdf"),
     "revenue": ("营业收入", "营收", "营业总收入", "revenue"),
@@ -59,6 +60,10 @@ DATE_FIELDS = ("published", "period")  # read by ``Pool.report_dates``, never gi
 MONEY_FIELDS = ("revenue", "net_profit", "net_profit_prev")
 NUMBER_FIELDS = ("pe_ttm", "roe", "eps", *MONEY_FIELDS)
 REQUIRED = ("code", "name")
+# a file of notes or reports to write highlights of: a report's text or file; without a code column its rows
+# are numbered (a 行号 column is put first)
+NOTES_REQUIRED = (("report_text", "report_file"),)
+ROW_NUMBER = "行号"
 _UNIT = re.compile(r"^(.*?)[(（\[]([^)）\]]*)[)）\]]$")
 # A text cell that is plainly a number (no leading zero to keep, as a code has): written back as a number.
 _PLAIN_NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$")
@@ -251,7 +256,10 @@ def is_empty_row(row: list[Any]) -> bool:
     return all(v in (None, "") for v in row)
 
 
-def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Pool:
+def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path,
+                    required: tuple[str | tuple[str, ...], ...] = REQUIRED) -> Pool:
+    """The pool of a table; ``required``: the fields it must have (a tuple: one of them). A pool that need
+    not name its companies (``NOTES_REQUIRED``) and has no code column gets its rows numbered."""
     columns = [("" if h is None else str(h)).strip() for h in header]
     pool = Pool(path, columns, rows)
     for i, col in enumerate(columns):
@@ -263,22 +271,27 @@ def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path) -> Poo
         if m:
             pool.mapping[m[0]] = i
             pool.scale[m[0]] = m[1]
-    for name in REQUIRED:
-        if name not in pool.mapping:
-            known = "/".join(FIELD_ALIASES[name][:4])
-            raise InputError("columns", f"have no {name} column in {path.name} (expected one of {known}); found: "
-                             + ", ".join(columns))
+    for need in required:
+        names = (need,) if isinstance(need, str) else need
+        if not any(name in pool.mapping for name in names):
+            known = "/".join(alias for name in names for alias in FIELD_ALIASES[name][:4])
+            raise InputError("columns", f"have no {' or '.join(names)} column in {path.name} (expected one of "
+                             f"{known}); found: " + ", ".join(columns))
+    if "code" not in pool.mapping and "code" not in required:
+        pool.columns = [ROW_NUMBER, *columns]
+        pool.rows = [[i, *row] for i, row in enumerate(rows, 1)]
+        pool.mapping = {name: i + 1 for name, i in pool.mapping.items()}
     return pool
 
 
-def pool_from_frame(df: Any, source: str = "DataFrame") -> Pool:
+def pool_from_frame(df: Any, source: str = "DataFrame", required: tuple[str | tuple[str, ...], ...] = REQUIRED) -> Pool:
     """A pandas DataFrame as a pool: its columns are the header, missing values (NaN, NaT, None)
     are blanks."""
     cells = df.astype(object).where(df.notna(), None)
-    return pool_from_table(list(df.columns), cells.values.tolist(), Path(source))
+    return pool_from_table(list(df.columns), cells.values.tolist(), Path(source), required)
 
 
-def read_pool(path: str | Path) -> Pool:
+def read_pool(path: str | Path, required: tuple[str | tuple[str, ...], ...] = REQUIRED) -> Pool:
     path = Path(path)
     if not path.is_file():
         raise InputError("input", f"file not found: {path}")
@@ -296,7 +309,7 @@ def read_pool(path: str | Path) -> Pool:
         raise InputError("input", f"{path.name} is empty")
     at = _header_row(table)
     rows, notes = _without_notes(table[at + 1 :])
-    pool = pool_from_table(table[at], rows, path)
+    pool = pool_from_table(table[at], rows, path, required)
     pool.skipped = [" ".join(str(v) for v in r if v not in (None, "")) for r in table[:at]] + notes
     return pool
 

@@ -124,8 +124,12 @@ _OTHERS_CLAUSE = re.compile(r"子公司|分公司|分部|板块|部分|联营|�
 # year's profit "净利润-1.2亿元，上年同期为-0.8亿元" / "(上年同期：亏损0.8亿元)"
 _PRIOR = r"(?:上年同期|去年同期|上一年度|上年度|上年|去年)"
 _PRIOR_BEFORE = re.compile(_PRIOR + r"(?:的)?$")  # "上年同期营业收入90亿元" is not this year's revenue
+# a clause about last year: one that begins with it ("，去年同期实现归母净利润41.21亿元，折合EPS为1.37元"), not
+# a comparison with it ("较上年同期增长10%"); it lasts until a clause names this period again
+_PRIOR_SUBJECT = re.compile(r"(?:^|[，,：:])(?:而|公司|其中)?" + _PRIOR + r"(?!比)")
+_THIS_SUBJECT = re.compile(r"(?:^|[，,：:])(?:而|公司|其中)?(?:本期|本年|今年|报告期内?|本报告期|(?:19|20)\d{2}年)")
 _PRIOR_LOSS_BEFORE = re.compile(_PRIOR + r"(?:的)?(?:" + _LABELS["net_profit"] + r")?" + _GAP + r"$")
-_PRIOR_PROFIT = re.compile(_PRIOR + r"(?:的)?(?:(?:" + _LABELS["net_profit"] + r")" + _GAP + r"(?P<loss>(?:净)?亏损)?|"
+_PRIOR_PROFIT = re.compile(_PRIOR + r"(?:的)?(?:实现|录得)?(?:(?:" + _LABELS["net_profit"] + r")" + _GAP + r"(?P<loss>(?:净)?亏损)?|"
                            + _GAP + r"(?P<loss2>(?:净)?亏损))" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY)
 _AFTER_PROFIT = re.compile(r"^[,，;；(（]?(?:而|较|对比|相比)?" + _PRIOR + r"(?:的)?(?:" + _LABELS["net_profit"] + r")?"
                            + _GAP + r"(?P<loss>(?:净)?亏损)?" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY)
@@ -379,13 +383,11 @@ def _read_prose(text: str) -> dict[str, Reading]:
     prior = _prior_profit(text, t, profit_at)
     if prior is not None:
         out["net_profit_prev"] = prior
-    for name in ("gross_margin", "net_margin", "roe"):
-        m = re.search(f"(?:{_LABELS[name]}){_GAP}(?P<n>{_NUM})%", t)
+    for name, unit in (("gross_margin", "%"), ("net_margin", "%"), ("roe", "%"), ("eps", "元")):
+        m = next((m for m in re.finditer(f"(?:{_LABELS[name]}){_GAP}(?P<n>{_NUM}){unit}", t) if _reported(t, m)),
+                 None)
         if m:
             out[name] = _reading(text, name, _number(m.group("n")), m.start(), m.end())
-    m = re.search(f"(?:{_LABELS['eps']}){_GAP}(?P<n>{_NUM})元", t)
-    if m:
-        out["eps"] = _reading(text, "eps", _number(m.group("n")), m.start(), m.end())
     return out
 
 
@@ -395,7 +397,14 @@ def _reported(t: str, m: re.Match) -> bool:
     before = t[: m.start()]
     clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
     return not (_EXCLUDED_BEFORE.search(before) or _PRIOR_BEFORE.search(before) or _FORECAST.search(clause)
-                or _RANGE_AFTER.match(t[m.end() :]))
+                or _RANGE_AFTER.match(t[m.end() :]) or _about_last_year(clause))
+
+
+def _about_last_year(clause: str) -> bool:
+    """Whether the sentence so far speaks of last year: a clause began with it (去年同期实现…) and none
+    since has named this period (本期, 报告期内, 2023年)."""
+    prior = [p.end() for p in _PRIOR_SUBJECT.finditer(clause)]
+    return bool(prior) and not _THIS_SUBJECT.search(clause, prior[-1])
 
 
 def _prior_profit(text: str, t: str, profit_at: tuple[int, int] | None) -> Reading | None:
@@ -420,12 +429,14 @@ def _prior_profit(text: str, t: str, profit_at: tuple[int, int] | None) -> Readi
 def _named_prior(t: str, profit_at: tuple[int, int]) -> re.Match | None:
     """Last year's profit stated under its year, where this year's is stated under its own (``2023年亏损1.2
     亿元，2022年亏损0.8亿元``, ``2023年净利润为-1.2亿元，2022年为-0.8亿元``): the year just before this year's
-    figure names this year, and a clause naming the year before states last year's (a loss is negative)."""
+    figure names this year, and a clause naming the year before states last year's (a loss is negative);
+    a balance at the year's end (``2017年末累计未弥补亏损``) is no year's profit."""
     named = list(re.finditer(r"((?:19|20)\d{2})年度?", t[max(0, profit_at[0] - 16) : profit_at[0]]))
     if not named:
         return None
     prior = int(named[-1].group(1)) - 1
-    pattern = (rf"{prior}年度?(?:(?!收入|营收|毛利|资产|现金|扣除|扣非|分红|股)[^。；;，,]){{0,16}}?"
+    other = "收入|营收|毛利|资产|现金|扣除|扣非|分红|股|累计|未弥补|余额"
+    pattern = (rf"{prior}年度?(?![末初底])(?:(?!{other})[^。；;，,]){{0,16}}?"
                rf"(?:(?P<loss>(?:净)?亏损)|(?:{_LABELS['net_profit']}){_GAP}|为)(?P<n>{_NUM}){_MONEY}")
     return re.compile(pattern).search(t, profit_at[1])
 

@@ -5,8 +5,12 @@
 writes the highlights; afterwards code checks every number in them (``check``): it must be a
 figure code read or a number written in the source, units and 万/亿 normalised, a percentage as a
 percentage, equal to the digits the highlight gives (a rounding of it counts), and a change said
-to go one way (增长) not one the source says went the other (下降). A highlight with a
-number that fails is dropped and counted, and shown nowhere as fact. The model's answer is cached
+to go one way (增长) not one the source says went the other (下降), and of the same kind of statement:
+a source number said of a forecast (预计, 2021E, a 盈利预测 clause) stands only for a highlight that says
+it is a forecast, and one under named years (2018年, 2019-2021年) only for a highlight naming one of
+them (or none). A highlight with a number that fails is dropped and counted, and shown nowhere as
+fact; one that says nothing beyond numbers and periods (``18Q4``), or repeats another, is no
+highlight; a row left without any says why. The model's answer is cached
 like any; the check runs after the cache, so a stricter check never needs the model again. Without
 an answer, code writes the highlights from the figures it read (``without_answer``).
 """
@@ -38,6 +42,14 @@ _NOT_FIGURES = {"年", "月", "日", "季度", "个月", "家"}  # dates and cou
 _WORD = re.compile(r"[\w\u4e00-\u9fff]")
 MIN_WORDS = 4  # a highlight with fewer letters or characters says nothing
 _NUMBERING = re.compile(r"^\s*(?:\d+|[一二三四五六七八九十]+)\s*[.、．)）:：]\s*")
+# what makes a statement a forecast: its words, or a year marked E (2021E)
+_FORECAST = re.compile(r"预计|预测|预期|有望|展望|目标|指引|(?:19|20)?\d{2}[Ee](?![A-Za-z])|[上下]调")
+_SENTENCE_END = re.compile(r"[。；;!！?？\n]")
+# a year as written: 2018年, 2021E, 2018-2020年 (a range: every year of it), 18年, 18Q4, 19H1
+_YEAR = re.compile(r"(?<!\d)(?P<a>(?:19|20)\d{2}|\d{2})(?:\s*[-~～至/]\s*(?P<b>(?:19|20)\d{2}|\d{2}))?"
+                   r"(?=\s*(?:年|[EeQqHh]))")
+# a period written alone says nothing: 18Q4, 2019H1, Q3, 2021E
+_PERIOD = re.compile(r"(?:(?:19|20)?\d{2})?\s*(?:[QqHh][1-4]|[Ee](?![A-Za-z]))|(?:19|20)\d{2}")
 
 
 def _kind(unit: str | None) -> str:
@@ -68,15 +80,37 @@ def _direction(before: str) -> int | None:
 
 
 def _numbers(text: str) -> list[tuple[str, float, str, int | None]]:
+    return [n[:4] for n in _placed_numbers(text)]
+
+
+def _placed_numbers(text: str) -> list[tuple[str, float, str, int | None, bool, frozenset[int]]]:
+    """Each figure of ``text`` as written, its value, kind and direction, and what its sentence says of
+    it: whether a forecast, and the years it names up to the figure."""
     out = []
     folded = _spaced(text)
+    starts = [0, *(m.end() for m in _SENTENCE_END.finditer(folded))]
     for m in _NUMBER.finditer(folded):
         unit = m.group("unit")
         if unit in _NOT_FIGURES:
             continue
         value = float(m.group("n").replace(",", "")) * _SCALE.get(unit or "", 1.0)
-        out.append((m.group(0).strip(), value, _kind(unit), _direction(folded[max(0, m.start() - 6) : m.start()])))
+        sentence = folded[max(s for s in starts if s <= m.start()) : m.start()]
+        out.append((m.group(0).strip(), value, _kind(unit), _direction(folded[max(0, m.start() - 6) : m.start()]),
+                    bool(_FORECAST.search(sentence)), _years(sentence)))
     return out
+
+
+def _years(text: str) -> frozenset[int]:
+    """The years ``text`` names (a range as each of its years; 18 as 2018)."""
+    years: set[int] = set()
+    for m in _YEAR.finditer(text):
+        a = int(m.group("a"))
+        a = a + 2000 if a < 100 else a
+        b = int(m.group("b")) if m.group("b") else a
+        b = b + 2000 if b < 100 else b
+        if 1990 <= a <= b <= 2099 and b - a <= 10:
+            years.update(range(a, b + 1))
+    return frozenset(years)
 
 
 def numbers(text: str) -> list[tuple[str, float, str]]:
@@ -97,18 +131,27 @@ def _scale_of(written: str) -> float:
     return 1.0
 
 
-def _matches(written: str, value: float, kind: str, direction: int | None,
-             known: list[tuple[float, str, int | None]]) -> bool:
+Known = tuple[float, str, int | None, bool, frozenset[int]]  # value, kind, direction, forecast, years
+
+
+def _matches(written: str, value: float, kind: str, direction: int | None, known: list[Known],
+             forecast: bool = False, years: frozenset[int] = frozenset()) -> bool:
     """``value`` (as ``written``) is one of ``known``, or a rounding of one to the digits written; a
-    change said to go one way (增长, 下降) never matches one the source says went the other."""
+    change said to go one way (增长, 下降) never matches one the source says went the other; a forecast
+    of the source only a highlight saying ``forecast``, a figure under named years only a highlight
+    naming none or one of them (``years``)."""
     scale, digits = _scale_of(written), _decimals(written)
-    for other, other_kind, other_direction in known:
+    for other, other_kind, other_direction, other_forecast, other_years in known:
         if other_kind == "raw" and kind != "":
             continue  # only a bare number is matched by its digits alone
         if other_kind not in (kind, "raw") and not (kind == "" or other_kind == ""):
             continue
         if direction is not None and other_direction is not None and direction != other_direction:
             continue
+        if other_forecast and not forecast:
+            continue  # a forecast stated as a result
+        if years and other_years and not years & other_years:
+            continue  # another year's figure
         if round(abs(other) / scale, digits) == round(abs(value) / scale, digits):
             return True
     return False
@@ -123,25 +166,46 @@ def check(highlight: str, source: str, figures: dict[str, Reading]) -> list[str]
 _UNITS = {**FIGURES, **TABLE_FIGURES}  # figure name → (label, unit)
 
 
-def _known(source: str, figures: dict[str, Reading]) -> list[tuple[float, str, int | None]]:
-    """What a highlight's numbers may be: (value, kind, direction) of each number of the source, each
-    again by its digits alone, and each figure code read."""
-    found = _numbers(source)
+def _known(source: str, figures: dict[str, Reading]) -> list[Known]:
+    """What a highlight's numbers may be: (value, kind, direction, forecast, years) of each number of the
+    source, each again by its digits alone, and each figure code read (a result, of the years its
+    sentence names)."""
+    found = _placed_numbers(source)
     # and each as written, whatever its unit: a bare number in a highlight may be the source's 150 (万吨)
-    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw", d) for w, _, _, d in found]
-    known = [(v, k, d) for _, v, k, d in found] + digits
+    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw", d, f, y) for w, _, _, d, f, y in found]
+    known = [(v, k, d, f, y) for _, v, k, d, f, y in found] + digits
     for name, r in figures.items():
         if r.value is None:
             continue
         unit = _UNITS.get(name, ("", ""))[1]
         sign = (1 if r.value > 0 else -1 if r.value < 0 else None) if name.endswith("_growth") else None
-        known.append((r.value * 1e8, "元", None) if unit == "亿元" else (r.value, _kind(unit), sign))
+        years = _years_before(source, r.quote)
+        known.append((r.value * 1e8, "元", None, False, years) if unit == "亿元"
+                     else (r.value, _kind(unit), sign, False, years))
     return known
 
 
-def _unverified(highlight: str, known: list[tuple[float, str, int | None]]) -> list[str]:
+def _years_before(source: str, quote: str) -> frozenset[int]:
+    """The years the sentence of ``quote`` names up to it (a figure code read is a result of those)."""
+    at = source.find(quote) if quote else -1
+    if at < 0:
+        return frozenset()
+    before = source[:at]
+    start = max((m.end() for m in _SENTENCE_END.finditer(before)), default=0)
+    return _years(_spaced(before[start:]))
+
+
+def _unverified(highlight: str, known: list[Known]) -> list[str]:
+    folded = _spaced(highlight)
+    forecast, years = bool(_FORECAST.search(folded)), _years(folded)
     return [written for written, value, kind, direction in _numbers(highlight)
-            if not _matches(written, value, kind, direction, known)]
+            if not _matches(written, value, kind, direction, known, forecast, years)]
+
+
+def _says_something(line: str) -> bool:
+    """A highlight with words beyond its numbers and periods (``18Q4`` alone, ``2019H1：`` is none)."""
+    rest = _PERIOD.sub("", _NUMBER.sub("", _spaced(line)))
+    return len(_WORD.findall(rest)) >= MIN_WORDS
 
 
 class HighlightsInput(BaseModel):
@@ -186,6 +250,7 @@ class HighlightsOutput(BaseModel):
 
 
 NO_ANSWER_NOTE = "模型未给出有效回答"  # how the note of highlights code wrote alone begins
+NONE_NOTE = "{}，程序也未读到可写的数字(营收、归母净利润、ROE、每股收益)：本行无亮点"  # a row left without any
 
 
 class HighlightsResult(ResultRow):
@@ -219,7 +284,7 @@ def _code_lines(figures: dict[str, Reading]) -> list[str]:
 
 class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
     name: ClassVar[str] = "highlights"
-    version: ClassVar[str] = "highlights-1"
+    version: ClassVar[str] = "highlights-2"
     input_model = HighlightsInput
     output_model = HighlightsOutput
     result_model = HighlightsResult
@@ -275,10 +340,13 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         kept, dropped = [], []
         checked = unverified = 0
         known = _known(inp.report_text, figures)  # the source is read once for all the highlights
+        seen: set[str] = set()
         for raw in out.highlights:
             line = plain(_NUMBERING.sub("", raw)).strip()[: inp.max_chars]
-            if len(_WORD.findall(line)) < MIN_WORDS:
+            same = "".join(_WORD.findall(_spaced(line)))
+            if not _says_something(line) or same in seen:
                 continue
+            seen.add(same)
             bad = _unverified(line, known)
             checked, unverified = checked + len(numbers(line)), unverified + len(bad)
             (dropped if bad else kept).append((line, bad))
@@ -288,15 +356,17 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         lines = [line for line, _ in kept]
         if not lines:  # nothing the model wrote stands: what code can write from the figures it read
             lines = _code_lines(figures)[: self.points]
-            notes = "；".join(x for x in (notes, "模型的亮点无一可用，亮点由程序按已读数字写出" if lines else "") if x)
+            why = "模型的亮点无一可用，亮点由程序按已读数字写出" if lines else NONE_NOTE.format("模型的亮点无一可用")
+            notes = "；".join(x for x in (notes, why) if x)
         return self._result(inp, lines, len(dropped), notes, figures, provenance, (checked, unverified))
 
     def without_answer(self, inp: HighlightsInput, error: XladdinError,
                        provenance: Provenance) -> HighlightsResult | None:
         """The highlights code can write alone: one per figure it read, in a fixed wording."""
         figures = read_figures(inp.report_text)
-        note = f"{NO_ANSWER_NOTE}({error})，亮点由程序按已读数字写出"
-        return self._result(inp, _code_lines(figures)[: self.points], 0, note, figures, provenance)
+        lines = _code_lines(figures)[: self.points]
+        note = f"{NO_ANSWER_NOTE}({error})，" + ("亮点由程序按已读数字写出" if lines else NONE_NOTE.format("")[1:])
+        return self._result(inp, lines, 0, note, figures, provenance)
 
     @staticmethod
     def _result(inp: HighlightsInput, lines: list[str], dropped: int, notes: str, figures: dict[str, Reading],
