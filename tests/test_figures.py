@@ -134,3 +134,13 @@ def test_last_year_s_figures_are_never_this_year_s(text, absent, kept):
     read = read_figures(text)
     assert not set(absent) & set(read), {k: read[k].quote for k in set(absent) & set(read)}
     assert {k: read[k].value for k in kept} == pytest.approx(kept)
+
+
+def test_a_segment_s_figures_are_not_the_company_s():
+    """A clause whose subject is a segment or a subsidiary states the part's figures (海翔药业's 医药板块
+    "实现净利润2.95亿元" was compared with the company's 7.71亿元), until a clause names the company again."""
+    part = ("报告期内，医药板块培南系列持续增长，CDMO/CMO合作产品增加，实现销售收入16.23亿元，同比增长10.52%，"
+            "实现净利润2.95亿元，同比增长47.67%；染料板块实现销售收入13.18亿元。")
+    assert read_figures(part) == {}
+    whole = "报告期内，医药板块持续增长，公司实现营业收入29.4亿元，归母净利润7.7亿元。"
+    assert {k: r.value for k, r in read_figures(whole).items()} == {"revenue": 29.4, "net_profit": 7.7}

@@ -94,7 +94,10 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             if found.page is not None:
                 a.pages[name] = found.page
             if model_value is not None and relative_gap(model_value, found.value) > tolerance:
-                a.doubt(f"{label}: 模型{model_value:g} vs 原文{found.value:g}")
+                # another line than code's (a segment's, last year's, a forecast's): the model's is unread,
+                # no conflict; 数据存疑 is for two statements of the same line that disagree
+                a.notes.append(f"{label}: 模型读{model_value:g}「{read[1][:20]}」, "
+                               f"与程序所读{found.value:g}不是同一项, 未采用")
         elif model_value is not None and read is not None:
             a.values[name], a.quotes[name] = model_value, read[1]
         else:
@@ -154,7 +157,8 @@ def _consistency(a: Audit, net_profit_prev: float | None, shares: Reading | None
         if relative_gap(implied, margin) > MARGIN_TOLERANCE and abs(implied - margin) > 1.0:
             a.doubt(f"净利率: 文本{margin:g}% vs 净利润÷营收{implied:.1f}%")
     eps = v.get("eps")
-    if profit is not None and eps is not None and shares is not None and shares.value:
+    # a table's EPS is on the year's weighted shares: the year-end share count is another figure
+    if profit is not None and eps is not None and shares is not None and shares.value and "eps" not in a.pages:
         implied = profit / shares.value  # 亿元 ÷ 亿股 = 元/股
         if relative_gap(implied, eps) > MARGIN_TOLERANCE and abs(implied - eps) > 0.01:
             a.doubt(f"EPS: 文本{eps:g}元 vs 净利润÷总股本{implied:.2f}元「{shares.quote}」")

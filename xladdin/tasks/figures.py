@@ -120,6 +120,11 @@ _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
 _LOSS = re.compile(r"(?P<q>(?:净)?亏损" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY + r")")
 _RESULT_WORDS = re.compile(r"由盈转亏|转为亏损|净利润为负")  # the result's sign stated in words
 _OTHERS_CLAUSE = re.compile(r"子公司|分公司|分部|板块|部分|联营|合营|参股|少数股东|业务|项目|产品")
+# a clause whose subject is a part of the company ("，医药板块…，实现净利润2.95亿元"): its figures, to the
+# sentence's end or until a clause names the company again, are the part's, not the company's
+_PART_SUBJECT = re.compile(r"(?:^|[，,：:])(?:其中|而|报告期内)?[\u4e00-\u9fffA-Za-z]{0,8}?"
+                           r"(?:板块|分部|子公司|分公司|事业部|事业群)")
+_COMPANY_SUBJECT = re.compile(r"[，,：:](?:报告期内)?(?:公司|本公司|集团|本集团)(?:全年|整体|合并)?(?:实现|营业|归属)")
 # last year's figure, as prose states it: "上年同期净利润-0.8亿元", "去年同期亏损0.8亿元", and right after this
 # year's profit "净利润-1.2亿元，上年同期为-0.8亿元" / "(上年同期：亏损0.8亿元)"
 _PRIOR = r"(?:上年同期|去年同期|上一年度|上年度|上年|去年)"
@@ -129,7 +134,8 @@ _PRIOR_BEFORE = re.compile(_PRIOR + r"(?:的)?$")  # "上年同期营业收入90
 _PRIOR_SUBJECT = re.compile(r"(?:^|[，,：:])(?:而|公司|其中)?" + _PRIOR + r"(?!比)")
 _THIS_SUBJECT = re.compile(r"(?:^|[，,：:])(?:而|公司|其中)?(?:本期|本年|今年|报告期内?|本报告期|(?:19|20)\d{2}年)")
 _PRIOR_LOSS_BEFORE = re.compile(_PRIOR + r"(?:的)?(?:" + _LABELS["net_profit"] + r")?" + _GAP + r"$")
-_PRIOR_PROFIT = re.compile(_PRIOR + r"(?:的)?(?:实现|录得)?(?:(?:" + _LABELS["net_profit"] + r")" + _GAP + r"(?P<loss>(?:净)?亏损)?|"
+_PRIOR_PROFIT = re.compile(_PRIOR + r"(?:的)?(?:实现|录得)?(?:(?:" + _LABELS["net_profit"] + r")" + _GAP
+                           + r"(?P<loss>(?:净)?亏损)?|"
                            + _GAP + r"(?P<loss2>(?:净)?亏损))" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY)
 _AFTER_PROFIT = re.compile(r"^[,，;；(（]?(?:而|较|对比|相比)?" + _PRIOR + r"(?:的)?(?:" + _LABELS["net_profit"] + r")?"
                            + _GAP + r"(?P<loss>(?:净)?亏损)?" + _GAP + r"(?P<n>" + _NUM + r")" + _MONEY)
@@ -290,16 +296,27 @@ def second_source(text: str) -> list[tuple[str, TableRow, StatementRow, bool]]:
 def table_prose_conflicts(text: str, tolerance: float) -> list[tuple[str, Reading, Reading]]:
     """Figures a report's table and its prose both state, with values more than ``tolerance`` apart (not the
     gross margin: the prose's is often a segment's or the main business's, another figure than the
-    statement's)."""
+    statement's), each compared only with the same line (``_line``)."""
     tables, prose = _from_tables(text), _read_prose(text)
     out = []
     for name, t in tables.items():
         p = prose.get(name) if name != "gross_margin" else None
-        if p is None or p.value is None or t.value is None:
+        if p is None or p.value is None or t.value is None or _line(name, p.quote) != _line(name, t.quote):
             continue
         if abs(p.value - t.value) > tolerance * max(abs(p.value), abs(t.value), 1e-12):
             out.append((name, t, p))
     return out
+
+
+def _line(name: str, quote: str) -> str:
+    """Which line a figure's quote states: 营业总收入 or 营业收入, the profit attributable to the company's
+    shareholders or the consolidated one (a bare 净利润); the same for their changes."""
+    q = normalize(quote)
+    if name.startswith("revenue"):
+        return "营业总收入" if "营业总收入" in q else "营业收入"
+    if name.startswith("net_profit"):
+        return "归母" if re.search(r"归属于?(?:上市公司|母公司)|归母", q) else "净利润"
+    return name
 
 
 @functools.lru_cache(maxsize=64)
@@ -393,11 +410,18 @@ def _read_prose(text: str) -> dict[str, Reading]:
 
 def _reported(t: str, m: re.Match) -> bool:
     """A statement of a reported figure: not 扣非, not last year's, not a forecast's clause, not one end of
-    a range."""
+    a range, not in a sentence about a part of the company (a segment, a subsidiary)."""
     before = t[: m.start()]
     clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
     return not (_EXCLUDED_BEFORE.search(before) or _PRIOR_BEFORE.search(before) or _FORECAST.search(clause)
-                or _RANGE_AFTER.match(t[m.end() :]) or _about_last_year(clause))
+                or _RANGE_AFTER.match(t[m.end() :]) or _about_last_year(clause) or _about_a_part(clause))
+
+
+def _about_a_part(clause: str) -> bool:
+    """Whether the sentence so far speaks of a part of the company (a segment, a subsidiary): a clause
+    began with it and none since has named the company as its subject."""
+    part = [p.end() for p in _PART_SUBJECT.finditer(clause)]
+    return bool(part) and not _COMPANY_SUBJECT.search(clause, part[-1])
 
 
 def _about_last_year(clause: str) -> bool:
