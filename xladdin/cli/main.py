@@ -9,7 +9,7 @@ import os
 import sys
 
 from ..errors import XladdinError
-from . import cache_cmd, calc_cmd, cells_cmd, diff_cmd, eval_cmd, highlights_cmd, nightly_cmd, screen_cmd
+from . import cache_cmd, calc_cmd, cells_cmd, compare_cmd, diff_cmd, eval_cmd, highlights_cmd, nightly_cmd, screen_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_cmd.add_parser(sub)
     calc_cmd.add_parser(sub)
     diff_cmd.add_parser(sub)
+    compare_cmd.add_parser(sub)
     cells_cmd.add_parser(sub)
     return parser
 

@@ -87,8 +87,10 @@ def _beside(df: Any, task: Task, result_model: type[BaseModel], records: list[An
 
 def compare(result_df: Any, by: str = "行业") -> Any:
     """The industries of a screened frame (``screen(df)``'s result) compared: a tidy DataFrame with a row per
-    industry, figure and period (count, median, min, max), the numbers of the report's Summary sheet.
-    Rows that are errors are left out; a figure read for two years gives a row per year."""
+    industry, figure and period (``2019年度``; ``本期``/``上期`` where the report's period is not known:
+    count, median, min, max), the numbers of the report's Summary sheet (``compare.by_period`` lays them
+    out a column per period). Rows that are errors are left out; a figure read for two years gives a
+    row per year."""
     import pandas as pd
 
     if by not in result_df.columns:
@@ -102,8 +104,11 @@ def compare(result_df: Any, by: str = "行业") -> Any:
     for (_, row), error in zip(result_df.iterrows(), errors, strict=True):
         if isinstance(error, str) and error:
             continue
-        rows.append((row[by], {field: _number(row[title]) for field, title in titles.items()}))
+        rows.append((row[by], row.get(PERIOD), {field: _number(row[title]) for field, title in titles.items()}))
     return pd.DataFrame(comparing.figure_table(rows), columns=comparing.HEADER)
+
+
+PERIOD = ScreenResult.model_fields["period"].title
 
 
 def _number(value: Any) -> float | None:

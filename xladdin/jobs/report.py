@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
 from ..errors import InputError, XladdinError
 from ..reading.pool import Pool
-from .compare import HEADER as COMPARE_HEADER
-from .compare import PRIOR_YEAR, THIS_YEAR, chart_figure, from_results, industry_name
+from .compare import by_period, chart_figure, from_results, industry_name
 
 ERROR_HEADER = "错误 error"
 RISK_FILLS = {"高": "FFC7CE", "中": "FFEB9C", "低": "C6EFCE"}
@@ -302,54 +301,62 @@ def industries(pool: Pool) -> list[Any]:
 
 
 def _write_comparison(sm: Any, pool: Pool, results: Sequence[Any]) -> None:
-    """The industries compared (``compare.from_results``) below the counts, and a chart of one figure's
-    median by industry beside it."""
-    from openpyxl.chart import BarChart, Reference
-    from openpyxl.styles import Font
+    """The industries compared (``compare.from_results``, a column per period) below the counts, and a
+    chart beside."""
+    write_by_period(sm, from_results(industries(pool), results))
 
-    table = from_results(industries(pool), results)
-    if not table:
-        return
-    sm.append([])
-    _append_text_safe(sm, ["行业对比 industries compared (figures read and checked; median and range)"])
-    sm.cell(row=sm.max_row, column=1).font = Font(bold=True)
-    _append_text_safe(sm, COMPARE_HEADER)
-    for cell in sm[sm.max_row]:
-        cell.font = Font(bold=True)
-    first = sm.max_row + 1
-    for row in table:
-        _append_text_safe(sm, row)
-    charted = chart_figure(table)
-    medians: dict[str, dict[str, Any]] = {}
-    for r in table:
-        if r[1] == charted:
-            medians.setdefault(r[0], {})[r[2]] = r[4]
-    if not medians:
-        return
-    # the charted figure's median by industry, this year and last side by side (a chart reads a
-    # contiguous range): the trend per industry at a glance
+
+def write_by_period(ws: Any, table: list[list[Any]]) -> None:
+    """``table`` (``compare.figure_table``) as its medians with a column per period and the change, and a
+    chart of one figure's median by industry, a bar per period: the years side by side per industry."""
+    from openpyxl.chart import BarChart, Reference, Series
+    from openpyxl.styles import Font
     from openpyxl.utils import get_column_letter
 
-    col = len(COMPARE_HEADER) + 2
-    sm.cell(row=first - 2, column=col, value=f"{charted} 中位数 median").font = Font(bold=True)
-    for j, head in enumerate(("行业 industry", THIS_YEAR, PRIOR_YEAR)):
-        sm.cell(row=first - 1, column=col + j, value=head).font = Font(bold=True)
-    for i, (industry, periods) in enumerate(medians.items()):
-        sm.cell(row=first + i, column=col, value=xlsx_text(industry))
-        sm.cell(row=first + i, column=col + 1, value=periods.get(THIS_YEAR))
-        sm.cell(row=first + i, column=col + 2, value=periods.get(PRIOR_YEAR))
-    widths = (("B", 26), ("C", 16), ("D", 10), ("E", 14), (get_column_letter(col), 22),
-              (get_column_letter(col + 1), 16), (get_column_letter(col + 2), 16))
-    for letter, width in widths:
-        sm.column_dimensions[letter].width = width
-    last = first + len(medians) - 1
+    if not table:
+        return
+    header, rows = by_period(table)
+    if ws.max_row > 1:
+        ws.append([])
+    _append_text_safe(ws, ["行业对比 industries compared (figures read and checked: the median of each period; "
+                           "变化 = the last period's less the one before, a ratio's in percentage points)"])
+    ws.cell(row=ws.max_row, column=1).font = Font(bold=True)
+    _append_text_safe(ws, header)
+    head = ws.max_row
+    for cell in ws[head]:
+        cell.font = Font(bold=True)
+    for row in rows:
+        _append_text_safe(ws, row)
+        for cell in ws[ws.max_row][2:]:
+            cell.number_format = "0.00"
+    ws.column_dimensions["A"].width = max(ws.column_dimensions["A"].width or 0, 16)
+    ws.column_dimensions["B"].width = 26
+    for j in range(3, len(header) + 1):
+        ws.column_dimensions[get_column_letter(j)].width = 13
+    charted = chart_figure(table)
+    lines = [r for r in rows if r[1] == charted]
+    if not lines:
+        return
+    # the charted figure's medians by industry, a column per period, beside the table (a chart reads a
+    # contiguous range)
+    col = len(header) + 2
+    ws.cell(row=head - 1, column=col, value=f"{charted} 中位数 median").font = Font(bold=True)
+    for j, title in enumerate(("行业 industry", *header[2:-1])):
+        ws.cell(row=head, column=col + j, value=xlsx_text(title)).font = Font(bold=True)
+    for i, r in enumerate(lines, 1):
+        ws.cell(row=head + i, column=col, value=xlsx_text(r[0]))
+        for j, v in enumerate(r[2:-1], 1):
+            ws.cell(row=head + i, column=col + j, value=v).number_format = "0.00"
+    ws.column_dimensions[get_column_letter(col)].width = 16
+    last = head + len(lines)
     chart = BarChart()
-    chart.title = f"{charted}: 行业中位数 本期/上期 median by industry"
-    chart.width, chart.height = 20, 10  # cm: room for an industry per pair of bars
-    chart.add_data(Reference(sm, min_col=col + 1, max_col=col + 2, min_row=first - 1, max_row=last),
-                   titles_from_data=True)
-    chart.set_categories(Reference(sm, min_col=col, min_row=first, max_row=last))
-    sm.add_chart(chart, sm.cell(row=first, column=col + 4).coordinate)
+    chart.title = f"{charted}: 行业中位数 median by industry, 按期间 by period"
+    chart.width, chart.height = 22, 10  # cm: room for an industry per group of bars
+    for j in range(1, len(header) - 2):  # a series per period: its median of each industry
+        chart.series.append(Series(Reference(ws, min_col=col + j, min_row=head + 1, max_row=last),
+                                   title=str(header[j + 1])))
+    chart.set_categories(Reference(ws, min_col=col, min_row=head + 1, max_row=last))
+    ws.add_chart(chart, ws.cell(row=last + 2, column=col).coordinate)
 
 
 def _append_text_safe(ws: Any, row: list[Any]) -> None:

@@ -220,6 +220,14 @@ def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
     return real, st
 
 
+def _named_year(name: str, dates: Any) -> tuple[int, int] | None:
+    """The period a file's name gives (``2024年报``), else the one year it names (``_2024.pdf``), as an order."""
+    if dates.period is not None:
+        return dates.period.order
+    years = set(re.findall(r"(?<!\d)((?:19|20)\d{2})(?!\d)", name))
+    return (int(years.pop()), 12) if len(years) == 1 else None
+
+
 def read_document(path: str | Path) -> str:
     """The text of a report file (pages joined by ``\\f``); remembered while the file is unchanged. A
     path that is not a ``ReportPath`` is a file the caller names itself (a benchmark, a test): read
@@ -374,7 +382,8 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
                   texts: Callable[[list[Path]], dict[Path, str | None]] | None = None) -> dict[str, Path]:
     """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``). A code
     with several files gets the newest: by the publication day and period their names give
-    (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by modification time. With
+    (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by the period or year each
+    name gives (``600025_华能水电_2024.pdf``), else by modification time. With
     ``as_of``, a report published after that day (or whose period had not ended) is never chosen: the
     newest published by then is, its day the latest its name and its text give (``periods``); each file
     left out, and why, goes to ``left_out`` under its code. ``texts``: the texts of many files at once
@@ -398,6 +407,8 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
         if as_of is None:
             if all(d.published for d in dates.values()):
                 found[code] = max(paths, key=lambda p: (dates[p].newest, p.name))
+            elif all(_named_year(p.name, dates[p]) for p in paths):  # 600025_2023.pdf, 600025_2024年报.pdf
+                found[code] = max(paths, key=lambda p: (_named_year(p.name, dates[p]), p.name))
             else:
                 found[code] = max(paths, key=lambda p: p.stat().st_mtime)
             continue

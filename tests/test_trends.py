@@ -1,0 +1,89 @@
+"""``xladdin compare``: industries and companies over the years, through the CLI — a folder holding
+several reports of one company makes its trend (each figure under the period it is of), and the real
+annual reports in ``../shared/data`` (when there) give their companies' years as the gold states them."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import openpyxl
+import pytest
+from kit import run_cli
+from test_documents import SHARED
+
+GOLD = SHARED / "annual_reports" / "gold.jsonl"
+
+
+def annual(year: int, revenue: float, revenue_prev: float, profit: float, profit_prev: float) -> str:
+    """An annual report's text: its title (the period) and its key-figure table (万元)."""
+    growth = round((revenue - revenue_prev) / revenue_prev * 100, 2)
+    return "\n".join([f"{year}年年度报告", "第二节 公司简介和主要财务指标", "(一) 主要会计数据", "单位：万元 币种：人民币",
+                      f"主要会计数据 {year}年 {year - 1}年 本期比上年同期增减(%) {year - 2}年",
+                      f"营业收入 {revenue:,.2f} {revenue_prev:,.2f} {growth} 40,100.00",
+                      f"归属于上市公司股东的净利润 {profit:,.2f} {profit_prev:,.2f} 不适用 2,300.00"])
+
+
+def sheet(path, name):
+    rows = list(openpyxl.load_workbook(path)[name].iter_rows(values_only=True))
+    return rows
+
+
+def test_a_folder_with_two_years_of_a_company_gives_its_trend_and_the_industries_by_year(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "600001_甲公司_2022.txt").write_text(annual(2022, 12000, 10000, 1500, 1000), encoding="utf-8")
+    (reports / "600001_甲公司_2023.txt").write_text(annual(2023, 15000, 12000, 1800, 1500), encoding="utf-8")
+    (reports / "600002_乙公司_2023.txt").write_text(annual(2023, 30000, 20000, 900, 1200), encoding="utf-8")
+    pool = tmp_path / "pool.csv"
+    with pool.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["代码", "名称", "行业"], ["600001", "甲公司", "电池"], ["600002", "乙公司", "电池"]])
+    r = run_cli("compare", reports, "-o", tmp_path / "c.xlsx", "--pool", pool, "--no-progress")
+    assert r.returncode == 0, r.stderr
+    companies = sheet(tmp_path / "c.xlsx", "Companies")
+    assert list(companies[0]) == ["代码 code", "名称 name", "指标 figure", "2021年度", "2022年度", "2023年度",
+                                  "变化 change"]
+    trend = {(row[0], row[2]): list(row[3:]) for row in companies[1:]}
+    assert trend[("600001", "营收(亿元) revenue")] == [1.0, 1.2, 1.5, 0.3]  # both reports: three years
+    assert trend[("600002", "净利润(亿元) net profit")] == [None, 0.12, 0.09, -0.03]
+    industries = sheet(tmp_path / "c.xlsx", "Industries")
+    at = next(i for i, row in enumerate(industries) if row[:2] == ("行业 industry", "指标 figure"))
+    assert industries[at][2:6] == ("2021年度", "2022年度", "2023年度", "变化 change")
+    medians = {row[1]: row[2:6] for row in industries[at + 1 :] if row[0] == "电池"}
+    assert medians["营收(亿元) revenue"] == (1.0, 1.6, 2.25, 0.65)  # 2022: 1.2 and 2.0; 2023: 1.5 and 3.0
+    assert len(openpyxl.load_workbook(tmp_path / "c.xlsx")["Industries"]._charts) == 1  # the years side by side
+    figures = sheet(tmp_path / "c.xlsx", "Figures")
+    assert ("电池", "营收(亿元) revenue", "2022年度", 2, 1.6, 1.2, 2.0) in figures
+
+
+def test_compare_names_a_bad_source_and_output(tmp_path):
+    r = run_cli("compare", tmp_path / "none", "-o", tmp_path / "c.xlsx")
+    assert r.returncode == 2 and "no such report or folder" in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run_cli("compare", tmp_path / "empty", "-o", tmp_path / "c.xlsx")
+    assert r.returncode == 2 and "no report files" in r.stderr
+    r = run_cli("compare", tmp_path / "empty", "-o", tmp_path / "c.csv")
+    assert r.returncode == 2 and "name a .xlsx file" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not GOLD.is_file(), reason="../shared/data annual reports not present")
+def test_the_real_reports_give_each_company_its_years(tmp_path):
+    """国投电力 (seven reports), 华能水电 (five) and 贵州茅台 (two): each year's revenue and profit as the gold
+    gives them, the prior-year columns of each report filling the years between."""
+    r = run_cli("compare", GOLD.parent, "-o", tmp_path / "c.xlsx", "--no-progress", timeout=900)
+    assert r.returncode == 0, r.stderr
+    companies = sheet(tmp_path / "c.xlsx", "Companies")
+    header = list(companies[0])
+    trend = {(row[0], row[2]): dict(zip(header[3:], row[3:], strict=True)) for row in companies[1:]}
+    checked = 0
+    for line in GOLD.read_text(encoding="utf-8").splitlines():
+        g = json.loads(line)
+        if g["code"] not in ("600886", "600025", "600519"):
+            continue
+        period = f"{g['year']}年度"
+        for figure, field in (("营收(亿元) revenue", "revenue"), ("净利润(亿元) net profit", "net_profit")):
+            assert trend[(g["code"], figure)][period] == pytest.approx(g[field] / 1e8, rel=1e-9), (g["file"], figure)
+            checked += 1
+    assert checked == 2 * 14
+    assert sum(v is not None for v in trend[("600886", "营收(亿元) revenue")].values()) >= 8

@@ -1,0 +1,183 @@
+"""``xladdin compare SOURCE -o OUT.xlsx``: industries and companies compared over the years.
+
+SOURCE is a screen report (what ``xladdin screen`` wrote: .xlsx, .csv or .json) or a folder of report
+files. A folder's files are all read, several of one company too (``--reports`` screens only the newest
+of each; a trend needs them all): code reads each one's figures and period, no model is asked, and
+``--pool`` gives each company's industry (its code column and 行业). The workbook has the industries
+with a column per period and their change, with a chart of the years side by side (Industries), each
+company's figures over its periods (Companies), and the tidy table pandas gives (Figures).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, XladdinError
+from ..periods import parse_period
+from ..reading.documents import SUFFIXES, Reports, attach
+from ..reading.pool import read_pool
+from ..settings import Settings
+from ..tasks.base import Provenance
+from ..tasks.cell_values import normalize_code
+from ..tasks.screen import ScreenResult, ScreenTask
+from .changes import code_column, read_screen
+from .compare import HEADER, figure_table, trend_table
+from .report import check_output, write_by_period, xlsx_text
+
+MAX_FILES = 100_000  # report files one folder may give
+CODE_ONLY = "程序读数 code's reading"  # what read a folder's reports: no model
+_TITLES = {field: info.title for field, info in ScreenResult.model_fields.items()}
+
+
+def read_rows(source: str | Path, settings: Settings, pool: str | Path | None = None,
+              progress: bool = True) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+    """(code, name, industry, period, {result field: value}) of each row of a screen report, or of each
+    report file of a folder (read by code)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return _folder_rows(path, settings, _industries(pool), progress)
+    if not path.is_file():
+        raise InputError("source", f"{source}: no such report or folder")
+    return _report_rows(path, _industries(pool))
+
+
+def _industries(pool: str | Path | None) -> dict[str, Any]:
+    """Each code's industry from a pool file (its code and industry columns)."""
+    if pool is None:
+        return {}
+    read = read_pool(pool)
+    if "industry" not in read.mapping:
+        raise InputError("pool", f"{Path(pool).name} has no industry column (行业, 所属行业, industry …)")
+    out = {}
+    for record in read.records():
+        try:
+            out[normalize_code(record.get("code"))[:6]] = record.get("industry")
+        except InputError:
+            continue
+    return out
+
+
+def _report_rows(path: Path, industries: dict[str, Any]) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+    saved = read_screen(path)
+    code_at = code_column(saved)
+    industry_at = next((c for c in saved.columns if _is_industry(c)), None)
+    out = []
+    for row in saved.rows:
+        code = str(row.get(code_at) or "").strip()
+        figures = {field: row.get(title) for field, title in _TITLES.items()}
+        industry = row.get(industry_at) if industry_at else industries.get(code[:6])
+        out.append((code, str(row.get(_TITLES["name"]) or ""), industry, row.get(_TITLES["period"]), figures))
+    return out
+
+
+def _is_industry(column: str) -> bool:
+    from ..reading.pool import match_header
+
+    try:
+        return (match_header(column) or ("",))[0] == "industry"
+    except InputError:
+        return False
+
+
+def _folder_rows(folder: Path, settings: Settings, industries: dict[str, Any],
+                 progress: bool) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+    files = sorted(Path(e.path) for e in os.scandir(folder)
+                   if e.is_file() and not e.name.startswith(".") and Path(e.name).suffix.lower() in SUFFIXES)
+    if not files:
+        raise InputError("source", f"{folder}: no report files ({', '.join(SUFFIXES)})")
+    if len(files) > MAX_FILES:
+        raise InputError("source", f"{folder}: {len(files):,} report files, over {MAX_FILES:,}")
+    allowed = Reports.of(settings, None, folder)
+    task = ScreenTask()
+    provenance = Provenance(model=CODE_ONLY, task_version=task.version, cached=False)
+    out = []
+    for path in _bar(files, progress):
+        code = (re.findall(r"(?<!\d)(\d{6})(?!\d)", path.name) or [path.stem])[0]
+        name = _name_of(path.stem, code)
+        try:
+            record = attach(allowed.place({"code": code, "name": name, "report_file": str(path)}))
+            result = task.without_answer(task.parse(record), XladdinError("no model asked"), provenance)
+        except XladdinError as e:
+            raise InputError("source", f"{path.name}: {e}") from None
+        out.append((code, name, industries.get(code), result.period, result.model_dump()))
+    return out
+
+
+def _name_of(stem: str, code: str) -> str:
+    """A company's name as a file names it (``600519_贵州茅台_2020``: 贵州茅台)."""
+    parts = [p for p in re.split(r"[_\-\s]+", stem.replace(code, "")) if p and not re.fullmatch(r"\d{4}.*", p)]
+    return parts[0] if parts else stem
+
+
+def _bar(files: list[Path], progress: bool) -> Iterable[Path]:
+    if not progress:
+        return files
+    from tqdm import tqdm
+
+    return tqdm(files, desc="reports", unit="file")
+
+
+def compare_file(source: str | Path, output: str | Path, settings: Settings, *, pool: str | Path | None = None,
+                 progress: bool = True) -> Path:
+    """The comparison workbook of ``source`` (a screen report or a folder of report files) at ``output``."""
+    out = check_output(output, source if Path(source).is_file() else None)
+    if out.suffix.lower() != ".xlsx":
+        raise InputError("output", f"{out.name}: the comparison is a workbook: name a .xlsx file")
+    rows = read_rows(source, settings, pool, progress)
+    write_comparison(out, newest_first(rows), source)
+    return out
+
+
+def newest_first(rows: list[tuple[str, str, Any, Any, dict[str, Any]]]) -> list[tuple[str, str, Any, Any, dict]]:
+    """The rows, each company's newest report first (a year two reports give is the newer one's)."""
+    def order(row: tuple[str, str, Any, Any, dict[str, Any]]) -> tuple[int, int]:
+        p = parse_period(row[3]) if row[3] not in (None, "") else None
+        return p.order if p is not None else (0, 0)
+
+    return sorted(rows, key=order, reverse=True)
+
+
+def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, Any]]], source: Any) -> None:
+    from openpyxl import Workbook
+    from openpyxl.styles import Alignment, Font
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Industries"
+    table = figure_table((industry, period, figures, code) for code, _, industry, period, figures in rows)
+    ws.append([xlsx_text(f"{len(rows)} reports from {source}")])
+    write_by_period(ws, table)
+    companies = wb.create_sheet("Companies")
+    header, trend = trend_table((code, name, period, figures) for code, name, _, period, figures in rows)
+    companies.append([xlsx_text(h) for h in header])
+    for row in trend:
+        companies.append([xlsx_text(v) for v in row])
+        for cell in companies[companies.max_row][3:]:
+            cell.number_format = "0.00"
+    _style_header(companies, Font, Alignment)
+    companies.column_dimensions["B"].width = 14
+    companies.column_dimensions["C"].width = 26
+    figures = wb.create_sheet("Figures")
+    figures.append(HEADER)
+    for row in table:
+        figures.append([xlsx_text(v) for v in row])
+    _style_header(figures, Font, Alignment)
+    figures.column_dimensions["A"].width = 16
+    figures.column_dimensions["B"].width = 26
+    wb.save(path)
+
+
+def _style_header(ws: Any, font: Any, alignment: Any) -> None:
+    from openpyxl.utils import get_column_letter
+
+    for cell in ws[1]:
+        cell.font = font(bold=True)
+        cell.alignment = alignment(wrap_text=True)
+    for j in range(1, ws.max_column + 1):
+        letter = get_column_letter(j)
+        ws.column_dimensions[letter].width = max(ws.column_dimensions[letter].width or 0, 12)
+    ws.freeze_panes = "A2"
