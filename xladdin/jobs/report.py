@@ -222,13 +222,94 @@ def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[st
     return by_risk, by_industry
 
 
+# how a report's columns read: money and ratios to 2 decimals, long text wrapped in a wide column
+_TWO_DECIMALS = re.compile(r"亿元|\(%\)|（%）|%|\(元\)|元/股|PE|市盈率|ROE|EPS")
+LONG_TEXT = ("理由 reason", "说明 notes", "出处 evidence", "规则依据 rule basis", "业绩亮点 highlights",
+             "分行业毛利率 segment gross margins", "阅读范围 read", "财报摘要 report text", "错误 error")
+WIDE, NARROW, WIDEST = 48, 8, 60
+MAX_LINES = 4  # of a wrapped cell shown at once (the rest by making the row taller)
+
+
+def _shown_width(value: Any) -> int:
+    """A value's width in a cell, a CJK character two (its longest line)."""
+    text = f"{value:.2f}" if isinstance(value, float) else str(value)
+    return max((sum(2 if ord(ch) > 0x2E80 else 1 for ch in line) for line in text.splitlines() or [""]), default=0)
+
+
+def format_columns(ws: Any, header: list[str], rows: list[list[Any]], sample: int = 500) -> None:
+    """Number formats by column (money, ratios, EPS and PE to 2 decimals), widths fitted to what the
+    first ``sample`` rows hold (a header wraps over two lines), long text wrapped in a wide column."""
+    from openpyxl.styles import Alignment
+    from openpyxl.utils import get_column_letter
+
+    for cell in ws[1]:
+        cell.alignment = Alignment(wrap_text=True, vertical="top")
+    ws.row_dimensions[1].height = 30
+    wrapped: list[tuple[int, float]] = []  # (column, width) of the wrapped columns: each row's height from them
+    for i, h in enumerate(header, 1):
+        letter = get_column_letter(i)
+        values = [r[i - 1] for r in rows[:sample] if i - 1 < len(r) and r[i - 1] not in (None, "")]
+        numeric = values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        head = max(_shown_width(part) for part in str(h).split(" ", 1)) if " " in str(h) else _shown_width(h)
+        fitted = max(NARROW, head + 2, *(_shown_width(v) + 2 for v in values))
+        if str(h) in LONG_TEXT or any(isinstance(v, str) and len(v) > 60 for v in values):
+            ws.column_dimensions[letter].width = min(fitted, WIDEST if str(h) == "财报摘要 report text" else WIDE)
+            for row in ws.iter_rows(min_row=2, min_col=i, max_col=i):
+                row[0].alignment = Alignment(wrap_text=True, vertical="top")
+            wrapped.append((i, ws.column_dimensions[letter].width))
+            continue
+        if numeric and _TWO_DECIMALS.search(str(h)) and any(isinstance(v, float) for v in values):
+            for row in ws.iter_rows(min_row=2, min_col=i, max_col=i):
+                row[0].number_format = "0.00"
+            fitted = max(NARROW, head + 2, *(len(f"{v:,.2f}") + 2 for v in values))
+        ws.column_dimensions[letter].width = min(WIDE, fitted)
+    top = Alignment(vertical="top")
+    wrapped_at = {i for i, _ in wrapped}
+    for line in ws.iter_rows(min_row=2, max_row=min(ws.max_row, sample + 1)):  # a row's cells read from its top
+        for cell in line:
+            if cell.column not in wrapped_at:
+                cell.alignment = top
+    for r, row in enumerate(rows[:sample], 2):  # a row as tall as its longest wrapped cell (hosts do not grow it)
+        lines = max((-(-_shown_width(row[i - 1]) // max(1, int(width) - 1))
+                     for i, width in wrapped if i - 1 < len(row) and row[i - 1] not in (None, "")), default=1)
+        if lines > 1:
+            ws.row_dimensions[r].height = 15 * min(lines, MAX_LINES)
+
+
+NOTES = "说明 notes"
+
+
+def said_once(header: list[str], rows: list[list[Any]]) -> tuple[list[list[Any]], str | None]:
+    """A note every row with notes carries (``缺PE-TTM: PE规则未应用`` on a folder of reports), taken out of
+    the rows to be said once on the Run sheet (``notes_every_row``); the rows and what was taken."""
+    if NOTES not in header:
+        return rows, None
+    at = header.index(NOTES)
+    noted = [[p for p in str(r[at]).split("; ") if p] for r in rows if r[at] not in (None, "")]
+    if len(noted) < 2:
+        return rows, None
+    common = [p for p in noted[0] if all(p in parts for parts in noted[1:])]
+    if not common:
+        return rows, None
+    out = []
+    for r in rows:
+        if r[at] in (None, ""):
+            out.append(r)
+            continue
+        left = "; ".join(p for p in str(r[at]).split("; ") if p and p not in common)
+        out.append([*r[:at], left or None, *r[at + 1 :]])
+    return out, "; ".join(common)
+
+
 def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: Sequence[Any], pool: Pool,
                 run: dict[str, Any], changes: Changes | None = None) -> None:
     from openpyxl import Workbook
     from openpyxl.chart import BarChart, Reference
     from openpyxl.styles import Font, PatternFill
-    from openpyxl.utils import get_column_letter
 
+    rows, common = said_once(header, rows)
+    if common:
+        run = {**run, "notes_every_row": common}
     wb = Workbook()
     ws = wb.active
     ws.title = "Results"
@@ -244,8 +325,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
             cell = ws.cell(row=r, column=risk_col)
             if cell.value in RISK_FILLS:
                 cell.fill = PatternFill("solid", start_color=RISK_FILLS[cell.value])
-    for i, h in enumerate(header, 1):
-        ws.column_dimensions[get_column_letter(i)].width = min(40, max(8, len(str(h)) + 2))
+    format_columns(ws, header, rows)
 
     sm = wb.create_sheet("Summary")
     note = run.get("note")
