@@ -26,8 +26,8 @@ from xladdin.testing import screen_answer
 
 
 def readme_rules(roe, pe, is_st=False, net_profit=None, net_profit_prev=None):
-    """The README's rules table, written out again by hand (an oracle independent of ``rules.assess``):
-    (risk level, score)."""
+    """The rules table of docs/rules-and-figures.md, written out again by hand (an oracle independent of
+    ``rules.assess``): (risk level, score)."""
     from decimal import ROUND_HALF_UP, Decimal
 
     pe_ranked = None if pe is None else (100 if pe <= 0 else pe)  # PE-TTM ≤ 0: ranked as 100

@@ -1,4 +1,4 @@
-"""``xladdin nightly``: two nights in an empty folder, the README's cron and systemd lines as printed;
+"""``xladdin nightly``: two nights in an empty folder, the cron and systemd lines of docs/nightly.md as printed;
 and the night's inputs refused in one line naming the file (no traceback)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kit import run_cli
 from test_documents import TINY_MAX_TOKENS, cli
 from test_nightly import LAST_NIGHT, write_csv
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "nightly.md"  # where the cron and systemd lines are
 BIN = "/srv/xladdin/.venv/bin/xladdin"
 
 

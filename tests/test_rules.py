@@ -104,7 +104,7 @@ NO_YEARS = "缺两年净利润: 连续亏损规则未应用"
 
 
 @pytest.mark.parametrize("given, level, score, basis, flags, notes", [
-    # written out from the README's rules table: what the cell shows, word for word
+    # written out from the rules table of docs/rules-and-figures.md: what the cell shows, word for word
     (dict(roe=4, pe_ttm=80), "高", 29, "ROE 4% < 5%", [], [NO_YEARS]),  # 100 - 16 - 55
     (dict(roe=4, pe_ttm=20, is_st=True), "高", 41, "ST; ROE 4% < 5%", ["ST"], [NO_YEARS]),
     (dict(roe=10, pe_ttm=60), "中", 63, "ROE 10% < 15%; PE-TTM 60 > 50", [], [NO_YEARS]),

@@ -18,7 +18,8 @@ GOLD = SHARED / "annual_reports" / "gold.jsonl"
 def annual(year: int, revenue: float, revenue_prev: float, profit: float, profit_prev: float) -> str:
     """An annual report's text: its title (the period) and its key-figure table (万元)."""
     growth = round((revenue - revenue_prev) / revenue_prev * 100, 2)
-    return "\n".join([f"{year}年年度报告", "第二节 公司简介和主要财务指标", "(一) 主要会计数据", "单位：万元 币种：人民币",
+    return "\n".join([f"{year}年年度报告", "第二节 公司简介和主要财务指标", "(一) 主要会计数据",
+                      "单位：万元 币种：人民币",
                       f"主要会计数据 {year}年 {year - 1}年 本期比上年同期增减(%) {year - 2}年",
                       f"营业收入 {revenue:,.2f} {revenue_prev:,.2f} {growth} 40,100.00",
                       f"归属于上市公司股东的净利润 {profit:,.2f} {profit_prev:,.2f} 不适用 2,300.00"])

@@ -275,9 +275,9 @@ def test_a_report_on_a_full_disk_says_truly_what_the_cache_holds(cache, tmp_path
         assert said in err, err
 
 
-# ------------------------------------------------------------------ the README's quick benchmark
+# ------------------------------------------------------------------ the quick benchmark of docs/testing.md
 def test_a_quick_benchmark_run_never_writes_the_committed_results(tmp_path, monkeypatch, capsys):
-    """``python -m bench --quick`` as the README gives it (no --scratch): the committed results and page
+    """``python -m bench --quick`` as docs/testing.md gives it (no --scratch): the committed results and page
     (here stand-ins) are left as they are; where the run wrote is said."""
     from types import SimpleNamespace
 

@@ -54,8 +54,8 @@ class SamplingParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    temperature: float = Field(0.0, ge=0, le=2)
-    seed: int = Field(42, ge=0, le=2**31 - 1)
+    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature (0: the most likely answer)")
+    seed: int = Field(42, ge=0, le=2**31 - 1, description="sampling seed, sent with every request")
     max_tokens: int = Field(512, ge=16, le=32768, description="at most this many tokens per answer")
 
 
@@ -82,9 +82,11 @@ class EmbeddedOptions(EngineOptions):
     """The ``embedded`` engine: llama.cpp in this process."""
 
     model: str | None = Field(None, description="GGUF path or hub id for the embedded engine")
-    models_dir: Path = Field(default_factory=lambda: _user_dir("models"))
+    models_dir: Path = Field(default_factory=lambda: _user_dir("models"),
+                             description="where a model given as a hub id is downloaded, once")
     n_ctx: int = Field(4096, ge=256, le=1 << 20, description="context tokens per slot")
-    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=1024)
+    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1, le=1024,
+                           description="CPU threads of the embedded engine")
     prompt_cache_mib: int = Field(
         0,
         ge=0,
@@ -174,9 +176,10 @@ class Settings(BaseSettings):
                                       allow_inf_nan=False)
 
     engine: str = Field("auto", description="auto (URL → openai_http, else embedded), or a registered engine's name")
-    cache_dir: Path = Field(default_factory=lambda: _user_dir("cache"))
-    no_cache: bool = False
-    batch_window_ms: float = Field(20.0, ge=0, le=5000)
+    cache_dir: Path = Field(default_factory=lambda: _user_dir("cache"),
+                            description="where answers and report texts are kept (the disk cache)")
+    no_cache: bool = Field(False, description="ask the engine for every row and keep nothing")
+    batch_window_ms: float = Field(20.0, ge=0, le=5000, description="milliseconds requests are gathered into one wave")
     max_text_chars: int | None = Field(None, ge=100, le=10_000_000,
                                        description="at most this many characters of report text "
                                        "for the model (default: what text_tokens and the engine's context hold)")
