@@ -25,6 +25,7 @@ def gold() -> list[dict]:
     return [json.loads(line) for line in GOLD.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 @real
 def test_each_real_report_s_day_is_after_its_year_and_before_the_next_summer():
     dated = 0

@@ -76,6 +76,7 @@ def test_the_extension_s_types_and_names_come_from_one_table(tmp_path):
     assert built.read_bytes() == build.TYPES.read_bytes(), "XQwenCalc.rdb is stale: run build.compile_types"
 
 
+@pytest.mark.slow
 @needs_calc
 def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_model_path, tmp_path):
     oxt = tmp_path / "xladdin.oxt"
@@ -120,6 +121,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
     assert status["engine"].endswith("(private CPU server, not started)"), status  # no model loaded to reopen
 
 
+@pytest.mark.slow
 @needs_calc
 def test_the_template_opens_in_calc_with_working_formulas(tiny_model_path, tmp_path):
     """``xladdin calc template``: the Excel template as a Calc workbook whose every QWEN_SCREEN is an

@@ -68,6 +68,7 @@ RECALCULATE = """async (rows) => {
 }"""
 
 
+@pytest.mark.slow
 def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_asks_no_engine(tmp_path):
     gate = threading.Event()
 

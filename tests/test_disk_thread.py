@@ -574,6 +574,7 @@ def test_a_file_asked_for_before_a_close_is_that_run_s_and_never_read_after_it(t
         cache.close()
 
 
+@pytest.mark.slow
 def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopened(tmp_path, monkeypatch):
     """The readers' thread still starting a reader process when the reader closes (longer than the close waits
     for it): reopened, the reader reads the next file on a thread of its own (before, it stayed closed for
@@ -608,6 +609,7 @@ def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopen
         cache.close()
 
 
+@pytest.mark.slow
 def test_a_reader_ended_by_a_close_is_no_error_of_its_file_for_the_next_run(tmp_path, monkeypatch):
     """The readers' thread about to take a reader's answer when the reader closes (and is reopened): the close
     ends that reader, which the late thread sees as a crash; that is no fact about the file, whose next

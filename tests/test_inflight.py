@@ -71,6 +71,7 @@ class LoadedEngine(ScriptedEngine):
         return self.in_flight, self.waiting
 
 
+@pytest.mark.slow
 def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
     monkeypatch.setattr(inflight_module, "CONTROL_INTERVAL_S", 0.05)
     # answers in 0.4 s: 128 in flight needs ~320 rows/s from the table's thread (at 0.1 s it needed 1,280/s,

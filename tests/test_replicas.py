@@ -186,6 +186,7 @@ class LlamaLike(Server):
                           "/slots": progress, "/v1/chat/completions": chat_route})
 
 
+@pytest.mark.slow
 def test_the_client_keeps_no_more_in_flight_than_the_server_has_slots(tmp_path):
     crowd = threading.Event()
 
@@ -203,6 +204,7 @@ def test_the_client_keeps_no_more_in_flight_than_the_server_has_slots(tmp_path):
     assert server.most <= 2, server.most  # never more than the server's slots: no queue made by the client
 
 
+@pytest.mark.slow
 def test_a_request_the_server_is_computing_does_not_time_out(tmp_path, monkeypatch):
     """A 4-slot server working on an answer for longer than the timeout (its slots moving all the
     while): the row gets the model's answer, not 模型未作答."""

@@ -106,6 +106,7 @@ def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_
     assert again == done and batcher.reader.snapshot()["files_read"] == 1 and len(engine.calls) == 1
 
 
+@pytest.mark.slow
 def test_a_file_that_hangs_or_crashes_its_reader_is_its_rows_error_and_the_others_go_on(tmp_path):
     import pandas as pd
 

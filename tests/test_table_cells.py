@@ -105,6 +105,7 @@ KEY_FIGURES_RIGHT = 160  # of 160 key figures in the 20 reports there (124 read 
 ALL_RIGHT = 202  # of 204 figures with the gross margins and the segments (156 before the cells and statements)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GOLD.is_file(), reason="../shared/data annual reports not present")
 def test_the_real_reports_key_figures_none_wrong_and_no_fewer_right(tiny_model_path, tmp_path):
     r = cli(["eval", str(GOLD), "-o", str(tmp_path / "eval.json"), "--no-cache"], tiny_model_path, tmp_path)
