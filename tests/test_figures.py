@@ -144,3 +144,16 @@ def test_a_segment_s_figures_are_not_the_company_s():
     assert read_figures(part) == {}
     whole = "报告期内，医药板块持续增长，公司实现营业收入29.4亿元，归母净利润7.7亿元。"
     assert {k: r.value for k, r in read_figures(whole).items()} == {"revenue": 29.4, "net_profit": 7.7}
+
+
+@pytest.mark.parametrize("text", [
+    "公司在年报中对2019年经营目标设定为营业收入48.5亿元(增长30%左右)、净利润14.3亿元(增长25%)。",
+    "考虑客户拓展进度，下调2019年营收8.44亿(-6.05%)，归母净利润1.22亿(-22.10%)。",
+    "修正后公司预计2018年度归属于上市公司股东的净利润为亏损21亿元。",
+    "上调2021-2022年EPS至6.29、7.46元，给予2023年EPS8.74元。",
+])
+def test_a_target_or_a_forecast_is_no_result(text):
+    """Broker notes' targets (目标), revisions (下调, 上调), forecasts (预计, 2023E) and a forecast loss are
+    never read as the company's results (checked over the 2,370 notes of ../shared/data's cfbenchmark)."""
+    assert read_figures(text) == {}
+    assert loss_statement(text) is None

@@ -192,6 +192,11 @@ def test_a_writer_s_notes_file_without_codes_gets_numbered_rows_and_no_forecast_
     assert first["业绩亮点 highlights"] == "1. 2018年营收216.51亿元，同比增长12.5%\n2. 预计2021年归母净利润13.6亿元"
     assert first["说明 notes"] == "未核实，未采用「2018年公司营收和归母净利润13.6亿元」(13.6亿元)"
     assert "41.21" not in first["出处 evidence"] and "1.37" not in first["出处 evidence"]  # last year's
+    # the forecasts, beside the results with their years and words
+    assert first["预测(非实际) forecasts"].splitlines() == [
+        "预测(2018年)「公司今日公布2018年业绩预告,报告期内公司预计实现净利润84.5-87.5亿元」",  # as the task reads it
+        "预测(2019-2021年)「我们预计2019-2021年归母净利润11.2/12.4/13.6亿元,维持增持评级」"]
+    assert second["预测(非实际) forecasts"] in (None, "")
     assert second["业绩亮点 highlights"] in (None, "")
     assert second["说明 notes"].startswith("未核实，未采用「2019年营收216.51亿元")
     assert "本行无亮点" in second["说明 notes"]

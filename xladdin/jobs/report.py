@@ -225,6 +225,7 @@ def summary_counts(pool: Pool, results: Sequence[Any]) -> tuple[Counter, dict[st
 # how a report's columns read: money and ratios to 2 decimals, long text wrapped in a wide column
 _TWO_DECIMALS = re.compile(r"亿元|\(%\)|（%）|%|\(元\)|元/股|PE|市盈率|ROE|EPS")
 LONG_TEXT = ("理由 reason", "说明 notes", "出处 evidence", "规则依据 rule basis", "业绩亮点 highlights",
+             "预测(非实际) forecasts",
              "分行业毛利率 segment gross margins", "阅读范围 read", "财报摘要 report text", "错误 error")
 WIDE, NARROW, WIDEST = 48, 8, 60
 MAX_LINES = 4  # of a wrapped cell shown at once (the rest by making the row taller)

@@ -112,7 +112,7 @@ _LABELS = {
 # 扣除非经常性损益后的净利润 is another figure: never read it as net profit
 _EXCLUDED_BEFORE = re.compile(r"(扣除非经常性损益后的?|扣非后?|少数股东|归属于少数股东的)$")
 # a forecast or a commitment is not a reported figure: never read one from its clause
-_FORECAST = re.compile(r"预计|预测|预期|有望|承诺|我们(?:下|上)调")
+_FORECAST = re.compile(r"预计|预测|预期|有望|承诺|目标|[上下]调|给予|(?:19|20)\d{2}[Ee](?![A-Za-z])")
 _CLAUSE_START = re.compile(r"[。；;!！?？]")  # (the text is read without whitespace: a line break ends nothing)
 _RANGE_AFTER = re.compile(r"^(?:至|到|~|～|-)[-+]?\d")
 _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
@@ -520,11 +520,14 @@ _OTHERS_LOSS_AFTER = re.compile(r"^(合同|准备|风险|的风险|(?:总)?额|(
 
 
 def _own(t: str, m: re.Match) -> bool:
-    """A loss of the company's own, this year: not of others, nor last year's (``上年同期亏损0.8亿元``)."""
+    """A loss of the company's own, this year: not of others, nor last year's (``上年同期亏损0.8亿元``), nor a
+    forecast's (``预计2018年度…净利润为亏损21亿元``)."""
     last_year = m.group(0).startswith(("亏损", "净亏损")) and _PRIOR_LOSS_BEFORE.search(t[max(0, m.start() - 40) :
                                                                                          m.start()])
+    before = t[: m.start()]
+    clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
     return not (last_year or _OTHERS_LOSS_BEFORE.search(t[max(0, m.start() - 16) : m.start()])
-                or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]))
+                or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]) or _FORECAST.search(clause))
 
 
 def _own_loss(t: str) -> re.Match | None:

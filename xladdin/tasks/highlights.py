@@ -10,7 +10,8 @@ a source number said of a forecast (预计, 2021E, a 盈利预测 clause) stands
 it is a forecast, and one under named years (2018年, 2019-2021年) only for a highlight naming one of
 them (or none). A highlight with a number that fails is dropped and counted, and shown nowhere as
 fact; one that says nothing beyond numbers and periods (``18Q4``), or repeats another, is no
-highlight; a row left without any says why. The model's answer is cached
+highlight; a row left without any says why. The source's forecasts are listed beside the highlights
+(``forecasts``: each with its years and words), never among them. The model's answer is cached
 like any; the check runs after the cache, so a stricter check never needs the model again. Without
 an answer, code writes the highlights from the figures it read (``without_answer``).
 """
@@ -202,6 +203,26 @@ def _unverified(highlight: str, known: list[Known]) -> list[str]:
             if not _matches(written, value, kind, direction, known, forecast, years)]
 
 
+MAX_FORECASTS = 5
+
+
+def forecasts(source: str) -> list[str]:
+    """The forecasts the source states (a sentence with 预计, 预测, 2021E … and a figure), each with the
+    years it names and its words: shown beside the results, never as one."""
+    out: list[str] = []
+    for written in re.split(r"(?<=[。；;!！?？\n])", source):
+        sentence = re.sub(r"\s+", " ", written).strip(" ；;。")  # as written, each whitespace run one space
+        folded = _spaced(sentence)
+        if not _FORECAST.search(folded) or not _numbers(sentence):
+            continue
+        years = sorted(_years(folded))
+        when = (f"{years[0]}-{years[-1]}年" if len(years) > 1 else f"{years[0]}年") if years else "年份未注"
+        line = f"预测({when})「{sentence[:80]}{'…' if len(sentence) > 80 else ''}」"
+        if line not in out:
+            out.append(line)
+    return out[:MAX_FORECASTS]
+
+
 def _says_something(line: str) -> bool:
     """A highlight with words beyond its numbers and periods (``18Q4`` alone, ``2019H1：`` is none)."""
     rest = _PERIOD.sub("", _NUMBER.sub("", _spaced(line)))
@@ -256,6 +277,7 @@ NONE_NOTE = "{}，程序也未读到可写的数字(营收、归母净利润、R
 class HighlightsResult(ResultRow):
     code: str | None = Field(title="代码 code")
     highlights: str = Field(title="业绩亮点 highlights")
+    forecasts: str = Field("", title="预测(非实际) forecasts")  # beside the results, never as one
     kept: int = Field(title="采用 kept")
     dropped: int = Field(title="未核实删去 dropped")
     numbers_checked: int = Field(0, title="核对数字 numbers checked")  # in what the model wrote
@@ -378,6 +400,7 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         evidence = "；".join("/".join(names) + f"「{quote}」" + (f"(第{page}页)" if page else "")
                             for (quote, page), names in quoted.items())
         text = "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
-        return HighlightsResult(code=inp.code, highlights=text, kept=len(lines), dropped=dropped,
+        return HighlightsResult(code=inp.code, highlights=text, forecasts="\n".join(forecasts(inp.report_text)),
+                                kept=len(lines), dropped=dropped,
                                 numbers_checked=counted[0], numbers_unverified=counted[1], notes=notes,
                                 evidence=evidence, provenance=provenance)
