@@ -33,6 +33,19 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
         {"revenue": 2941412770.30, "net_profit": 770782185.09, "net_profit_prev": 605003820.78,
          "net_profit_ex": 751209860.23, "ocf": 612399095.31, "net_profit_change_pct": 27.40, "eps": 0.48,
          "roe": 14.07, **GM}),
+    # a change cell cut mid-word by a line break, the last column's figure after its end (减少2.23个百 / 分点 6.31)
+    "change_cut_mid_word": ([COVER + [
+        "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
+        "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+        "营业收入 20,000,000.00 16,000,000.00 25.00 15,000,000.00",
+        "归属于上市公司股东的净利润 3,000,000.00 2,500,000.00 20.00 2,000,000.00",
+        "(二) 主要财务指标", "主要财务指标 2023年 2022年", "本期比上年同", "期增减(%) 2021年",
+        "基本每股收益（元／股） 0.31 0.32 -3.75 0.14",
+        "加权平均净资产收益率（%） 11.64 13.87 减少2.23个百", "分点 6.31",
+        "扣除非经常性损益后的加权平均", "净资产收益率（%）", "12.14 7.00 增加5.14个百", "分点 7.55",
+        "八、境内外会计准则下会计数据差异"], STATEMENT],
+        {"revenue": 20000000.0, "net_profit": 3000000.0, "net_profit_prev": 2500000.0, "net_profit_change_pct": 20.0,
+         "eps": 0.31, "roe": 11.64, **GM}),
     # a 单位 line in 万元, negatives in parentheses, the table split over two pages, a spaced change in words
     "unit_line_two_pages": ([COVER + [
         "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：万元 币种：人民币",
@@ -203,7 +216,7 @@ def verdicts(row: dict) -> dict[str, str]:
                                     "insurer_thousands", "restated", "group_header_ten_thousands",
                                     "group_header_thousands", "three_line_labels", "hkd_then_rmb",
                                     "hkd_statement", "header_at_a_page_s_foot",
-                                    "statement_chinese_note_references"])
+                                    "statement_chinese_note_references", "change_cut_mid_word"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])

@@ -307,6 +307,60 @@ def _statement_stage(stage: int, page: str) -> int:
     return stage
 
 
+# The chapters an annual report's 目录 lists (第五节 重要事项 …… 28): those no figure, date or excerpt comes
+# from are not read, from the page their title opens to the page the next chapter read opens (found by
+# the offset of printed page numbers to the PDF's pages, checked on that page's title; else read).
+_TOC_LINE = re.compile(r"第(?P<n>[一二三四五六七八九十]+)(?P<kind>[节章])\s*(?P<title>[^\s.…·\d][^\n.…·]*?)"
+                       r"[\s.…·]*(?P<page>\d{1,4})\s*$", re.M)
+_NOT_READ = re.compile(r"重要事项|股份变动|优先股|债券|董事、?监事|监事会报告|公司治理|内部控制|环境|社会责任|ESG")
+TOC_PAGES = 12  # the 目录 is looked for in the first pages
+
+
+@dataclass(frozen=True)
+class Chapter:
+    heading: str  # 第五节重要事项, whitespace removed
+    page: int  # its printed page number
+
+    @property
+    def read(self) -> bool:
+        return not _NOT_READ.search(self.heading)
+
+
+def _contents(text: str) -> list[Chapter]:
+    """The chapters a 目录 page lists, in order (none unless four or more with rising page numbers)."""
+    found = [Chapter("第" + m["n"] + m["kind"] + re.sub(r"\s+", "", m["title"]), int(m["page"]))
+             for m in _TOC_LINE.finditer(text)]
+    if len(found) < 4 or any(b.page < a.page for a, b in zip(found, found[1:], strict=False)):
+        return []
+    return found
+
+
+def _opens(text: str, heading: str) -> bool:
+    """Whether a page's text has ``heading`` as a line of its own (a chapter opening on it, at its top or
+    below the end of the one before; a mention in a sentence is no heading)."""
+    if heading[:3] not in text.replace(" ", ""):  # most pages: no chapter opens on them
+        return False
+    for line in text.splitlines():
+        flat = re.sub(r"\s+", "", line)
+        if flat.startswith(heading[:6]) and len(flat) <= len(heading) + 4:
+            return True
+    return False
+
+
+def _skip(chapters: list[Chapter], text: str, index: int) -> tuple[int, str] | None:
+    """Where to read on from when the page at ``index`` (its ``text``) opens a chapter not read: the PDF
+    page the next chapter read opens on, and that chapter's heading."""
+    for k, chapter in enumerate(chapters):
+        if chapter.read or not _opens(text, chapter.heading):
+            continue
+        after = next((c for c in chapters[k + 1 :] if c.read), None)
+        if after is None:
+            return None
+        target = after.page + (index - chapter.page)
+        return (target, after.heading) if target > index else None
+    return None
+
+
 def _pdf(p: Path, raw: bytes) -> str:
     import pypdfium2 as pdfium
 
@@ -319,22 +373,43 @@ def _pdf(p: Path, raw: bytes) -> str:
             raise InputError(FIELD, f"{p.name} is encrypted (password protected): save an unprotected copy") \
                 from None
         raise InputError(FIELD, f"{p.name} is a damaged PDF ({e})") from None
+    def page_text(i: int) -> str:
+        page = doc[i]
+        textpage = page.get_textpage()
+        text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+        textpage.close()
+        page.close()
+        return text
+
     try:
         pages: list[str] = []
         stage = 0  # 1: the auditor's report read, 2: the 合并利润表 begun, 3: its rows read
-        for i in range(len(doc)):
-            page = doc[i]
-            textpage = page.get_textpage()
-            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
-            textpage.close()
-            page.close()
+        chapters: list[Chapter] = []
+        ahead: dict[int, str] = {}  # a page read to check a jump's target
+        i = 0
+        while i < len(doc):
+            text = ahead.pop(i, None)
+            if text is None:
+                text = page_text(i)
             flat = re.sub(r"\s+", "", text)
             if stage == 3 and _NOTES.search(flat):
                 break  # the notes to the statements: nothing code reads or the model is shown stands there
             stage = _statement_stage(stage, flat)
             pages.append(text)
-        chars = sum(len(re.sub(r"\s+", "", t)) for t in pages)
-        if not pages or chars < MIN_CHARS_PER_PAGE * len(pages):
+            if not chapters and i < TOC_PAGES:
+                chapters = _contents(text)
+            elif chapters and (jump := _skip(chapters, text, i)) is not None:
+                target, heading = jump
+                if target < len(doc) and target not in ahead:
+                    ahead[target] = page_text(target)
+                if target < len(doc) and _opens(ahead[target], heading):
+                    pages.extend([""] * (target - i - 1))  # not read: each page keeps its number
+                    i = target
+                    continue
+            i += 1
+        read = [t for t in pages if t]
+        chars = sum(len(re.sub(r"\s+", "", t)) for t in read)
+        if not read or chars < MIN_CHARS_PER_PAGE * len(read):
             raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
         return PAGE_BREAK.join(layout.with_tables(doc, pages, p.name))
     except pdfium.PdfiumError as e:

@@ -116,6 +116,8 @@ def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
                     page.flush_cache()
                 if block:
                     out[i] = pages[i] + "\n" + block
+                    if _complete(out):  # every key figure read: the pages after are not parsed
+                        break
     except Exception as e:  # pdfplumber cannot open what pdfium read: the text as it was
         log.debug("%s: tables not read (%s)", name, e)
         return pages

@@ -164,6 +164,25 @@ def _number(tok: str) -> float | None:
     return None
 
 
+_CHANGE_CUT = re.compile(r"(?:增加|减少|上升|下降)\s*-?\d+(?:\.\d+)?\s*(?P<cut>个百分|个百|个|百分|百)$")
+
+
+def _mended(lines: list[str]) -> list[str]:
+    """The lines with a change cell cut by a line break joined again: ``… 减少2.23个百`` then ``分点 6.31``
+    (the last column's figure after the change's end) read as ``… 减少2.23个百分点`` and ``6.31`` on the row."""
+    out = list(lines)
+    for i in range(len(out) - 1):
+        m = _CHANGE_CUT.search(out[i].rstrip())
+        if m is None:
+            continue
+        rest = ("个百分点" if m["cut"].startswith("个") else "百分点")[len(m["cut"]):]
+        after = out[i + 1].lstrip()
+        if after.startswith(rest):
+            out[i] = out[i].rstrip() + rest + " " + after[len(rest):].strip()
+            out[i + 1] = ""
+    return out
+
+
 def _tokens(line: str) -> list[str]:
     """A line's tokens, a change in words joined into one (``减少 3.96 个百分点`` → ``减少3.96个百分点``)."""
     return _PP_SPACED.sub(lambda m: re.sub(r"\s+", "", m.group(0)), line).split()
@@ -228,7 +247,7 @@ class _Reader:
 
     def _page(self, page: str, page_no: int | None) -> bool:
         """Read one page; True at the table's end."""
-        for raw in page.split("\n"):
+        for raw in _mended(page.split("\n")):
             line = raw.strip()
             if not line or _is_pipe(line):  # the tables read by their cells: read after the text (``cells``)
                 continue

@@ -1,0 +1,65 @@
+"""Only the pages that matter (issue 43 item 3): an annual report's chapters its 目录 lists and no figure,
+date or excerpt comes from (重要事项, 公司治理 …) are not read, each page keeping its number; a 目录
+whose page numbers are wrong, or none, reads everything. Through ``xladdin screen --reports`` on PDFs
+made here, and the reading itself."""
+
+from __future__ import annotations
+
+import json
+
+from test_documents import PAGE_1, PAGE_2, cli, make_pdf
+
+from xladdin.reading.documents import read_document
+from xladdin.tasks.tables import PAGE_BREAK
+
+CONTENTS = ["2023年年度报告", "目录", "第一节 释义 ........ 3", "第二节 公司简介和主要财务指标 ........ 4",
+            "第三节 管理层讨论与分析 ........ 6", "第四节 重要事项 ........ 7", "第五节 公司治理 ........ 8",
+            "第六节 财务报告 ........ 10"]
+
+
+def report(contents: list[str]) -> list[list[str]]:
+    """Ten pages: cover and 目录, 释义, the key-figure table (pages 4-5), the management discussion, two
+    chapters not read (重要事项 on page 7, 公司治理 on pages 8-9, each with a sentence naming a figure), the
+    financial report (page 10)."""
+    return [
+        contents[:1],
+        contents[1:],
+        ["第一节 释义", "本公司 指 测试股份有限公司"],
+        PAGE_1,
+        PAGE_2,
+        ["第三节 管理层讨论与分析", "报告期内，公司实现营业收入5.23亿元。"],
+        ["第四节 重要事项", "重大合同：公司与客户签订合同金额9.99亿元。"],
+        ["第五节 公司治理", "董事会共召开会议8次。"],
+        ["公司治理续", "监事会共召开会议5次。"],
+        ["第六节 财务报告", "审计报告", "审计意见 我们审计了测试股份有限公司财务报表。"],
+    ]
+
+
+def test_the_chapters_not_read_are_left_out_each_page_keeping_its_number(tmp_path):
+    make_pdf(tmp_path / "600001_2023.pdf", report(CONTENTS))
+    pages = read_document(tmp_path / "600001_2023.pdf").split(PAGE_BREAK)
+    assert len(pages) == 10
+    assert "重要事项" in pages[6]  # the page a chapter not read opens on is read (the chapter before may end there)
+    assert pages[7] == pages[8] == ""  # 公司治理: not read
+    assert "审计意见" in pages[9] and "营业收入 52,310.50" in pages[3]
+
+
+def test_a_contents_page_with_wrong_numbers_or_none_reads_every_page(tmp_path):
+    wrong = [line.replace("........ 10", "........ 12") for line in CONTENTS]  # 财务报告 not where it says
+    make_pdf(tmp_path / "wrong.pdf", report(wrong))
+    assert all(read_document(tmp_path / "wrong.pdf").split(PAGE_BREAK))
+    make_pdf(tmp_path / "none.pdf", report(["2023年年度报告", "致股东"]))
+    assert all(read_document(tmp_path / "none.pdf").split(PAGE_BREAK))
+
+
+def test_through_the_cli_the_key_figures_keep_their_pages(tiny_model_path, tmp_path):
+    (tmp_path / "reports").mkdir()
+    make_pdf(tmp_path / "reports" / "600001_2023.pdf", report(CONTENTS))
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,行业\n600001,测试股份,设备\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "out.json")],
+            tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert row["营收(亿元) revenue"] == 5.2310500 and row["净利润(亿元) net profit"] == -0.312040
+    assert "(第4页)" in row["出处 evidence"] and "(第5页)" in row["出处 evidence"]  # EPS and ROE on page 5
