@@ -518,8 +518,12 @@ def test_wps_loads_the_add_in_from_its_folder_url(scripted):
 # -- the one function table ------------------------------------------------------------------------
 
 def test_every_grid_declares_the_functions_of_the_one_table():
-    from xladdin.calc import build
+    from xladdin.calc import build, runtime
     from xladdin.excel import udfs
+    from xladdin.sheet import functions
+
+    # one dispatch table for every function of the table: Calc and the cell service call through it
+    assert functions.TABLE.keys() == table.BY_NAME.keys() and runtime.BODIES is functions.TABLE
 
     for f in table.FUNCTIONS:  # Excel: the UDFs' arguments, their defaults and xlwings' conversions
         sig = inspect.signature(getattr(udfs, f.name))

@@ -25,6 +25,17 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+ERROR_PREFIX = "#QWEN!"  # what a cell or a report row shows before an error's message
+
+
+def error_text(err: BaseException) -> str:
+    """An error as a cell or a report row shows it."""
+    return f"{ERROR_PREFIX} {err}"
+
+
+def is_error_text(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(ERROR_PREFIX)
+
 
 class XladdinError(Exception):
     """Base of every error xladdin raises."""

@@ -25,7 +25,6 @@ from ..sheet import cells, functions
 from ..sheet.pending import CellRuntime
 
 log = logging.getLogger(__name__)
-Body = Callable[[CellRuntime, tuple[Any, ...], Any], Any]
 MAX_CALLS = 100_000  # distinct calls remembered (a call's value and the cells listening to it)
 LIVE = frozenset({"QWEN_STATUS"})  # results told their new value whenever calls settle or are made
 
@@ -45,20 +44,7 @@ def core(python: str | None = None) -> Batcher:
     return batcher
 
 
-def _flag(value: Any) -> bool:
-    return bool(value) and str(value).strip().upper() not in ("0", "FALSE", "0.0")
-
-
-# function → (body, width of its result: 1 for one value)
-BODIES: dict[str, tuple[Body, int]] = {
-    "QWEN_SCREEN": (lambda rt, a, caller: functions.screen(rt, a[0], _flag(a[1]), a[2], caller),
-                    len(cells.SPILL_FIELDS)),
-    "QWEN": (lambda rt, a, caller: functions.ask(rt, a[0], a[1], caller), 1),
-    "QWEN_EXTRACT": (lambda rt, a, caller: functions.extract(rt, a[0], a[1], a[2], caller), 1),
-    "QWEN_CLASSIFY": (lambda rt, a, caller: functions.classify(rt, a[0], a[1], caller), 1),
-    "QWEN_HIGHLIGHTS": (lambda rt, a, caller: functions.highlights(rt, a[0], a[1], a[2], caller), 1),
-    "QWEN_STATUS": (lambda rt, a, caller: functions.status(rt), functions.STATUS_WIDTH),
-}
+BODIES = functions.TABLE  # function → (body, width of its result): the one dispatch table
 
 
 def from_calc(value: Any) -> Any:

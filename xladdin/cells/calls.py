@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any
 
-from ..errors import XladdinError
+from ..errors import XladdinError, is_error_text
 from ..sheet import cells, functions
 from ..sheet.pending import CellRuntime
 from ..sheet.table import BY_NAME, Function, Param
@@ -101,23 +101,11 @@ def function(name: Any) -> Function:
 
 def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: Caller) -> Any:
     """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it."""
-    width = len(cells.SPILL_FIELDS) if fn.name == "QWEN_SCREEN" else (
-        functions.STATUS_WIDTH if fn.name == "QWEN_STATUS" else 1)
+    body, width = functions.TABLE[fn.name]
 
     @functions.cell_errors(lambda: rt, width)
     def run() -> Any:
-        a = arguments(fn, args)
-        if fn.name == "QWEN_SCREEN":
-            return functions.screen(rt, a[0], a[1], a[2], caller)
-        if fn.name == "QWEN":
-            return functions.ask(rt, a[0], a[1], caller)
-        if fn.name == "QWEN_EXTRACT":
-            return functions.extract(rt, a[0], a[1], a[2], caller)
-        if fn.name == "QWEN_CLASSIFY":
-            return functions.classify(rt, a[0], a[1], caller)
-        if fn.name == "QWEN_HIGHLIGHTS":
-            return functions.highlights(rt, a[0], a[1], a[2], caller)
-        return functions.status(rt)
+        return body(rt, arguments(fn, args), caller)
 
     return _plain(run())
 
@@ -145,4 +133,4 @@ def is_error(value: Any) -> bool:
     first = value
     while isinstance(first, list) and first:
         first = first[0]
-    return isinstance(first, str) and first.startswith("#QWEN!")
+    return is_error_text(first)

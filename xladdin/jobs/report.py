@@ -28,7 +28,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from .changes import Changes
 
-from ..errors import InputError, XladdinError
+from ..errors import InputError, XladdinError, error_text
 from ..reading.pool import Pool
 from .compare import by_period, chart_figure, from_results, industry_name
 
@@ -56,8 +56,6 @@ def xlsx_text(value: Any) -> Any:
     return value
 
 
-def error_text(err: BaseException) -> str:
-    return f"#QWEN! {err}"
 
 
 def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:

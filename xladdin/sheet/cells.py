@@ -12,8 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InputError, XladdinError, first_error
-from ..jobs.report import error_text
+from ..errors import ERROR_PREFIX, InputError, XladdinError, error_text, first_error
 from ..reading.pool import Pool, pool_from_frame, pool_from_table
 from ..tasks.rules import DEFAULT_RULES, Rules
 from ..tasks.screen import ScreenResult
@@ -94,7 +93,7 @@ def filler_row(first: str, width: int = len(SPILL_FIELDS)) -> list[Any]:
 
 
 def error_value(err: BaseException) -> str:
-    msg = error_text(err) if isinstance(err, XladdinError) else f"#QWEN! internal error: {err}"
+    msg = error_text(err) if isinstance(err, XladdinError) else f"{ERROR_PREFIX} internal error: {err}"
     return msg[:255]
 
 

@@ -6,10 +6,11 @@ folder and Rules sheet come from, and how a waiting cell is recalculated."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import XladdinError
+from ..errors import ERROR_PREFIX, XladdinError
 from ..reading.as_of import date_rows
 from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
 from . import cells
@@ -67,7 +68,7 @@ def extract(rt: CellRuntime, text: Any, item: Any, unit: Any, caller: Any = None
     record = {"text": text, "item": item, "unit": unit if unit not in (None, "") else "亿元"}
 
     def to_row(r):
-        return [f"#QWEN! {r.note}"] if r.value is None else [r.value]
+        return [f"{ERROR_PREFIX} {r.note}"] if r.value is None else [r.value]
 
     return _single(rt.rows(ExtractTask(), [record], to_row, 1, caller))
 
@@ -80,7 +81,7 @@ def classify(rt: CellRuntime, text: Any, labels: Any, caller: Any = None) -> Any
 def highlights(rt: CellRuntime, report: Any, points: Any, max_chars: Any, caller: Any = None,
                folder: Path | None = None) -> Any:
     record = rt.reports(folder).place({"report_text": report, "max_chars": max_chars}, folder)
-    return _single(rt.rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"#QWEN! {r.notes}"], 1,
+    return _single(rt.rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"{ERROR_PREFIX} {r.notes}"], 1,
                            caller))
 
 
@@ -112,3 +113,23 @@ def status(rt: CellRuntime) -> list[list[Any]]:
         ["cache", cache["directory"] if cache["enabled"] else (b.cache.warning or "off")],
         ["last error", rt.last_error or snap["last_error"] or ""],
     ]
+
+
+def flag(value: Any) -> bool:
+    """A TRUE/FALSE argument as a grid gives it (TRUE, 1, "TRUE"; FALSE, 0, "FALSE", empty)."""
+    return bool(value) and str(value).strip().upper() not in ("0", "FALSE", "0.0")
+
+
+Body = Callable[[CellRuntime, list[Any], Any], Any]
+# The one dispatch table of the function table (``sheet/table.py``: names, arguments, help): each
+# function's body, called with the runtime, its arguments in the table's order and its caller, and the
+# width of its result (1: one value). Calc and the cell service dispatch through it; the Excel UDFs,
+# whose signatures xlwings reads, call the same bodies.
+TABLE: dict[str, tuple[Body, int]] = {
+    "QWEN_SCREEN": (lambda rt, a, caller: screen(rt, a[0], flag(a[1]), a[2], caller), len(cells.SPILL_FIELDS)),
+    "QWEN": (lambda rt, a, caller: ask(rt, a[0], a[1], caller), 1),
+    "QWEN_EXTRACT": (lambda rt, a, caller: extract(rt, a[0], a[1], a[2], caller), 1),
+    "QWEN_CLASSIFY": (lambda rt, a, caller: classify(rt, a[0], a[1], caller), 1),
+    "QWEN_HIGHLIGHTS": (lambda rt, a, caller: highlights(rt, a[0], a[1], a[2], caller), 1),
+    "QWEN_STATUS": (lambda rt, a, caller: status(rt), STATUS_WIDTH),
+}
