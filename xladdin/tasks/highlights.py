@@ -5,7 +5,8 @@
 writes the highlights; afterwards code checks every number in them (``check``): it must be a
 figure code read or a number written in the source, units and 万/亿 normalised, a percentage as a
 percentage, equal to the digits the highlight gives (a rounding of it counts), and a change said
-to go one way (增长) not one the source says went the other (下降), and of the same kind of statement:
+to go one way (增长) not one the source says went the other (下降), of the same figure (营收 is not 净利润:
+the last one named before the number in its sentence), and of the same kind of statement:
 a source number said of a forecast (预计, 2021E, a 盈利预测 clause) stands only for a highlight that says
 it is a forecast, and one under named years (2018年, 2019-2021年) only for a highlight naming one of
 them (or none). A highlight with a number that fails is dropped and counted, and shown nowhere as
@@ -84,9 +85,28 @@ def _numbers(text: str) -> list[tuple[str, float, str, int | None]]:
     return [n[:4] for n in _placed_numbers(text)]
 
 
-def _placed_numbers(text: str) -> list[tuple[str, float, str, int | None, bool, frozenset[int]]]:
+# the figure a number is of, by the last word naming one before it in its sentence (longest first: 净利率
+# is no 净利)
+_METRICS = {"营业总收入": "营收", "营业收入": "营收", "营收": "营收", "收入": "营收", "销售额": "营收",
+            "净资产收益率": "ROE", "ROE": "ROE", "毛利率": "毛利率", "净利率": "净利率", "每股收益": "EPS",
+            "EPS": "EPS", "现金流": "现金流", "净利润": "净利润", "归母净利": "净利润", "净利": "净利润",
+            "利润": "净利润"}
+_METRIC = re.compile("|".join(sorted(map(re.escape, _METRICS), key=len, reverse=True)))
+METRIC_OF = {"revenue": "营收", "revenue_growth": "营收", "net_profit": "净利润", "net_profit_growth": "净利润",
+             "net_profit_prev": "净利润", "net_profit_deducted": "净利润", "eps": "EPS", "roe": "ROE",
+             "gross_margin": "毛利率", "net_margin": "净利率", "operating_cash_flow": "现金流"}
+
+
+def _metric(before: str) -> str | None:
+    """The figure named last in the sentence ``before`` ends (``营收和归母净利润``: 净利润; ``归母净利润747.34
+    亿元，同比增长``: 净利润), else ``None``."""
+    found = list(_METRIC.finditer(before))
+    return _METRICS[found[-1].group(0)] if found else None
+
+
+def _placed_numbers(text: str) -> list[tuple[str, float, str, int | None, bool, frozenset[int], str | None]]:
     """Each figure of ``text`` as written, its value, kind and direction, and what its sentence says of
-    it: whether a forecast, and the years it names up to the figure."""
+    it: whether a forecast, the years it names up to the figure, and the figure's name (``_metric``)."""
     out = []
     folded = _spaced(text)
     starts = [0, *(m.end() for m in _SENTENCE_END.finditer(folded))]
@@ -97,7 +117,7 @@ def _placed_numbers(text: str) -> list[tuple[str, float, str, int | None, bool, 
         value = float(m.group("n").replace(",", "")) * _SCALE.get(unit or "", 1.0)
         sentence = folded[max(s for s in starts if s <= m.start()) : m.start()]
         out.append((m.group(0).strip(), value, _kind(unit), _direction(folded[max(0, m.start() - 6) : m.start()]),
-                    bool(_FORECAST.search(sentence)), _years(sentence)))
+                    bool(_FORECAST.search(sentence)), _years(sentence), _metric(sentence)))
     return out
 
 
@@ -132,17 +152,18 @@ def _scale_of(written: str) -> float:
     return 1.0
 
 
-Known = tuple[float, str, int | None, bool, frozenset[int]]  # value, kind, direction, forecast, years
+Known = tuple[float, str, int | None, bool, frozenset[int], str | None]  # value, kind, direction, forecast, years,
+# the figure it is of
 
 
 def _matches(written: str, value: float, kind: str, direction: int | None, known: list[Known],
-             forecast: bool = False, years: frozenset[int] = frozenset()) -> bool:
+             forecast: bool = False, years: frozenset[int] = frozenset(), metric: str | None = None) -> bool:
     """``value`` (as ``written``) is one of ``known``, or a rounding of one to the digits written; a
     change said to go one way (增长, 下降) never matches one the source says went the other; a forecast
     of the source only a highlight saying ``forecast``, a figure under named years only a highlight
-    naming none or one of them (``years``)."""
+    naming none or one of them (``years``), and a number of one figure (营收) never one of another (净利润)."""
     scale, digits = _scale_of(written), _decimals(written)
-    for other, other_kind, other_direction, other_forecast, other_years in known:
+    for other, other_kind, other_direction, other_forecast, other_years, other_metric in known:
         if other_kind == "raw" and kind != "":
             continue  # only a bare number is matched by its digits alone
         if other_kind not in (kind, "raw") and not (kind == "" or other_kind == ""):
@@ -153,6 +174,8 @@ def _matches(written: str, value: float, kind: str, direction: int | None, known
             continue  # a forecast stated as a result
         if years and other_years and not years & other_years:
             continue  # another year's figure
+        if metric and other_metric and metric != other_metric:
+            continue  # another figure's number
         if round(abs(other) / scale, digits) == round(abs(value) / scale, digits):
             return True
     return False
@@ -173,16 +196,18 @@ def _known(source: str, figures: dict[str, Reading]) -> list[Known]:
     sentence names)."""
     found = _placed_numbers(source)
     # and each as written, whatever its unit: a bare number in a highlight may be the source's 150 (万吨)
-    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw", d, f, y) for w, _, _, d, f, y in found]
-    known = [(v, k, d, f, y) for _, v, k, d, f, y in found] + digits
+    digits = [(float(re.match(r"[\d,.]+", w).group().replace(",", "")), "raw", d, f, y, m)
+              for w, _, _, d, f, y, m in found]
+    known = [(v, k, d, f, y, m) for _, v, k, d, f, y, m in found] + digits
     for name, r in figures.items():
         if r.value is None:
             continue
         unit = _UNITS.get(name, ("", ""))[1]
         sign = (1 if r.value > 0 else -1 if r.value < 0 else None) if name.endswith("_growth") else None
         years = _years_before(source, r.quote)
-        known.append((r.value * 1e8, "元", None, False, years) if unit == "亿元"
-                     else (r.value, _kind(unit), sign, False, years))
+        metric = METRIC_OF.get(name)
+        known.append((r.value * 1e8, "元", None, False, years, metric) if unit == "亿元"
+                     else (r.value, _kind(unit), sign, False, years, metric))
     return known
 
 
@@ -199,8 +224,8 @@ def _years_before(source: str, quote: str) -> frozenset[int]:
 def _unverified(highlight: str, known: list[Known]) -> list[str]:
     folded = _spaced(highlight)
     forecast, years = bool(_FORECAST.search(folded)), _years(folded)
-    return [written for written, value, kind, direction in _numbers(highlight)
-            if not _matches(written, value, kind, direction, known, forecast, years)]
+    return [written for written, value, kind, direction, _, _, metric in _placed_numbers(highlight)
+            if not _matches(written, value, kind, direction, known, forecast, years, metric)]
 
 
 MAX_FORECASTS = 5
