@@ -38,8 +38,12 @@ def readme_rules(roe, pe, is_st=False, net_profit=None, net_profit_prev=None):
         level = "中"
     else:
         level = "低"
-    if roe is None or pe is None:
+    if roe is None and pe is None:
         return level, None
+    if pe_ranked is None:  # no PE-TTM: scored at the PE limit, at the loss PE when the profit is negative
+        pe_ranked = 100 if net_profit is not None and net_profit < 0 else 50
+    if roe is None:  # no ROE: scored at the 高 bound
+        roe = 5
     raw = Decimal(100) - Decimal(str(pe_ranked)) / 100 * 20 - (15 - Decimal(str(roe))) * 5
     return level, int(min(100, max(0, raw.quantize(Decimal(1), rounding=ROUND_HALF_UP))))
 
