@@ -145,6 +145,7 @@ class CellService:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
+        self._waking = False  # one wake of the held polls at a time, however many calls settle meanwhile
         self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="xladdin-cells")
         self._later = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xladdin-cells-later")
         self.stopping = False
@@ -192,7 +193,7 @@ class CellService:
                 self.counts["memory"] += 1
                 out.append(self._result(entry.value))
                 continue
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline and fn.name != "QWEN_STATUS":  # the status is never waited for
                 self._unsettle(entry, settles)
                 later.append(cid)
                 self.counts["pending"] += 1
@@ -251,6 +252,9 @@ class CellService:
                 return
             entry.settled, entry.value, entry.at = True, value, time.monotonic()
             entry.settles += 1
+            if self._waking:  # a wake is on its way to the held polls: it will see this one too
+                return
+            self._waking = True
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._notify)
@@ -258,6 +262,8 @@ class CellService:
     def _notify(self) -> None:
         async def wake() -> None:
             assert self._changed is not None
+            with self._lock:
+                self._waking = False  # what settles from now on wakes the polls again
             async with self._changed:
                 self._changed.notify_all()
 
