@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..reading.documents import decode_text
-from ..reading.pool import match_header
+from ..reading.pool import header_field, match_header
 
 CODE = "代码 code"
 NAME = "名称 name"
@@ -167,11 +167,8 @@ def code_column(saved: Saved) -> str:
     if CODE in saved.columns:
         return CODE
     for column in saved.columns:
-        try:
-            if (match_header(column) or ("",))[0] == "code":
-                return column
-        except InputError:
-            continue
+        if header_field(column) == "code":
+            return column
     raise InputError("report", f"{saved.path.name}: no code column (not a screen report)")
 
 

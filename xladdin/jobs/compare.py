@@ -81,11 +81,11 @@ def _placed(period: Any, figures: dict[str, Any]) -> Iterable[tuple[str, str, fl
             yield label, keys[back], v, back
 
 
-def _per_company(rows: Iterable[tuple[Any, Any, Any, dict[str, Any]]]) -> dict[tuple[Any, str, str], float]:
-    """One value per company, figure and period from (company, industry, period, figures) rows: a period's
-    own report first (a later report's prior-year column may be restated), else the first given."""
+def _per_company(rows: Iterable[tuple[Any, Any, dict[str, Any]]]) -> dict[tuple[Any, str, str], float]:
+    """One value per company, figure and period from (company, period, figures) rows: a period's own
+    report first (a later report's prior-year column may be restated), else the first given."""
     best: dict[tuple[Any, str, str], tuple[int, float]] = {}
-    for company, _, period, figures in rows:
+    for company, period, figures in rows:
         for label, key, v, back in _placed(period, figures):
             if (company, label, key) not in best or back < best[(company, label, key)][0]:
                 best[(company, label, key)] = (back, v)
@@ -105,7 +105,7 @@ def figure_table(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
         sizes[name] = sizes.get(name, 0) + 1
         who = company[0] if company and company[0] not in (None, "") else ("row", i)  # no company: each row
         industry_of.setdefault(who, name)
-        given.append((who, name, period, figures))
+        given.append((who, period, figures))
     values: dict[tuple[str, str, str], list[float]] = {}
     for (who, label, key), v in _per_company(given).items():
         values.setdefault((industry_of[who], label, key), []).append(v)
@@ -149,8 +149,8 @@ def trend_table(rows: Iterable[tuple[Any, Any, Any, dict[str, Any]]]) -> tuple[l
         if code:
             names.setdefault(code, str(name or ""))
     values: dict[tuple[str, str], dict[str, float]] = {}
-    for (code, label, key), v in _per_company((code, None, period, figures) for code, _, period, figures
-                                              in given if code).items():
+    for (code, label, key), v in _per_company((code, period, figures) for code, _, period, figures in given
+                                              if code).items():
         values.setdefault((code, label), {})[key] = v
     keys = sorted({k for found in values.values() for k in found}, key=_order)
     out = []

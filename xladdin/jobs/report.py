@@ -56,8 +56,6 @@ def xlsx_text(value: Any) -> Any:
     return value
 
 
-
-
 def table(pool: Pool, results: Sequence[Any], result_model: type[BaseModel]) -> tuple[list[str], list[list[Any]]]:
     """Header and rows of the report: input columns, result columns, error column."""
     heads, verdicts = verdict_table(results, result_model)

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, XladdinError
-from ..periods import parse_period
 from ..reading.documents import SUFFIXES, Reports, attach
-from ..reading.pool import read_pool
+from ..reading.pool import header_field, read_pool
 from ..settings import Settings
 from ..tasks.base import Provenance
 from ..tasks.cell_values import normalize_code
@@ -64,7 +63,7 @@ def _industries(pool: str | Path | None) -> dict[str, Any]:
 def _report_rows(path: Path, industries: dict[str, Any]) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
     saved = read_screen(path)
     code_at = code_column(saved)
-    industry_at = next((c for c in saved.columns if _is_industry(c)), None)
+    industry_at = next((c for c in saved.columns if header_field(c) == "industry"), None)
     out = []
     for row in saved.rows:
         code = str(row.get(code_at) or "").strip()
@@ -72,15 +71,6 @@ def _report_rows(path: Path, industries: dict[str, Any]) -> list[tuple[str, str,
         industry = row.get(industry_at) if industry_at else industries.get(code[:6])
         out.append((code, str(row.get(_TITLES["name"]) or ""), industry, row.get(_TITLES["period"]), figures))
     return out
-
-
-def _is_industry(column: str) -> bool:
-    from ..reading.pool import match_header
-
-    try:
-        return (match_header(column) or ("",))[0] == "industry"
-    except InputError:
-        return False
 
 
 def _folder_rows(folder: Path, settings: Settings, industries: dict[str, Any],
@@ -128,17 +118,8 @@ def compare_file(source: str | Path, output: str | Path, settings: Settings, *, 
     if out.suffix.lower() != ".xlsx":
         raise InputError("output", f"{out.name}: the comparison is a workbook: name a .xlsx file")
     rows = read_rows(source, settings, pool, progress)
-    write_comparison(out, newest_first(rows), source)
+    write_comparison(out, rows, source)
     return out
-
-
-def newest_first(rows: list[tuple[str, str, Any, Any, dict[str, Any]]]) -> list[tuple[str, str, Any, Any, dict]]:
-    """The rows, each company's newest report first (a year two reports give is the newer one's)."""
-    def order(row: tuple[str, str, Any, Any, dict[str, Any]]) -> tuple[int, int]:
-        p = parse_period(row[3]) if row[3] not in (None, "") else None
-        return p.order if p is not None else (0, 0)
-
-    return sorted(rows, key=order, reverse=True)
 
 
 def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, Any]]], source: Any) -> None:

@@ -480,10 +480,11 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
     for code, paths in candidates.items():
         dates = {p: periods.from_name(p.name) for p in paths}
         if as_of is None:
+            named = {p: _named_year(p.name, dates[p]) for p in paths}  # 600025_2023.pdf, 600025_2024年报.pdf
             if all(d.published for d in dates.values()):
                 found[code] = max(paths, key=lambda p: (dates[p].newest, p.name))
-            elif all(_named_year(p.name, dates[p]) for p in paths):  # 600025_2023.pdf, 600025_2024年报.pdf
-                found[code] = max(paths, key=lambda p: (_named_year(p.name, dates[p]), p.name))
+            elif all(named.values()):
+                found[code] = max(paths, key=lambda p: (named[p], p.name))
             else:
                 found[code] = max(paths, key=lambda p: p.stat().st_mtime)
             continue

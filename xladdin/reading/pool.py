@@ -112,6 +112,14 @@ def money_unit(unit: str, header: str) -> float:
 _WIND_PART = re.compile(r"\[(交易日期|报告期|单位|币种|截止日期|日期)\]\s*([^\[\n]*)")
 
 
+def header_field(header: Any) -> str | None:
+    """The field a column's header names, else ``None`` (a recognised header with a bad unit too)."""
+    try:
+        return (match_header(header) or (None,))[0]
+    except InputError:
+        return None
+
+
 def match_header(header: Any) -> tuple[str, float] | None:
     """``(field, scale)`` for a recognised header, else ``None``. A Wind / Choice header is its first
     line; its ``[单位]`` part is the column's unit (``[单位] 元``, ``[单位] %``)."""

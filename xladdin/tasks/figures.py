@@ -113,7 +113,7 @@ _LABELS = {
 _EXCLUDED_BEFORE = re.compile(r"(扣除非经常性损益后的?|扣非后?|少数股东|归属于少数股东的)$")
 # a forecast or a commitment is not a reported figure: never read one from its clause
 _FORECAST = re.compile(r"预计|预测|预期|有望|承诺|目标|[上下]调|给予|(?:19|20)\d{2}[Ee](?![A-Za-z])")
-_CLAUSE_START = re.compile(r"[。；;!！?？]")  # (the text is read without whitespace: a line break ends nothing)
+_CLAUSE_ENDS = "。；;!！?？"  # (the text is read without whitespace: a line break ends nothing)
 _RANGE_AFTER = re.compile(r"^(?:至|到|~|～|-)[-+]?\d")
 _CURRENCY = {"元": "CNY", "港元": "HKD", "港币": "HKD", "美元": "USD"}
 _SCALE = {None: 1e-8, "千": 1e-5, "万": 1e-4, "百万": 1e-2, "亿": 1.0}
@@ -408,11 +408,16 @@ def _read_prose(text: str) -> dict[str, Reading]:
     return out
 
 
+def _clause(t: str, at: int) -> str:
+    """The sentence ``at`` stands in, up to it (from the last of ``_CLAUSE_ENDS`` before it)."""
+    return t[max(t.rfind(ch, 0, at) for ch in _CLAUSE_ENDS) + 1 : at]
+
+
 def _reported(t: str, m: re.Match) -> bool:
     """A statement of a reported figure: not 扣非, not last year's, not a forecast's clause, not one end of
     a range, not in a sentence about a part of the company (a segment, a subsidiary)."""
     before = t[: m.start()]
-    clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
+    clause = _clause(t, m.start())
     return not (_EXCLUDED_BEFORE.search(before) or _PRIOR_BEFORE.search(before) or _FORECAST.search(clause)
                 or _RANGE_AFTER.match(t[m.end() :]) or _about_last_year(clause) or _about_a_part(clause))
 
@@ -524,8 +529,7 @@ def _own(t: str, m: re.Match) -> bool:
     forecast's (``预计2018年度…净利润为亏损21亿元``)."""
     last_year = m.group(0).startswith(("亏损", "净亏损")) and _PRIOR_LOSS_BEFORE.search(t[max(0, m.start() - 40) :
                                                                                          m.start()])
-    before = t[: m.start()]
-    clause = before[max((c.end() for c in _CLAUSE_START.finditer(before)), default=0) :]
+    clause = _clause(t, m.start())
     return not (last_year or _OTHERS_LOSS_BEFORE.search(t[max(0, m.start() - 16) : m.start()])
                 or _OTHERS_LOSS_AFTER.match(t[m.end() : m.end() + 5]) or _FORECAST.search(clause))
 

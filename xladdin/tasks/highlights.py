@@ -19,6 +19,7 @@ an answer, code writes the highlights from the figures it read (``without_answer
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Hashable
@@ -115,7 +116,7 @@ def _placed_numbers(text: str) -> list[tuple[str, float, str, int | None, bool, 
         if unit in _NOT_FIGURES:
             continue
         value = float(m.group("n").replace(",", "")) * _SCALE.get(unit or "", 1.0)
-        sentence = folded[max(s for s in starts if s <= m.start()) : m.start()]
+        sentence = folded[starts[bisect.bisect_right(starts, m.start()) - 1] : m.start()]
         out.append((m.group(0).strip(), value, _kind(unit), _direction(folded[max(0, m.start() - 6) : m.start()]),
                     bool(_FORECAST.search(sentence)), _years(sentence), _metric(sentence)))
     return out
