@@ -49,15 +49,27 @@ def draw_table(c, x: float, top: float, widths: list[float], rows: list[list[str
 
 
 def write_ruled_pdf(path: Path, pages: list[list]) -> Path:
-    """One list per page of lines (str) and tables (``(widths, rows)``), drawn down the page in order."""
+    """One list per page of lines (str) and tables (``(widths, rows)``), drawn down the page in order. A
+    page's list may open with its options: ``{"turned": True}`` (a landscape page as PDFs make one: its
+    content drawn turned a quarter, the page marked /Rotate 90 so it shows upright), ``{"form": (dx, dy)}``
+    (everything drawn in a form XObject, placed moved by dx, dy)."""
     from reportlab.pdfbase import pdfmetrics
     from reportlab.pdfbase.cidfonts import UnicodeCIDFont
     from reportlab.pdfgen import canvas
 
     pdfmetrics.registerFont(UnicodeCIDFont("STSong-Light"))
     c = canvas.Canvas(str(path))
-    for items in pages:
-        y = 800.0
+    for n, items in enumerate(pages):
+        options = items[0] if items and isinstance(items[0], dict) else {}
+        items = items[1:] if options else items
+        if options.get("turned"):
+            c.setPageRotation(90)
+            c.saveState()
+            c.translate(595.27, 0)  # A4's width: the content's x runs up the page, its y to the left
+            c.rotate(90)
+        if "form" in options:
+            c.beginForm(f"page{n}")
+        y = 560.0 if options.get("turned") else 800.0
         for item in items:
             if isinstance(item, str):
                 c.setFont("STSong-Light", 10)
@@ -66,6 +78,14 @@ def write_ruled_pdf(path: Path, pages: list[list]) -> Path:
             else:
                 widths, rows = item
                 y = draw_table(c, 40, y, widths, rows) - 16
+        if "form" in options:
+            c.endForm()
+            c.saveState()
+            c.translate(*options["form"])
+            c.doForm(f"page{n}")
+            c.restoreState()
+        if options.get("turned"):
+            c.restoreState()
         c.showPage()
     c.save()
     return Path(path)

@@ -63,3 +63,32 @@ def test_through_the_cli_the_key_figures_keep_their_pages(tiny_model_path, tmp_p
     (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
     assert row["营收(亿元) revenue"] == 5.2310500 and row["净利润(亿元) net profit"] == -0.312040
     assert "(第4页)" in row["出处 evidence"] and "(第5页)" in row["出处 evidence"]  # EPS and ROE on page 5
+
+
+def test_a_chapter_read_stops_at_its_assets_section_and_the_statements_at_the_cash_flow(tmp_path):
+    """The management discussion is read up to its 资产及负债状况 (what follows it, 投资状况, is not read: the
+    next page read is the financial report's); the financial report up to the 合并现金流量表's operating line
+    (the statement of changes in equity and the notes after it are not); 释义 is not read either."""
+    contents = ["2023年年度报告", "目录", "第一节 释义 ........ 3", "第二节 公司简介和主要财务指标 ........ 5",
+                "第三节 管理层讨论与分析 ........ 7", "第四节 重要事项 ........ 10", "第五节 财务报告 ........ 11"]
+    pages = [
+        contents[:1], contents[1:],
+        ["第一节 释义", "本公司 指 测试股份有限公司"], ["释义续", "报告期 指 2023年"],
+        PAGE_1, PAGE_2,
+        ["第三节 管理层讨论与分析", "报告期内，公司实现营业收入5.23亿元。"],
+        ["公司资产负债率为40%。", "(三) 资产、负债情况分析", "货币资金1.11亿元。"],
+        ["(四) 投资状况分析", "公司对外投资金额7.77亿元。"],
+        ["第四节 重要事项", "重大合同：公司与客户签订合同金额9.99亿元。"],
+        ["第五节 财务报告", "审计报告", "审计意见 我们审计了测试股份有限公司财务报表。"],
+        ["合并利润表", "单位：元", "营业收入 523,105,000.00 480,000,000.00", "营业成本 300,000,000.00 280,000,000.00",
+         "销售费用 10,000,000.00 9,000,000.00", "利润总额 -20,000,000.00 5,000,000.00"],
+        ["合并现金流量表", "单位：元", "经营活动产生的现金流量净额 12,345,678.00 9,876,543.00"],
+        ["合并所有者权益变动表", "本年年初余额 1,000,000,000.00"],
+        ["财务报表附注", "一、公司基本情况"],
+    ]
+    make_pdf(tmp_path / "600002_2023.pdf", pages)
+    read = read_document(tmp_path / "600002_2023.pdf").split(PAGE_BREAK)
+    assert read[2] and not read[3]  # 释义: the page it opens on is read (the 目录's chapter may end there)
+    assert "资产、负债情况分析" in read[7] and read[8] == read[9] == ""
+    assert "审计意见" in read[10] and "营业收入" in read[11] and "经营活动产生的现金流量净额" in read[12]
+    assert len(read) == 13  # the statement of changes in equity and the notes: not read

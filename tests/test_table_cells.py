@@ -62,6 +62,14 @@ LAYOUTS: dict[str, tuple[list[list], dict]] = {
     "sse_restated_two_pages": ([TITLE + [(W7, [*SSE_HEAD, REVENUE, PROFIT])],
                                 ["2015年年度报告", (W7, [DEDUCTED, CASH]), "(二) 主要财务指标", (W7, INDICATORS),
                                  "八、境内外会计准则下会计数据差异"]], SSE_GOLD),
+    # the same drawn inside form XObjects placed 30 points right and 40 down (their lines and characters
+    # read through the forms' matrices), and on landscape pages (/Rotate 90: read by pdfplumber's own parse)
+    "sse_restated_in_forms": ([[{"form": (30, -40)}, *TITLE, (W7, [*SSE_HEAD, REVENUE, PROFIT])],
+                               [{"form": (30, -40)}, "2015年年度报告", (W7, [DEDUCTED, CASH]), "(二) 主要财务指标",
+                                (W7, INDICATORS), "八、境内外会计准则下会计数据差异"]], SSE_GOLD),
+    "sse_restated_turned_pages": ([[{"turned": True}, *TITLE, (W7, [*SSE_HEAD, REVENUE, PROFIT])],
+                                   [{"turned": True}, "2015年年度报告", (W7, [DEDUCTED, CASH]), "(二) 主要财务指标",
+                                    (W7, INDICATORS), "八、境内外会计准则下会计数据差异"]], SSE_GOLD),
     "label_rows_header_rows": ([["2019年年度报告全文", "第二节 公司简介和主要财务指标", "六、主要会计数据和财务指标",
                                  "公司是否需追溯调整或重述以前年度会计数据：√ 是 □ 否", (W7B, [*ROWS_HEAD, *ROWS_BODY]),
                                  "七、境内外会计准则下会计数据差异"]], ROWS_GOLD),
@@ -80,7 +88,8 @@ def scored(tiny_model_path, tmp_path_factory):
     return rows, report
 
 
-@pytest.mark.parametrize("layout", ["sse_restated_two_pages", "label_rows_header_rows"])
+@pytest.mark.parametrize("layout", ["sse_restated_two_pages", "sse_restated_in_forms", "sse_restated_turned_pages",
+                                    "label_rows_header_rows"])
 def test_every_figure_of_a_ruled_table_is_right(scored, layout):
     rows, _ = scored
     assert verdicts(rows[layout]) == dict.fromkeys(LAYOUTS[layout][1], "right"), rows[layout]

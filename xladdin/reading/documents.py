@@ -288,32 +288,48 @@ def decode_text(raw: bytes, name: str, field: str) -> str:
 # An annual report's notes to its statements (财务报表附注: about half its pages) are not read: the figures
 # code reads (the key-figure tables, the 合并利润表) and what the model is shown (the opening, the
 # management discussion) all stand before them, and reading is most of a report row's CPU
-# (bench/results/gpu.json, report_files_session). They start after the consolidated income statement.
+# (bench/results/gpu.json, report_files_session). They start after the consolidated income statement;
+# once the 合并现金流量表's 经营活动产生的现金流量净额 is read, nothing after it is either (the parent's
+# statements, the statements of changes in equity).
 _STATEMENT_ROWS = ("营业收入", "营业成本", "销售费用", "管理费用", "利润总额", "净利润", "所得税")
 _NOTES = re.compile(r"财务报表附注|公司基本情况|财务报表的编制基础|重要会计政策及会计估计")
 _INCOME_STATEMENT = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?利润表")  # a bank's: 合并及银行利润表
+_CASH_STATEMENT = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?现金流量表")
+READ_ALL = 5  # the stage after which nothing more is read
 
 
 def _statement_stage(stage: int, page: str) -> int:
     """How far into the financial report a page (whitespace removed) takes the reading: the auditor's
-    report, then the 合并利润表's title, then its rows (on that page or the next ones). Only in that order
-    do the notes end what is read (a 公司基本情况 in the front matter ends nothing)."""
+    report, then the 合并利润表's title, then its rows (on that page or the next ones), then the
+    合并现金流量表's title and its 经营活动产生的现金流量净额 (``READ_ALL``). Only in that order do the notes
+    end what is read (a 公司基本情况 in the front matter ends nothing)."""
     if stage == 0 and "审计报告" in page and "审计意见" in page:
         return 1
     if stage == 1 and _INCOME_STATEMENT.search(page):
         stage = 2
     if stage == 2 and sum(row in page for row in _STATEMENT_ROWS) >= 3:
         return 3
+    if stage == 3 and _CASH_STATEMENT.search(page):
+        stage = 4
+    if stage == 4 and "经营活动产生的现金流量净额" in page:
+        return READ_ALL
     return stage
 
 
 # The chapters an annual report's 目录 lists (第五节 重要事项 …… 28): those no figure, date or excerpt comes
 # from are not read, from the page their title opens to the page the next chapter read opens (found by
-# the offset of printed page numbers to the PDF's pages, checked on that page's title; else read).
+# the offset of printed page numbers to the PDF's pages, checked on that page's title; else read). A
+# chapter read is read up to the management discussion's 资产及负债状况 (its opening: what the model is
+# shown of it, the results in prose, the 主营业务分行业 table; after it: assets, investments, subsidiaries,
+# the outlook) and for CHAPTER_PAGES pages at most; the financial report is read to its notes (the
+# auditor's report, then the statements).
 _TOC_LINE = re.compile(r"第(?P<n>[一二三四五六七八九十]+)(?P<kind>[节章])\s*(?P<title>[^\s.…·\d][^\n.…·]*?)"
                        r"[\s.…·]*(?P<page>\d{1,4})\s*$", re.M)
-_NOT_READ = re.compile(r"重要事项|股份变动|优先股|债券|董事、?监事|监事会报告|公司治理|内部控制|环境|社会责任|ESG")
+_NOT_READ = re.compile(r"[节章]释义|业务概要|重要事项|股份变动|优先股|债券|董事、?监事|监事会报告|公司治理|内部控制|环境|社会责任|ESG")
+_WHOLE = re.compile(r"财务(?:会计)?报告|财务报表")  # read to the notes, however long
 TOC_PAGES = 12  # the 目录 is looked for in the first pages
+CHAPTER_PAGES = 20  # pages of a chapter read (its opening), the financial report apart
+_ENOUGH = re.compile(r"^(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十]+[)）])资产(?:及|、)负债(?:状况|情况)(?:分析)?$")
 
 
 @dataclass(frozen=True)
@@ -324,6 +340,10 @@ class Chapter:
     @property
     def read(self) -> bool:
         return not _NOT_READ.search(self.heading)
+
+    @property
+    def whole(self) -> bool:
+        return bool(_WHOLE.search(self.heading))
 
 
 def _contents(text: str) -> list[Chapter]:
@@ -347,18 +367,44 @@ def _opens(text: str, heading: str) -> bool:
     return False
 
 
-def _skip(chapters: list[Chapter], text: str, index: int) -> tuple[int, str] | None:
-    """Where to read on from when the page at ``index`` (its ``text``) opens a chapter not read: the PDF
-    page the next chapter read opens on, and that chapter's heading."""
-    for k, chapter in enumerate(chapters):
-        if chapter.read or not _opens(text, chapter.heading):
-            continue
-        after = next((c for c in chapters[k + 1 :] if c.read), None)
+def _ends_reading(text: str) -> bool:
+    """Whether a page has the heading after which a chapter's pages are not read (资产及负债状况分析)."""
+    if "负债" not in text:
+        return False
+    return any(_ENOUGH.match(re.sub(r"\s+", "", line)) for line in text.splitlines())
+
+
+class _Plan:
+    """Which pages of a PDF are read, from its 目录's chapters: page by page, where to read on from."""
+
+    def __init__(self, chapters: list[Chapter]):
+        self.chapters = chapters
+        self.within: tuple[int, int] | None = None  # the chapter read being read: its place and opening page
+
+    def jump(self, text: str, index: int) -> tuple[int, str] | None:
+        """Where to read on from after the page at ``index`` (its ``text``), if not the next page: the PDF
+        page the next chapter read opens on, and that chapter's heading."""
+        for k, chapter in enumerate(self.chapters):
+            if not _opens(text, chapter.heading):
+                continue
+            if chapter.read:  # its first opening (a running header naming the chapter opens nothing)
+                if self.within is None or self.within[0] != k:
+                    self.within = (k, index)
+                break
+            return self._after(k, index)
+        if self.within is not None:
+            k, opened = self.within
+            if not self.chapters[k].whole and (index - opened + 1 >= CHAPTER_PAGES or _ends_reading(text)):
+                return self._after(k, opened)
+        return None
+
+    def _after(self, k: int, opened: int) -> tuple[int, str] | None:
+        """The next chapter read after chapter ``k``, which opened on PDF page ``opened``: its PDF page
+        (by the printed numbers' offset) and heading."""
+        after = next((c for c in self.chapters[k + 1 :] if c.read), None)
         if after is None:
             return None
-        target = after.page + (index - chapter.page)
-        return (target, after.heading) if target > index else None
-    return None
+        return after.page + (opened - self.chapters[k].page), after.heading
 
 
 def _pdf(p: Path, raw: bytes) -> str:
@@ -384,7 +430,7 @@ def _pdf(p: Path, raw: bytes) -> str:
     try:
         pages: list[str] = []
         stage = 0  # 1: the auditor's report read, 2: the 合并利润表 begun, 3: its rows read
-        chapters: list[Chapter] = []
+        plan: _Plan | None = None
         ahead: dict[int, str] = {}  # a page read to check a jump's target
         i = 0
         while i < len(doc):
@@ -392,13 +438,13 @@ def _pdf(p: Path, raw: bytes) -> str:
             if text is None:
                 text = page_text(i)
             flat = re.sub(r"\s+", "", text)
-            if stage == 3 and _NOTES.search(flat):
+            if stage == READ_ALL or (stage >= 3 and _NOTES.search(flat)):
                 break  # the notes to the statements: nothing code reads or the model is shown stands there
             stage = _statement_stage(stage, flat)
             pages.append(text)
-            if not chapters and i < TOC_PAGES:
-                chapters = _contents(text)
-            elif chapters and (jump := _skip(chapters, text, i)) is not None:
+            if plan is None and i < TOC_PAGES:
+                plan = _Plan(chapters) if (chapters := _contents(text)) else None
+            elif plan is not None and (jump := plan.jump(text, i)) is not None and jump[0] > i + 1:
                 target, heading = jump
                 if target < len(doc) and target not in ahead:
                     ahead[target] = page_text(target)

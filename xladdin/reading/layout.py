@@ -1,5 +1,6 @@
 """The key-figure tables of a PDF report read by position: pdfplumber's table finder (cells from the
-table's ruling lines) on the few pages that hold them, each table added after its page's text as pipe
+table's ruling lines, on the lines and characters PDFium has read: ``geometry``) on the few pages
+that hold them, each table added after its page's text as pipe
 rows, one row a line: ``| 营业收入 | 31,279,699,772.91 | 32,957,169,192.11 | | -5.09 |``, after the
 lines above it that state its unit.
 
@@ -19,6 +20,7 @@ import re
 from typing import Any
 
 from ..tasks.tables import PAGE_BREAK, PIPE, ROWS, pipe_row, read_key_tables
+from . import geometry
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +66,10 @@ def _cell(value: Any) -> str:
     return text.replace(PIPE, "｜")
 
 
-def _tables(page: Any) -> str | None:
+def _tables(page: Any, text_in: Any) -> str | None:
     """The page's ruled tables as pipe rows, in order down the page, each after the lines above it that
-    state a unit (单位：元, 币种：人民币); ``None`` when the page has none."""
+    state a unit (单位：元, 币种：人民币); ``None`` when the page has none. ``page``: pdfplumber's page or
+    ``geometry.Page``; ``text_in(x0, top, x1, bottom)``: the text of a region of it."""
     tables = [t for t in page.find_tables() if t.cells and len(t.cells) <= MAX_TABLE_CELLS]
     if not tables:
         return None
@@ -76,7 +79,7 @@ def _tables(page: Any) -> str | None:
     for t in tables:
         t_top, t_bottom = t.bbox[1], t.bbox[3]
         if t_top > top:
-            above = page.crop((0, top, page.width, min(t_top, page.height))).extract_text() or ""
+            above = text_in(0, top, page.width, min(t_top, page.height)) or ""
             parts += [line for line in above.split("\n") if _UNIT_LINE.search(line)]
         parts += [pipe_row([_cell(c) for c in r]) for r in t.extract() if any(c not in (None, "") for c in r)]
         top = max(top, t_bottom)
@@ -85,16 +88,45 @@ def _tables(page: Any) -> str | None:
 
 def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
     """``pages`` (the text of ``doc``, a pypdfium2 document) with each key-figure table's cells after its
-    page's text (see the module), where the text reading leaves a key figure out; any page pdfplumber
-    cannot read keeps its text alone."""
+    page's text (see the module), where the text reading leaves a key figure out. A page's lines and
+    characters are PDFium's (``geometry``); a page that cannot give them is parsed by pdfplumber; any page
+    neither can read keeps its text alone."""
     wanted = key_table_pages(pages)
-    if not wanted or _complete(pages):
+    if not wanted or _complete(pages, wanted):
         return pages
     try:
-        import pdfplumber
-        import pypdfium2 as pdfium
+        import pdfplumber.table  # noqa: F401  (its table finder reads the cells)
     except ImportError:  # the text reader alone
         return pages
+    out = list(pages)
+    parse: list[int] = []  # pages for pdfplumber to parse
+    for i in wanted:
+        page = doc[i]
+        textpage = page.get_textpage()
+        try:
+            drawn = geometry.read(page, textpage)
+            if drawn is None:
+                parse.append(i)
+                continue
+            block = _tables(drawn, drawn.text_in)
+        except Exception as e:  # a page's drawing that cannot be followed: its text as it was
+            log.debug("%s page %d: tables not read (%s)", name, i + 1, e)
+            continue
+        finally:
+            textpage.close()
+            page.close()
+        if block:
+            out[i] = pages[i] + "\n" + block
+            if _complete(out, wanted):  # every key figure read: the pages after are not read
+                return out
+    return _parsed(doc, out, parse, name) if parse else out
+
+
+def _parsed(doc: Any, pages: list[str], wanted: list[int], name: str) -> list[str]:
+    """``pages`` with the tables pdfplumber reads on the ``wanted`` pages (it parses them itself)."""
+    import pdfplumber
+    import pypdfium2 as pdfium
+
     out = list(pages)
     try:  # only the pages wanted, as a document of their own: pdfplumber parses none of the others
         part = pdfium.PdfDocument.new()
@@ -108,7 +140,7 @@ def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
             for k, i in enumerate(wanted):
                 page = pdf.pages[k]
                 try:
-                    block = _tables(page)
+                    block = _tables(page, lambda *box, page=page: page.crop(box).extract_text())
                 except Exception as e:  # a page's drawing pdfplumber cannot follow: its text as it was
                     log.debug("%s page %d: tables not read (%s)", name, i + 1, e)
                     continue
@@ -116,7 +148,7 @@ def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
                     page.flush_cache()
                 if block:
                     out[i] = pages[i] + "\n" + block
-                    if _complete(out):  # every key figure read: the pages after are not parsed
+                    if _complete(out, wanted):
                         break
     except Exception as e:  # pdfplumber cannot open what pdfium read: the text as it was
         log.debug("%s: tables not read (%s)", name, e)
@@ -124,7 +156,8 @@ def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
     return out
 
 
-def _complete(pages: list[str]) -> bool:
-    """Whether the text reading finds every key figure of the tables (nothing for the cells to add)."""
-    read = read_key_tables(PAGE_BREAK.join(pages))
+def _complete(pages: list[str], wanted: list[int]) -> bool:
+    """Whether the text reading finds every key figure of the tables on the ``wanted`` pages (nothing for
+    the cells to add); only those pages are read for it."""
+    read = read_key_tables(PAGE_BREAK.join(pages[min(wanted) : max(wanted) + 1]))
     return set(ROWS) <= read.rows.keys()
