@@ -1,8 +1,13 @@
-"""xladdin: a local Qwen model that works like an Excel function."""
+"""xladdin: a local Qwen model that works like an Excel function.
 
-from .core.batcher import Batcher  # noqa: E402
-from .core.cache import Cache, cache_key  # noqa: E402
-from .errors import (  # noqa: E402
+Its names are imported when first used (a report reader process imports only what reading needs)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import (
     ConfigError,
     EngineError,
     EngineOffline,
@@ -12,11 +17,25 @@ from .errors import (  # noqa: E402
     OutputError,
     XladdinError,
 )
-from .jobs.dataframes import compare, highlights, screen  # noqa: E402
-from .settings import Settings  # noqa: E402
-from .tasks import ScreenResult, ScreenTask, StockSample  # noqa: E402
-from .tasks.rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess  # noqa: E402
-from .version import __version__  # noqa: E402
+from .version import __version__
+
+_LAZY = {
+    "Batcher": ".core.batcher",
+    "Cache": ".core.cache",
+    "cache_key": ".core.cache",
+    "compare": ".jobs.dataframes",
+    "highlights": ".jobs.dataframes",
+    "screen": ".jobs.dataframes",
+    "Settings": ".settings",
+    "ScreenResult": ".tasks",
+    "ScreenTask": ".tasks",
+    "StockSample": ".tasks",
+    "DEFAULT_RULES": ".tasks.rules",
+    "Flag": ".tasks.rules",
+    "RiskLevel": ".tasks.rules",
+    "Rules": ".tasks.rules",
+    "assess": ".tasks.rules",
+}
 
 __all__ = [
     "DEFAULT_RULES",
@@ -44,3 +63,16 @@ __all__ = [
     "highlights",
     "screen",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xladdin' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -355,10 +355,10 @@ def _contents(text: str) -> list[Chapter]:
     return found
 
 
-def _opens(text: str, heading: str) -> bool:
-    """Whether a page's text has ``heading`` as a line of its own (a chapter opening on it, at its top or
-    below the end of the one before; a mention in a sentence is no heading)."""
-    if heading[:3] not in text.replace(" ", ""):  # most pages: no chapter opens on them
+def _opens(text: str, heading: str, flat: str | None = None) -> bool:
+    """Whether a page's text (``flat``: without whitespace) has ``heading`` as a line of its own (a chapter
+    opening on it, at its top or below the end of the one before; a mention in a sentence is no heading)."""
+    if heading[:3] not in (re.sub(r"\s+", "", text) if flat is None else flat):  # most pages: no chapter opens
         return False
     for line in text.splitlines():
         flat = re.sub(r"\s+", "", line)
@@ -381,11 +381,11 @@ class _Plan:
         self.chapters = chapters
         self.within: tuple[int, int] | None = None  # the chapter read being read: its place and opening page
 
-    def jump(self, text: str, index: int) -> tuple[int, str] | None:
-        """Where to read on from after the page at ``index`` (its ``text``), if not the next page: the PDF
-        page the next chapter read opens on, and that chapter's heading."""
+    def jump(self, text: str, flat: str, index: int) -> tuple[int, str] | None:
+        """Where to read on from after the page at ``index`` (its ``text``; ``flat``: without whitespace),
+        if not the next page: the PDF page the next chapter read opens on, and that chapter's heading."""
         for k, chapter in enumerate(self.chapters):
-            if not _opens(text, chapter.heading):
+            if not _opens(text, chapter.heading, flat):
                 continue
             if chapter.read:  # its first opening (a running header naming the chapter opens nothing)
                 if self.within is None or self.within[0] != k:
@@ -444,7 +444,7 @@ def _pdf(p: Path, raw: bytes) -> str:
             pages.append(text)
             if plan is None and i < TOC_PAGES:
                 plan = _Plan(chapters) if (chapters := _contents(text)) else None
-            elif plan is not None and (jump := plan.jump(text, i)) is not None and jump[0] > i + 1:
+            elif plan is not None and (jump := plan.jump(text, flat, i)) is not None and jump[0] > i + 1:
                 target, heading = jump
                 if target < len(doc) and target not in ahead:
                     ahead[target] = page_text(target)

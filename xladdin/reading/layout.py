@@ -38,6 +38,8 @@ def key_table_pages(pages: list[str]) -> list[int]:
     goes on over a page break); not a table of contents."""
     found: list[int] = []
     for i, text in enumerate(pages):
+        if not _KEY_TITLE.search(re.sub(r"\s+", "", text)):  # most pages: no such title
+            continue
         titled = any(_KEY_TITLE.search(flat) and not _CHAPTER.match(flat)
                      for flat in (re.sub(r"\s+", "", line) for line in text.split("\n")))
         if titled and not _CONTENTS.search(text):

@@ -1,26 +1,40 @@
-"""Tasks: what is asked of the model. One module per task; the screening rules (``rules``)."""
+"""Tasks: what is asked of the model. One module per task; the screening rules (``rules``).
 
-from .ask import AskResult, AskTask
-from .base import Provenance, Task, validate_input
-from .classify import ClassifyResult, ClassifyTask
-from .extract import ExtractResult, ExtractTask
-from .highlights import HighlightsResult, HighlightsTask
-from .screen import ScreenExtraction, ScreenResult, ScreenTask, StockSample
+Each name is imported when first used (a report reader process needs ``tables`` and ``figures`` only)."""
 
-__all__ = [
-    "AskResult",
-    "AskTask",
-    "ClassifyResult",
-    "ClassifyTask",
-    "ExtractResult",
-    "ExtractTask",
-    "HighlightsResult",
-    "HighlightsTask",
-    "Provenance",
-    "ScreenExtraction",
-    "ScreenResult",
-    "ScreenTask",
-    "StockSample",
-    "Task",
-    "validate_input",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "AskResult": ".ask",
+    "AskTask": ".ask",
+    "ClassifyResult": ".classify",
+    "ClassifyTask": ".classify",
+    "ExtractResult": ".extract",
+    "ExtractTask": ".extract",
+    "HighlightsResult": ".highlights",
+    "HighlightsTask": ".highlights",
+    "Provenance": ".base",
+    "ScreenExtraction": ".screen",
+    "ScreenResult": ".screen",
+    "ScreenTask": ".screen",
+    "StockSample": ".screen",
+    "Task": ".base",
+    "validate_input": ".base",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xladdin.tasks' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -324,8 +324,14 @@ def _offsets(text: str) -> tuple[int, ...] | None:
     """For each character of ``normalize(text)``, its index in ``text`` (``None`` when the
     character-wise fold does not give the same string)."""
     offsets: list[int] = []
+    fold = unicodedata.normalize
     for i, ch in enumerate(text):
-        piece = re.sub(r"\s+", "", unicodedata.normalize("NFKC", ch)).replace("−", "-")
+        piece = fold("NFKC", ch)
+        if len(piece) == 1:  # most characters: kept unless whitespace
+            if not piece.isspace():
+                offsets.append(i)
+            continue
+        piece = re.sub(r"\s+", "", piece).replace("−", "-")
         offsets.extend([i] * len(piece))
     return tuple(offsets) if len(offsets) == len(normalize(text)) else None
 
