@@ -29,3 +29,20 @@ def test_the_readme_is_short_and_every_page_it_links_exists():
     for page in sorted((ROOT / "docs").glob("*.md")):  # and the pages' own links to each other
         for link in re.findall(r"\]\(([\w./-]+\.md)", page.read_text(encoding="utf-8")):
             assert (page.parent / link).resolve().is_file(), (page.name, link)
+
+
+def test_design_links_a_page_per_layer_and_each_page_names_modules_that_exist():
+    """DESIGN.md's picture links one page per layer (docs/design/); a module a page heads a section with
+    is a file or folder of the package (a page about a module gone is caught here)."""
+    design = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    pages = re.findall(r"\]\((docs/design/[\w-]+\.md)\)", design)
+    assert len(pages) == len(list((ROOT / "docs" / "design").glob("*.md"))) == 8
+    package = ROOT / "xladdin"
+    for page in pages:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert "](../../DESIGN.md)" in text, page
+        for heading in re.findall(r"^## (.+)$", text, re.M):
+            for name in re.findall(r"[a-z_]+(?:\.py|/)?", heading):
+                found = [p for p in package.rglob(name.rstrip("/") + ("" if name.endswith((".py", "/")) else ".py"))]
+                found += [p for p in (ROOT / name.rstrip("/"),) if name.endswith("/") and p.is_dir()]
+                assert found, (page, heading, name)
