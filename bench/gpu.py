@@ -45,6 +45,7 @@ from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, SHARED_DATA, rows
+from .report_files import with_first_page
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
@@ -179,7 +180,7 @@ def build_document_pool(path: Path, market_pool: Path, source: Path) -> Path:
 # ------------------------------------------------------------------ the report-file pool
 def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[bytes]) -> int:
     """The market pool's rows without their report text, each naming its own report file in ``reports``:
-    a copy of one of ``pdfs`` made distinct by a line after its end (``% copy CODE``), one file per code
+    a copy of one of ``pdfs`` made distinct, its text too, by a first page of its own (``copy CODE``), one file per code
     (``CODE_年报.pdf``). The pool repeats a company (its annual report, half-year report and profitability
     rows), and a row is matched to its file by code: a code's later rows take codes no row uses. Returns
     the rows."""
@@ -199,7 +200,7 @@ def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[by
             code = row[at] if row[at] not in seen else next(free)
             seen.add(code)
             row[at] = code
-            (reports / f"{code}_年报.pdf").write_bytes(pdfs[i % len(pdfs)] + f"\n% copy {code}\n".encode())
+            (reports / f"{code}_年报.pdf").write_bytes(with_first_page(pdfs[i % len(pdfs)], f"copy {code}"))
             w.writerow(row[:text_at] + row[text_at + 1 :])
     return len(data)
 

@@ -8,9 +8,9 @@ Beside them, the reading rate in the form of issue 43: the same files read whole
 pypdfium2 (the text of every page, nothing else), files per second, against ``xladdin screen --reports``'s
 rows per second (``reading_over_every_page``).
 
-Every file is distinct: copies of the annual-report PDFs in ``../shared/data`` (else generated
-PDFs), each with a line of its own appended after ``%%EOF``, one name per code, so a reader keyed
-by content parses every one. Results: ``bench/results/report_files.json``.
+Every file is distinct, its text too: copies of the annual-report PDFs in ``../shared/data`` (else
+generated PDFs), each with a first page of its own (``copy 600000``), one name per code, so neither a
+reader keyed by content nor a reading kept for a text serves another file. Results: ``bench/results/report_files.json``.
 """
 
 from __future__ import annotations
@@ -47,12 +47,37 @@ def sources() -> list[bytes]:
 
 
 def make_reports(folder: Path, n: int, pdfs: list[bytes]) -> list[str]:
-    """``n`` distinct report files named by code (``600000_年报.pdf`` …); returns the codes."""
+    """``n`` distinct report files named by code (``600000_年报.pdf`` …), each one's text its own: a first
+    page saying ``copy 600000`` (so nothing read of one file's text serves another's); returns the codes."""
     folder.mkdir(parents=True, exist_ok=True)
     codes = [f"{600000 + i:06d}" for i in range(n)]
     for i, code in enumerate(codes):
-        (folder / f"{code}_年报.pdf").write_bytes(pdfs[i % len(pdfs)] + f"\n% copy {code}\n".encode())
+        (folder / f"{code}_年报.pdf").write_bytes(with_first_page(pdfs[i % len(pdfs)], f"copy {code}"))
     return codes
+
+
+def with_first_page(pdf: bytes, words: str) -> bytes:
+    """``pdf`` with a page before its first that holds ``words`` (Helvetica, in its text layer)."""
+    import ctypes
+    import io
+
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        page = doc.new_page(595, 842, index=0)
+        obj = pdfium_c.FPDFPageObj_NewTextObj(doc.raw, b"Helvetica", ctypes.c_float(12))
+        text = (words + "\x00").encode("utf-16-le")
+        pdfium_c.FPDFText_SetText(obj, (ctypes.c_ushort * (len(text) // 2)).from_buffer_copy(text))
+        pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 50, 800)
+        pdfium_c.FPDFPage_InsertObject(page.raw, obj)
+        pdfium_c.FPDFPage_GenerateContent(page.raw)
+        out = io.BytesIO()
+        doc.save(out)
+        return out.getvalue()
+    finally:
+        doc.close()
 
 
 def write_pool(path: Path, codes: list[str]) -> Path:

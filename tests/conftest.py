@@ -23,19 +23,6 @@ TINY_MAX_TOKENS = 1500
 
 
 @pytest.fixture(autouse=True)
-def fresh_readings():
-    """Every test reads its texts anew: the readers' memories of texts (functools caches) start empty,
-    so no test passes on a reading another test made (or, under mutation testing, one the unchanged
-    code made)."""
-    from xladdin.tasks import figures, tables
-
-    for module in (figures, tables):
-        for value in vars(module).values():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()
-
-
-@pytest.fixture(autouse=True)
 def isolated_state(tmp_path, monkeypatch):
     """Every test gets its own cache and config dirs and no XLADDIN_* from the caller."""
     import os

@@ -7,7 +7,8 @@ it has read before. A file not read yet is read in a reader process (pypdfium2 i
 one process per core, started when the first file needs one; plain processes of this Python running
 ``main``, not multiprocessing's spawn, which would run a user's script again in each). A reader also
 makes code's readings of the text (its tables and prose figures: most of a row's CPU on a whole
-annual report), so the process that asks the engine only stores them. The text comes back as a
+annual report) and sends them with it: the text is handed on as a ``Document`` carrying them, so the
+process that asks the engine reads none of them again. The text comes back as a
 future: the request goes to the engine as soon as its file is read, while the others are read.
 A text found or read is handed to its rows on the reader's texts thread (``SerialThread``): their
 requests are prepared there (a whole report's excerpt and readings), never on the disk thread, whose
@@ -43,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
-from ..tasks import figures, known
+from ..tasks import figures
+from ..tasks.document import Document
 from .cache import Cache, SerialThread, Ticket, settle
 from .lifecycle import end_with_parent, watch_parent
 
@@ -294,16 +296,14 @@ class Reader:
         return text if isinstance(text, str) else text.result()
 
     # the disk store (``stored`` / ``store``)
-    def _stored(self, stamp: Stamp) -> str | None:
+    def _stored(self, stamp: Stamp) -> Document | None:
         found = stored(self.cache, stamp, self._version)
         if found is None:
             return None
         with self._lock:
             self.from_store += 1
         text, readings = found
-        if readings is not None:
-            known.remember(text.strip(), readings)
-        return text
+        return Document(text.strip(), readings)
 
     def _store(self, stamp: Stamp, digest: str, packed: bytes, read: bytes | None) -> None:
         store(self.cache, stamp, digest, packed, read, self._version)
@@ -467,8 +467,8 @@ class Reader:
         w.job = None
         if answer[0] == "ok":
             _, digest, text, packed, read = answer
-            if read is not None:  # the row's preparation, right after this, finds them
-                known.remember(text.strip(), pickle.loads(read))
+            # the text with code's readings of it: the row's preparation, right after this, reads none again
+            text = Document(text.strip(), None if read is None else pickle.loads(read))
             self._store(job.stamp, digest, packed, read)
             self._keep(job.stamp, text)
             with self._lock:

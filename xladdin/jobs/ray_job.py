@@ -50,7 +50,8 @@ from ..errors import ConfigError, InputError, InternalError, XladdinError
 from ..reading import documents
 from ..reading.as_of import date_rows, parse_as_of
 from ..settings import Settings
-from ..tasks import figures, known
+from ..tasks import figures
+from ..tasks.document import Document
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
 from ..tasks.screen import ScreenResult, ScreenTask
 from . import ray_llm
@@ -205,8 +206,8 @@ class ReadAhead:
         value = held[0]
         if isinstance(value, InputError):
             raise value
-        stamp, text, _ = value
-        return stamp, text
+        stamp, text, readings = value
+        return stamp, Document(text.strip(), readings)  # as a reader process's readings come with its text
 
     def snapshot(self) -> dict[str, int]:
         return {"files_read": 0, "files_from_store": 0, "files_reading": 0}  # the job counts the files read
@@ -248,8 +249,6 @@ class Answerer:
             assert path is not None
             self.texts.hold(str(path), read)
             held.append(str(path))
-            if not isinstance(read, InputError) and read[2] is not None:
-                known.remember(read[1].strip(), read[2])  # as a reader process's readings are
         try:
             results = self.resolver.map(self.task, records)
         finally:

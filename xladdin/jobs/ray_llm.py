@@ -40,7 +40,7 @@ from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
 from ..reading import documents
 from ..settings import Settings
-from ..tasks import known
+from ..tasks.document import Document
 from .ray_values import column, dumps, loads
 
 STAGES = ("prepare", "finish")
@@ -163,9 +163,8 @@ class Rows:
                 if isinstance(read, InputError):
                     raise read
                 _, text, readings = read
-                if readings is not None:
-                    known.remember(text.strip(), readings)  # as a reader process's readings are
-                record = documents.with_text(record, path, text)
+                # the text with what a reader process read of it, as the reader processes' texts come
+                record = documents.with_text(record, path, Document(text.strip(), readings))
             return self.requests.prepare(self.task, self.task.parse(record))
         except XladdinError as e:
             return e

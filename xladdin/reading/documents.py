@@ -325,11 +325,13 @@ def _statement_stage(stage: int, page: str) -> int:
 # auditor's report, then the statements).
 _TOC_LINE = re.compile(r"第(?P<n>[一二三四五六七八九十]+)(?P<kind>[节章])\s*(?P<title>[^\s.…·\d][^\n.…·]*?)"
                        r"[\s.…·]*(?P<page>\d{1,4})\s*$", re.M)
-_NOT_READ = re.compile(r"[节章]释义|业务概要|重要事项|股份变动|优先股|债券|董事、?监事|监事会报告|公司治理|内部控制|环境|社会责任|ESG")
+_NOT_READ = re.compile(r"[节章]释义|业务概要|重要事项|股份变动|优先股|债券|董事、?监事|监事会报告|公司治理|内部控制"
+                       r"|环境|社会责任|ESG")
 _WHOLE = re.compile(r"财务(?:会计)?报告|财务报表")  # read to the notes, however long
 TOC_PAGES = 12  # the 目录 is looked for in the first pages
 CHAPTER_PAGES = 20  # pages of a chapter read (its opening), the financial report apart
-_ENOUGH = re.compile(r"^(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十]+[)）])资产(?:及|、)负债(?:状况|情况)(?:分析)?$")
+_ENOUGH = re.compile(r"^(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十]+[)）])"
+                     r"资产(?:及|、)负债(?:状况|情况)(?:分析)?$")
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ the result says how much of the text that was and from where (``Excerpt.scope``)
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
 from .cell_values import trim_text
-from .figures import ROWS_IN_FLIGHT
+from .document import Document
 from .tables import PAGE_BREAK, page_of
 
 # (label, heading pattern, share of the budget at most)
@@ -47,10 +46,16 @@ def _section(text: str, pattern: str, budget: int) -> tuple[int, int] | None:
     return None
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
 def excerpt(text: str, limit: int, skip: frozenset[str] = frozenset()) -> Excerpt:
     """At most ``limit`` characters of ``text`` for the model (page breaks as new lines); ``skip``: the
-    labels of sections the model need not read (a figure table code has read)."""
+    labels of sections the model need not read (a figure table code has read). Chosen once per
+    ``Document``, limit and skip (a row's prompt and its result's scope both ask)."""
+    if isinstance(text, Document):
+        return text.reading(f"excerpt:{limit}:{','.join(sorted(skip))}", lambda doc: _excerpt(doc, limit, skip))
+    return _excerpt(text, limit, skip)
+
+
+def _excerpt(text: str, limit: int, skip: frozenset[str]) -> Excerpt:
     if len(text) <= limit:
         return Excerpt(text.replace(PAGE_BREAK, "\n"), False, "")
     parts: list[tuple[int, int, str]] = []

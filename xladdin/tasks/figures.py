@@ -19,13 +19,10 @@ from typing import Annotated, Any
 
 from pydantic import StringConstraints
 
-from . import known
+from .document import Document, read_once
 from .tables import MONEY_UNITS, StatementRow, TableRow, page_of, read_key_tables, read_segments
 
-# Readings of a text are remembered for as many texts as a window keeps in flight (up to 1,024, and an
-# answer meets its text again seconds after it was sent): each entry is small (the texts themselves are
-# held by the requests in flight anyway). The folded copies of whole texts are kept for fewer.
-ROWS_IN_FLIGHT = 2048
+# A text's readings are kept with it (a ``Document``: ``@read_once``), as long as its row's request holds it.
 ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
 # name → (label, canonical unit); the order of the result columns
 FIGURES: dict[str, tuple[str, str]] = {
@@ -67,19 +64,16 @@ def convert(value: float, from_unit: str, to_unit: str, digits: int = 10) -> flo
 
 
 # ------------------------------------------------------------------ reading text in code
-@functools.lru_cache(maxsize=64)
+@read_once
 def normalize(text: str) -> str:
     """Width-folded (NFKC: full-width digits and punctuation), without whitespace, minus sign unified.
-    Remembered: one row's report text is read by several checks (figures, loss, shares, quotes)."""
-    if (read := known.get(text, "normalized")) is not None:  # made beside the text by a report reader
-        return read
+    Read once per ``Document``: one row's report text is read by several checks (figures, loss, shares,
+    quotes)."""
     return re.sub(r"\s+", "", _folded(text))
 
 
-@functools.lru_cache(maxsize=64)
+@read_once
 def _folded(text: str) -> str:
-    if (read := known.get(text, "folded")) is not None:
-        return read
     return unicodedata.normalize("NFKC", text).replace("−", "-")
 
 
@@ -156,7 +150,7 @@ _NAMED["revenue_growth"] = _NAMED["revenue"]
 _NAMED["net_profit_growth"] = _NAMED["net_profit"]
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def named_figures(text: str) -> frozenset[str]:
     """The figures whose words occur in ``text`` (those a reader could find there at all)."""
     t = normalize(text).casefold()
@@ -201,7 +195,7 @@ def read_figures(text: str) -> dict[str, Reading]:
     return dict(_read_figures(text))
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def _read_figures(text: str) -> dict[str, Reading]:
     out = _from_tables(text)
     held = _table_held(text)
@@ -211,7 +205,7 @@ def _read_figures(text: str) -> dict[str, Reading]:
     return out
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def _table_held(text: str) -> frozenset[str]:
     """The figures a report's key-figure tables (and its 合并利润表) answer for, read or withheld: prose
     never gives them."""
@@ -221,7 +215,7 @@ def _table_held(text: str) -> frozenset[str]:
     return frozenset(n for row in _FROM_ROW for n in _FROM_ROW[row])
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def withheld_figures(text: str) -> dict[str, str]:
     """Figures code leaves empty on purpose, each with the reason (a row whose columns or unit cannot be
     placed, a bank's gross margin): never guessed, nor asked of the model."""
@@ -319,7 +313,7 @@ def _line(name: str, quote: str) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=64)
+@read_once
 def _offsets(text: str) -> tuple[int, ...] | None:
     """For each character of ``normalize(text)``, its index in ``text`` (``None`` when the
     character-wise fold does not give the same string)."""
@@ -336,7 +330,7 @@ def _offsets(text: str) -> tuple[int, ...] | None:
     return tuple(offsets) if len(offsets) == len(normalize(text)) else None
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def _whitespace_runs(text: str) -> tuple[list[int], list[int]] | None:
     """Where ``normalize`` removed whitespace: (normalized position of each run, characters removed up to
     and including it), when the fold keeps every other character one for one (the common case: CJK,
@@ -377,10 +371,8 @@ def _reading(text: str, name: str, value: float | None, start: int, end: int, cu
     return Reading(name, value, quote, currency, page_of(text, at))
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def _read_prose(text: str) -> dict[str, Reading]:
-    if (read := known.get(text, "prose")) is not None:  # read beside the text by a report reader
-        return read
     t = normalize(text)
     out: dict[str, Reading] = {}
     profit_at: tuple[int, int] | None = None  # where this year's profit is stated (a list of figures aside)
@@ -512,7 +504,7 @@ def _first_money(t: str, name: str) -> tuple[re.Match, float | None, str] | None
 _SHARES = re.compile(r"(?:总股本|股本总数|总股数)" + _GAP + r"(?P<n>" + _NUM + r")(?P<scale>亿|万)?股")
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def read_shares(text: str) -> Reading | None:
     """The share count a text states (``总股本12.56亿股``), in 亿股, with its quote."""
     m = _SHARES.search(normalize(text))
@@ -544,7 +536,7 @@ def _own_loss(t: str) -> re.Match | None:
     return next((m for m in _LOSS.finditer(t) if _own(t, m)), None)
 
 
-@functools.lru_cache(maxsize=ROWS_IN_FLIGHT)
+@read_once
 def loss_statement(text: str) -> str | None:
     """The words by which ``text`` states the company's own loss with its figure (``亏损3152.1万港元``),
     if it does; a loss of others (a minority's share, losses carried forward) is not one, nor a loss
@@ -594,11 +586,14 @@ def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
 
 
 def readings(text: str) -> dict[str, Any]:
-    """What code reads of ``text`` (as a row holds it: stripped), for ``known.remember`` in another
-    process: its key-figure tables, its prose figures and the width-folded texts they are read from."""
-    text = text.strip()
-    return {"tables": read_key_tables(text), "prose": _read_prose(text), "segments": read_segments(text),
-            "folded": _folded(text), "normalized": normalize(text)}
+    """What code reads of ``text`` (as a row holds it: stripped), made in a report reader process and
+    sent with the text: a ``Document(text, readings)`` in the process that asks the engine scans the
+    whole text for none of them again (its key-figure tables, prose figures, segments and folded
+    text); what combines them, a lookup or two, is made there."""
+    doc = Document(text.strip())
+    for read in (read_key_tables, _read_prose, read_segments, normalize):  # the scans of the whole text (what
+        read(doc)  # combines them is left to the asking process, which waits on the readers)
+    return doc.readings
 
 
 def readings_version() -> str:
@@ -607,9 +602,9 @@ def readings_version() -> str:
     import hashlib
     from pathlib import Path
 
-    from . import tables
+    from . import document, tables
 
     digest = hashlib.sha256()
-    for module in (tables.__file__, __file__):
+    for module in (tables.__file__, __file__, document.__file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:16]

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import InputError, XladdinError
 from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import parse_number, required_text, text_or_none
+from .document import Document, DocumentText
 from .excerpt import excerpt
 from .figures import FIGURES, TABLE_FIGURES, Reading, read_figures
 
@@ -260,13 +261,14 @@ class HighlightsInput(BaseModel):
 
     code: str | None = None
     name: str | None = None
-    report_text: str
+    report_text: DocumentText  # with what code has read of it
     max_chars: int = Field(DEFAULT_CHARS, ge=10, le=120)
 
     @field_validator("report_text", mode="before")
     @classmethod
     def _text(cls, v: Any) -> str:
-        return required_text(v, "report_text")
+        text = required_text(v, "report_text")
+        return v if isinstance(v, Document) and text == v else text  # a Document keeps its readings
 
     @field_validator("code", "name", mode="before")
     @classmethod

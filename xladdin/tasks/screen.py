@@ -29,6 +29,7 @@ from ..periods import from_report
 from .audit import audit_figures, loss_against_fields
 from .base import Provenance, ResultRow, Task, plain, plain_text
 from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
+from .document import DocumentText, stripped
 from .excerpt import Excerpt, excerpt
 from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
 from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
@@ -50,7 +51,7 @@ class StockSample(BaseModel):
     pe_ttm: float | None = Field(None, title="市盈率TTM PE-TTM")
     roe: float | None = Field(None, title="ROE(%)")
     eps: float | None = Field(None, title="每股收益 EPS(元)")
-    report_text: str = Field("", title="财报摘要 report text")
+    report_text: DocumentText = Field("", title="财报摘要 report text")  # with what code has read of it
     # the report file's name, shown to the user; its text is in report_text, so the cache key holds
     # the document's content, never its path (excluded from every dump: key and prompt)
     report_file: str | None = Field(None, title="报告文件 report file", exclude=True)
@@ -79,7 +80,7 @@ class StockSample(BaseModel):
     def _text(cls, v: Any) -> str:
         # kept as written (not width-folded), so every quote is shown as the source has it
         if isinstance(v, str) and len(v) > 16:  # longer than any placeholder (N/A, --, 暂无)
-            return v.strip()
+            return stripped(v)
         return text_or_none(v) or ""
 
     @field_validator("pe_ttm", "roe", "eps", "revenue", "net_profit", "net_profit_prev", mode="before")

@@ -16,12 +16,11 @@ unit is not stated is left out with the reason (``KeyTables.withheld``), never r
 from __future__ import annotations
 
 import ast
-import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from . import known
+from .document import read_once
 
 PAGE_BREAK = "\f"
 PIPE = "|"  # a table row read by its cells: ``| 营业收入 | 1,234.56 | 1,100.00 | 12.23 |`` (reading/layout.py)
@@ -188,12 +187,10 @@ def _tokens(line: str) -> list[str]:
     return _PP_SPACED.sub(lambda m: re.sub(r"\s+", "", m.group(0)), line).split()
 
 
-@functools.lru_cache(maxsize=2048)  # small results, one per row in flight (figures.ROWS_IN_FLIGHT)
+@read_once
 def read_key_tables(text: str) -> KeyTables:
     """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins) and its
     合并利润表's revenue and cost, with the figures code leaves out and why."""
-    if (read := known.get(text, "tables")) is not None:  # read beside the text by a report reader
-        return read
     out = KeyTables()
     if "主要会计数据" in text or "主要财务指标" in text:
         _Reader(text, out).read()
@@ -822,12 +819,10 @@ class Segment:
         return f"{self.name} {self.margin_printed}%" + (f" ({inside})" if inside else "")
 
 
-@functools.lru_cache(maxsize=2048)
+@read_once
 def read_segments(text: str) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
     """The 分行业 and 分产品 rows of a report's 主营业务 table (the first such table), and the rows left out
     with the reason (columns that do not give the printed margin, a cell count that is not the header's)."""
-    if (read := known.get(text, "segments")) is not None:  # read beside the text by a report reader
-        return read
     if "毛利率" not in text:
         return (), ()
     return _SegmentReader(text).read()
