@@ -9,7 +9,7 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first: the folders (packages) and top-level modules of xladdin/, by layer. A module may import its
 # own layer and the layers below it, never one above.
 LAYERS = [
-    {"errors", "settings", "periods", "version"},  # the foundation every layer imports
+    {"errors", "settings", "periods", "version", "lazy"},  # the foundation every layer imports
     {"tasks"},  # what is asked and how an answer is checked, the screening rules; no I/O
     {"reading", "engine"},  # the inputs read (pool files, report files, dates); how a request reaches a model
     {"core"},  # one request prepared, read, batched, cached and resolved

@@ -4,9 +4,6 @@ Its names are imported when first used (a report reader process imports only wha
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from .errors import (
     ConfigError,
     EngineError,
@@ -17,6 +14,7 @@ from .errors import (
     OutputError,
     XladdinError,
 )
+from .lazy import lazy
 from .version import __version__
 
 _LAZY = {
@@ -65,14 +63,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'xladdin' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy(__name__, _LAZY)

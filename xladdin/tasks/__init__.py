@@ -4,8 +4,7 @@ Each name is imported when first used (a report reader process needs ``tables`` 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy
 
 _LAZY = {
     "AskResult": ".ask",
@@ -27,14 +26,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'xladdin.tasks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy(__name__, _LAZY)
