@@ -1,8 +1,10 @@
 """LibreOffice Calc against the CLI on the same rows and the same stand-in server (``python -m bench calc``).
 
 The Calc arm is a real headless LibreOffice with the extension (``xladdin calc build``): a sheet of the
-rows, one ``QWEN_SCREEN`` array formula per row entered over UNO, and the time until no cell shows
-its placeholder (LibreOffice's start is timed apart). The CLI arm is ``screen_file`` on a CSV of the
+rows, a ``QWEN_SCREEN`` array formula beside the first row filled down to the last as a user fills it
+(Calc's copy of the block, doubled at each copy: a formula per row), and the time until no cell shows
+its placeholder (LibreOffice's start is timed apart; where the cells stand is read from their
+addresses, not asked of LibreOffice a range at a time). The CLI arm is ``screen_file`` on a CSV of the
 same rows. Both reach ``bench/answer_server.py`` (answers after 10-50 ms, in its own process) with a
 fresh cache each. Results: ``bench/results/calc.json``.
 """
@@ -32,18 +34,20 @@ def calc(url: str, workdir: Path, data: list[dict[str, Any]], oxt: Path, table: 
     sheet = [HEADER] + [[r[k] for k in FIELDS] for r in data]
     last = len(sheet)
     end = column(8 + width - 1)
-    formulas = ([[f"I1:{end}{last}", f"=QWEN_SCREEN(A1:G{last};1)"]] if table else
-                [[f"I{r}:{end}{r}", f"=QWEN_SCREEN(A{r}:G{r})"] for r in range(2, last + 1)])
+    # the table: one formula over it; else a formula beside the first row filled down, as a user fills it
+    formulas = [[f"I1:{end}{last}", f"=QWEN_SCREEN(A1:G{last};1)"]] if table else []
+    fill_down = [] if table else [[f"I2:{end}2", "=QWEN_SCREEN(A2:G2)", last - 1]]
     status = [f"A{last + 2}:B{last + 1 + functions.STATUS_ROWS}", "=QWEN_STATUS()"]
     job = workdir / "job.json"
-    job.write_text(json.dumps({"rows": sheet, "formulas": [*formulas, status]}, ensure_ascii=False), encoding="utf-8")
+    job.write_text(json.dumps({"rows": sheet, "formulas": [*formulas, status], "fill_down": fill_down},
+                              ensure_ascii=False), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
     env |= {"XLADDIN_ENGINE_URL": url, "XLADDIN_CACHE_DIR": str(workdir / "calc-cache")}
     t0 = time.perf_counter()
     out = build.headless(["--profile", str(workdir / "profile"), "--install", str(oxt), "--fill", str(job),
                           "--bound", "600", "--warm"], env)
     wall = time.perf_counter() - t0
-    values = out["values"][0][1:] if table else [block[0] for block in out["values"][: len(formulas)]]
+    values = out["values"][0][1:] if table else [block[0] for block in out["values"][: last - 1]]
     state = {row[0]: row[1] for row in out["recalculated"][-1]}
     return {"rows": len(values), "seconds": out["seconds"], "filled": out["filled"],
             "errors": sum(str(v[0]).startswith("#QWEN") for v in values), "entered_s": out["entered_s"],
@@ -83,8 +87,9 @@ def render(d: dict[str, Any]) -> list[str]:
     """Section 11 of docs/BENCHMARKS.md."""
     lines = ["## 11. LibreOffice Calc against the CLI (`python -m bench calc`)", "",
              f"{d['rows']} rows, the same rows and the same stand-in server ({d['server']}), a fresh cache per run; "
-             "the Calc arm is a headless LibreOffice with the extension, one `QWEN_SCREEN` array formula per row, "
-             "timed from the formulas' entry until no cell shows its placeholder; LibreOffice's start and the add-in's "
+             "the Calc arm is a headless LibreOffice with the extension, a `QWEN_SCREEN` array formula beside the first "
+             "row filled down to the last (a formula per row, as a user fills it), timed from the formula's entry until "
+             "no cell shows its placeholder; LibreOffice's start and the add-in's "
              "first load (a `QWEN_STATUS` cell entered first: xladdin imported inside LibreOffice) are timed apart. "
              f"One run on {d['machine'].get('cpus')} CPUs, each arm first once and second once.", "",
              "| arm | seconds | errors | engine requests | loading the add-in | with LibreOffice's start |",

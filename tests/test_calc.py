@@ -207,14 +207,16 @@ def test_qwen_status_shows_current_numbers_without_a_hard_recalculation(tiny_mod
     cli("calc", "build", "-o", str(oxt))
     texts = ["白酒行业龙头", "城商行", "区域银行", "高端白酒"]
     status = f"A10:B{9 + functions.STATUS_ROWS}"
-    job = {"rows": [["text"], *[[t] for t in texts]],
-           "formulas": [[status, "=QWEN_STATUS()"],
-                        *[[f"C{r}", f'=QWEN_CLASSIFY(A{r};"白酒,银行")'] for r in range(2, 2 + len(texts))]]}
+    # the classifications: a formula beside the first text filled down, as a user fills it (a formula per row)
+    job = {"rows": [["text"], *[[t] for t in texts]], "formulas": [[status, "=QWEN_STATUS()"]],
+           "fill_down": [["C2", '=QWEN_CLASSIFY(A2;"白酒,银行")', len(texts)]]}
     (tmp_path / "job.json").write_text(json.dumps(job, ensure_ascii=False), encoding="utf-8")
     out = build.headless(["--profile", str(tmp_path / "profile"), "--install", str(oxt), "--fill",
                           str(tmp_path / "job.json"), "--bound", "240"], model_env(tiny_model_path, tmp_path))
     assert out["filled"], out["values"]
-    assert all(block[0][0] in ("白酒", "银行") for block in out["values"][1:]), out["values"]
-    shown = status_of(out["calculated"][0])
+    assert all(block[0][0] in ("白酒", "银行") for block in out["values"][: len(texts)]), out["values"]
+    assert all(f"A{r}" in formula and "QWEN_CLASSIFY" in formula  # each row's formula reads its own row
+               for r, formula in enumerate(out["formulas"][: len(texts)], 2)), out["formulas"]
+    shown = status_of(out["calculated"][len(texts)])
     assert shown["asked of the engine"] == len(texts) and shown["pending cells"] == 0, shown
     assert shown["engine"].endswith("(private CPU server)"), shown

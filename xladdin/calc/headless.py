@@ -169,6 +169,39 @@ def column(n: int) -> str:
     return name
 
 
+def _box(address: str) -> list[int]:
+    """``I2:AB301`` (or one cell) as [first column, first row, last column, last row], from 0: read here,
+    no call to LibreOffice."""
+    corners = []
+    for part in address.split(":"):
+        letters = part.rstrip("0123456789").lstrip("$").replace("$", "")
+        col = 0
+        for ch in letters.upper():
+            col = col * 26 + ord(ch) - ord("A") + 1
+        corners.append((col - 1, int(part[len(part.rstrip("0123456789")):]) - 1))
+    (c0, r0), (c1, r1) = corners[0], corners[-1]
+    return [c0, r0, c1, r1]
+
+
+def _fill_down(sheet, first: str, formula: str, rows: int) -> list[str]:
+    """``formula`` entered as an array formula over ``first`` (one row) and filled down to ``rows`` rows as
+    a user fills it (Calc's copy of a block: each row's references moved with it), the block doubled at
+    each copy; the rows' addresses."""
+    import uno
+
+    c0, r0, c1, _ = _box(first)
+    sheet.getCellRangeByPosition(c0, r0, c1, r0).setArrayFormula(formula)
+    done = 1
+    while done < rows:
+        n = min(done, rows - done)
+        source = sheet.getCellRangeByPosition(c0, r0, c1, r0 + n - 1).getRangeAddress()
+        target = uno.createUnoStruct("com.sun.star.table.CellAddress")
+        target.Sheet, target.Column, target.Row = source.Sheet, c0, r0 + done
+        sheet.copyRange(target, source)
+        done += n
+    return [f"{column(c0)}{r0 + 1 + k}:{column(c1)}{r0 + 1 + k}" for k in range(rows)]
+
+
 def _range(doc, where: list[str]):
     sheet, address = where
     return doc.Sheets.getByName(sheet).getCellRangeByName(address)
@@ -184,10 +217,9 @@ def _wait(doc, ranges: list[list[str]], bound: float) -> tuple[list[list], float
     start = time.monotonic()
     boxes: dict[str, list[int]] = {}  # per sheet, the box around every range: one read per look
     for sheet, address in ranges:
-        a = _range(doc, [sheet, address]).getRangeAddress()
-        box = boxes.setdefault(sheet, [a.StartColumn, a.StartRow, a.EndColumn, a.EndRow])
-        box[:] = [min(box[0], a.StartColumn), min(box[1], a.StartRow), max(box[2], a.EndColumn),
-                  max(box[3], a.EndRow)]
+        a = _box(address)
+        box = boxes.setdefault(sheet, list(a))
+        box[:] = [min(box[0], a[0]), min(box[1], a[1]), max(box[2], a[2]), max(box[3], a[3])]
     while True:
         waiting = any(PENDING in str(v) for sheet, box in boxes.items()
                       for row in doc.Sheets.getByName(sheet).getCellRangeByPosition(*box).getDataArray() for v in row)
@@ -233,7 +265,8 @@ def main() -> None:
     p.add_argument("--add", type=Path, help="only add this .oxt to the user profile --user-installation (a "
                    "LibreOffice user installation folder; the default one if not given) and stop")
     p.add_argument("--user-installation", type=Path)
-    p.add_argument("--fill", type=Path, help="JSON: {rows: [[…]], formulas: [[range, formula]]}")
+    p.add_argument("--fill", type=Path, help="JSON: {rows: [[…]], formulas: [[range, formula]], fill_down: "
+                   "[[first row's range, formula, rows]]}")
     p.add_argument("--open", type=Path, help="a saved sheet to reopen")
     p.add_argument("--convert", type=Path, help="a workbook of another format (.xlsx) whose formulas to enter "
                    "again for the add-in (with --shapes and --save)")
@@ -272,10 +305,12 @@ def main() -> None:
                 sheet.getCellRangeByName("ZZ1:ZZ1").clearContents(1023)
                 out["warm_up_s"] = round(time.monotonic() - t0, 3)
             started = time.monotonic()
+            filled_down = [a for first, formula, n in job.get("fill_down", [])
+                           for a in _fill_down(sheet, first, formula, n)]
             for address, formula in job["formulas"]:
                 sheet.getCellRangeByName(address).setArrayFormula(formula)
             out["entered_s"] = round(time.monotonic() - started, 3)
-            ranges = [[sheet.Name, a] for a, _ in job["formulas"]]
+            ranges = [[sheet.Name, a] for a in filled_down] + [[sheet.Name, a] for a, _ in job["formulas"]]
         elif args.convert:
             doc = desktop.loadComponentFromURL(args.convert.resolve().as_uri(), "_blank", 0, _props(Hidden=True))
             doc.enableAutomaticCalculation(False)  # entered, not computed: no model is asked here
