@@ -87,9 +87,9 @@ def render(d: dict[str, Any]) -> list[str]:
     """Section 11 of docs/BENCHMARKS.md."""
     lines = ["## 11. LibreOffice Calc against the CLI (`python -m bench calc`)", "",
              f"{d['rows']} rows, the same rows and the same stand-in server ({d['server']}), a fresh cache per run; "
-             "the Calc arm is a headless LibreOffice with the extension, a `QWEN_SCREEN` array formula beside the first "
-             "row filled down to the last (a formula per row, as a user fills it), timed from the formula's entry until "
-             "no cell shows its placeholder; LibreOffice's start and the add-in's "
+             "the Calc arm is a headless LibreOffice with the extension, a `QWEN_SCREEN` array formula beside the "
+             "first row filled down to the last (a formula per row, as a user fills it), timed from the formula's "
+             "entry until no cell shows its placeholder; LibreOffice's start and the add-in's "
              "first load (a `QWEN_STATUS` cell entered first: xladdin imported inside LibreOffice) are timed apart. "
              f"One run on {d['machine'].get('cpus')} CPUs, each arm first once and second once.", "",
              "| arm | seconds | errors | engine requests | loading the add-in | with LibreOffice's start |",
