@@ -369,9 +369,10 @@ def _opens(text: str, heading: str, flat: str | None = None) -> bool:
     return False
 
 
-def _ends_reading(text: str) -> bool:
-    """Whether a page has the heading after which a chapter's pages are not read (资产及负债状况分析)."""
-    if "负债" not in text:
+def _ends_reading(text: str, flat: str) -> bool:
+    """Whether a page (``flat``: without whitespace) has the heading after which a chapter's pages are not
+    read (资产及负债状况分析)."""
+    if "负债" not in flat:
         return False
     return any(_ENOUGH.match(re.sub(r"\s+", "", line)) for line in text.splitlines())
 
@@ -396,7 +397,7 @@ class _Plan:
             return self._after(k, index)
         if self.within is not None:
             k, opened = self.within
-            if not self.chapters[k].whole and (index - opened + 1 >= CHAPTER_PAGES or _ends_reading(text)):
+            if not self.chapters[k].whole and (index - opened + 1 >= CHAPTER_PAGES or _ends_reading(text, flat)):
                 return self._after(k, opened)
         return None
 
@@ -431,7 +432,8 @@ def _pdf(p: Path, raw: bytes) -> str:
 
     try:
         pages: list[str] = []
-        stage = 0  # 1: the auditor's report read, 2: the 合并利润表 begun, 3: its rows read
+        stage = 0  # 1: the auditor's report read, 2: the 合并利润表 begun, 3: its rows read, 4: the 合并现金流量表
+        # begun, READ_ALL: its operating cash flow read
         plan: _Plan | None = None
         ahead: dict[int, str] = {}  # a page read to check a jump's target
         i = 0
