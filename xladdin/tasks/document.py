@@ -29,7 +29,7 @@ class Document(str):
         doc._readings = dict(readings) if readings else {}
         return doc
 
-    def __reduce__(self) -> tuple[Any, ...]:  # pickled with its readings (a reader process's answer)
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled with its readings (a row sent to another process)
         return Document, (str(self), self._readings)
 
     @property
