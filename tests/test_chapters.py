@@ -10,7 +10,7 @@ import json
 from test_documents import PAGE_1, PAGE_2, cli, make_pdf
 
 from xladdin.reading.documents import read_document
-from xladdin.tasks.tables import PAGE_BREAK
+from xladdin.reading.tables import PAGE_BREAK
 
 CONTENTS = ["2023年年度报告", "目录", "第一节 释义 ........ 3", "第二节 公司简介和主要财务指标 ........ 4",
             "第三节 管理层讨论与分析 ........ 6", "第四节 重要事项 ........ 7", "第五节 公司治理 ........ 8",

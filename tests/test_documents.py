@@ -20,12 +20,12 @@ from xladdin.core.resolver import Resolver
 from xladdin.errors import InputError
 from xladdin.excel import udfs
 from xladdin.reading.documents import read_document
+from xladdin.reading.figures import read_figures
+from xladdin.reading.tables import read_tables
 from xladdin.sheet import cells
 from xladdin.sheet.pending import CellRuntime
 from xladdin.tasks import ScreenResult, ScreenTask
-from xladdin.tasks.figures import read_figures
 from xladdin.tasks.rules import Flag
-from xladdin.tasks.tables import read_tables
 from xladdin.testing import write_pdf
 
 pytestmark = pytest.mark.slow

@@ -1,12 +1,11 @@
 """Code's readings of figures and its audit, case by case, every expectation worked out by hand from
 the text (units scaled to 亿元, quotes as written, notes word for word): the tables that keep
-``tasks/figures.py`` and ``tasks/audit.py`` honest under mutation testing (docs/QUALITY.md)."""
+``reading/figures.py`` and ``tasks/audit.py`` honest under mutation testing (docs/QUALITY.md)."""
 
 import pytest
 from test_documents import PAGE_1, PAGE_2
 
-from xladdin.tasks.audit import audit_figures, loss_against_fields
-from xladdin.tasks.figures import (
+from xladdin.reading.figures import (
     convert,
     in_text,
     loss_statement,
@@ -17,6 +16,7 @@ from xladdin.tasks.figures import (
     split_figure,
     table_prose_conflicts,
 )
+from xladdin.tasks.audit import audit_figures, loss_against_fields
 from xladdin.tasks.rules import Flag
 
 TABLES = "\n".join(PAGE_1) + "\f" + "\n".join(PAGE_2)  # a report's two key-figure tables, on pages 1 and 2

@@ -2,7 +2,7 @@
 
 import pytest
 
-from xladdin.tasks.figures import loss_statement, normalize, quote_supports, read_figures
+from xladdin.reading.figures import loss_statement, normalize, quote_supports, read_figures
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_a_quote_must_be_in_the_text_and_state_the_number():
 
 
 def test_the_share_count_is_read_in_hundred_millions():
-    from xladdin.tasks.figures import read_shares
+    from xladdin.reading.figures import read_shares
 
     assert read_shares("公司总股本为125,619.78万股").value == pytest.approx(12.5619780)
     assert read_shares("总股本12.56亿股").quote == "总股本12.56亿股" and read_shares("无股本信息") is None
@@ -108,7 +108,7 @@ def test_a_growth_that_says_neither_way_is_not_read():
 
 
 def test_a_text_names_the_figures_a_reader_could_find_in_it():
-    from xladdin.tasks.figures import FIGURES, named_figures
+    from xladdin.reading.figures import FIGURES, named_figures
 
     assert named_figures("") == frozenset()
     assert named_figures("2015年年报：归属于上市公司股东的净利润6272.05万元，同比增长17.73%；基本每股收益1.39元") == {

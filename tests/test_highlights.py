@@ -134,14 +134,14 @@ def test_every_number_the_cli_shows_is_in_the_source(tiny_model_path, tmp_path):
     ("归母净利润增长28.95%", "归属于上市公司股东的净利润 129,465,020.68 182,223,387.13 -28.95", ["28.95%"]),
 ])
 def test_the_check_by_hand(highlight, source, unverified):
-    from xladdin.tasks.figures import read_figures
+    from xladdin.reading.figures import read_figures
     from xladdin.tasks.highlights import check
 
     assert check(highlight, source, read_figures(source)) == unverified
 
 
 def test_last_year_s_figures_from_a_report_table_check_in_their_own_units():
-    from xladdin.tasks.figures import read_figures
+    from xladdin.reading.figures import read_figures
     from xladdin.tasks.highlights import check
 
     table = "\n".join(["(一) 主要会计数据", "单位：万元", "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",

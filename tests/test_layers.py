@@ -10,8 +10,9 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 # own layer and the layers below it, never one above.
 LAYERS = [
     {"errors", "settings", "periods", "version", "lazy"},  # the foundation every layer imports
-    {"tasks"},  # what is asked and how an answer is checked, the screening rules; no I/O
-    {"reading", "engine"},  # the inputs read (pool files, report files, dates); how a request reaches a model
+    {"reading"},  # what is read: pool files, cell values, report files, their text and code's readings of it
+    {"tasks", "engine"},  # what is asked and how an answer is checked, the rules (no I/O); how a request reaches
+    # a model
     {"core"},  # one request prepared, read, batched, cached and resolved
     {"jobs"},  # whole tables: a pool to a report, compared, replayed, evaluated; pandas and Ray
     {"sheet"},  # the worksheet functions, the same for Excel, Calc and the cells service

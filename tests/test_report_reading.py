@@ -85,7 +85,7 @@ def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_
     monkeypatch.setattr(documents, "read_document", opened_here)  # the ways this process reads a file
     monkeypatch.setattr(documents, "_read", opened_here)
     # and code's readings of the text come with it from the reader process: none is made here
-    from xladdin.tasks import figures, tables
+    from xladdin.reading import figures, tables
 
     monkeypatch.setattr(figures, "_first_money", opened_here)
     monkeypatch.setattr(tables, "_Reader", opened_here)

@@ -3,9 +3,9 @@ import json
 import pytest
 
 from xladdin.errors import InputError
+from xladdin.reading.cell_values import trim_text
+from xladdin.reading.figures import split_figure
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
-from xladdin.tasks.cell_values import trim_text
-from xladdin.tasks.figures import split_figure
 from xladdin.tasks.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks.screen import SYSTEM_PROMPT
 from xladdin.testing import screen_answer

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..reading import figures
+from ..reading.document import Document
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
-from ..tasks import figures
-from ..tasks.document import Document
 from .cache import Cache, SerialThread, Ticket, settle
 from .lifecycle import end_with_parent, watch_parent
 

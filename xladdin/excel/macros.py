@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import XladdinError
-from ..reading.as_of import date_rows
+from ..jobs.as_of import date_rows
 from ..reading.pool import is_empty_row, pool_from_table
 from ..sheet import cells
 from ..tasks import ScreenTask

@@ -17,7 +17,6 @@ from pydantic import BaseModel
 
 from ..core.batcher import Batcher, started
 from ..errors import InputError
-from ..reading.as_of import Dating, date_rows, parse_as_of
 from ..reading.documents import Reports
 from ..reading.pool import NOTES_REQUIRED, REQUIRED, Pool, pool_from_frame
 from ..settings import Settings
@@ -26,6 +25,7 @@ from ..tasks.highlights import HighlightsResult, HighlightsTask
 from ..tasks.rules import DEFAULT_RULES, Rules
 from ..tasks.screen import ScreenResult, ScreenTask
 from . import compare as comparing
+from .as_of import Dating, date_rows, parse_as_of
 from .pool_screen import screen_records, texts_for
 from .report import ERROR_HEADER, verdict_table
 

@@ -17,14 +17,14 @@ from typing import Any
 
 from ..core.batcher import Batcher, started
 from ..errors import InputError, XladdinError
+from ..reading.cell_values import parse_number
 from ..reading.documents import Reports
+from ..reading.figures import FIGURES
 from ..reading.pool import Pool, read_pool
+from ..reading.tables import parse_shown, printed_number
 from ..settings import Settings
-from ..tasks.cell_values import parse_number
-from ..tasks.figures import FIGURES
 from ..tasks.rules import Flag
 from ..tasks.screen import RESULT_FIGURES, ScreenTask
-from ..tasks.tables import parse_shown, printed_number
 from .pool_screen import screen_records
 
 # gold column → the result's figure column (its label in the evidence column comes from FIGURES)

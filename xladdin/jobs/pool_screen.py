@@ -18,7 +18,6 @@ from ..core.readers import read_texts
 from ..core.resolver import Resolver
 from ..engine.gguf_files import STARTER_NOTE
 from ..errors import XladdinError
-from ..reading.as_of import date_rows, parse_as_of
 from ..reading.documents import Reports
 from ..reading.pool import NOTES_REQUIRED, REQUIRED, read_pool
 from ..settings import Settings
@@ -27,6 +26,7 @@ from ..tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
 from ..tasks.screen import ScreenResult, ScreenTask
 from ..version import __version__
+from .as_of import date_rows, parse_as_of
 from .changes import Changes, compare_reports, read_screen, saved_from_table
 from .replay import record
 from .report import check_output, table, write_report

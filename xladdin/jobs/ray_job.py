@@ -47,14 +47,13 @@ from ..core.resolver import Resolver
 from ..engine import engine_kind
 from ..engine.gguf_files import STARTER_NOTE
 from ..errors import ConfigError, InputError, InternalError, XladdinError
-from ..reading import documents
-from ..reading.as_of import date_rows, parse_as_of
+from ..reading import documents, figures
+from ..reading.document import Document
 from ..settings import Settings
-from ..tasks import figures
-from ..tasks.document import Document
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
 from ..tasks.screen import ScreenResult, ScreenTask
 from . import ray_llm
+from .as_of import date_rows, parse_as_of
 from .pool_screen import RunSummary, cache_kept, open_pool, run_facts, tally, write_run
 from .ray_values import column, dumps, loads
 

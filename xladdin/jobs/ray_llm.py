@@ -39,8 +39,8 @@ from ..core.structured import ask_again
 from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
 from ..reading import documents
+from ..reading.document import Document
 from ..settings import Settings
-from ..tasks.document import Document
 from .ray_values import column, dumps, loads
 
 STAGES = ("prepare", "finish")

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, XladdinError
+from ..reading.cell_values import normalize_code
 from ..reading.documents import SUFFIXES, Reports, attach
 from ..reading.pool import header_field, read_pool
 from ..settings import Settings
 from ..tasks.base import Provenance
-from ..tasks.cell_values import normalize_code
 from ..tasks.screen import ScreenResult, ScreenTask
 from .changes import code_column, read_screen
 from .compare import HEADER, figure_table, trend_table

@@ -1,7 +1,7 @@
 """Report files as text: ``.pdf`` (text layer, page by page), ``.txt``/``.md`` and ``.html``.
 
 A document's pages are joined with a form feed (``\\f``), so code that reads the text can say on
-which page a quote stands (``tasks.tables.page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 /
+which page a quote stands (``tables.page_of``). PDFs are read with pypdfium2 (PDFium; Apache-2.0 /
 BSD-3), chosen against pdfplumber (MIT) on the same files, side by side: ``python -m bench
 documents`` (``bench/results/documents.json``: speed per page and which table figures code finds).
 A missing, encrypted, scanned (no text layer) or damaged file is an ``InputError`` naming the
@@ -34,8 +34,8 @@ from typing import Any
 
 from .. import periods
 from ..errors import InputError
-from ..tasks.tables import PAGE_BREAK
 from . import layout
+from .tables import PAGE_BREAK
 
 SUFFIXES = (".pdf", ".txt", ".md", ".html", ".htm")
 MIN_CHARS_PER_PAGE = 20  # a PDF with less text than this per page is a scan without a text layer

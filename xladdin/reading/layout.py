@@ -7,7 +7,7 @@ lines above it that state its unit.
 In a PDF's text layer a table is its characters in drawing order: a label wrapped over lines, a
 header whose 调整后/调整前 stand under one year, an empty cell that leaves no trace, a change cell split
 over two lines. Read by the cells' boxes, each cell is whole (its wrapped lines joined) and keeps its
-column, empty or not, so the reader (``tasks/tables.py``) places each figure by its column's header,
+column, empty or not, so the reader (``tables.py``) places each figure by its column's header,
 never by counting numbers. The page's text is kept as it was (the text reader reads it first, and
 the prose readers and the model read it); a page where no ruled table is found gets nothing added.
 """
@@ -19,8 +19,8 @@ import logging
 import re
 from typing import Any
 
-from ..tasks.tables import PAGE_BREAK, PIPE, ROWS, pipe_row, read_key_tables
 from . import geometry
+from .tables import PAGE_BREAK, PIPE, ROWS, pipe_row, read_key_tables
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from ..errors import InputError
 from ..periods import ReportDates, from_cells
-from ..tasks.cell_values import parse_number
-from ..tasks.figures import MONEY_UNITS
+from .cell_values import parse_number
 from .documents import decode_text, match_reports
+from .figures import MONEY_UNITS
 
 # Headers as the terminals and data services write them (after ``_norm``: NFKC, no spaces, lower case).
 # Where they come from: Wind's multi-line export headers as users paste them (``市盈率PE(TTM)`` /
@@ -209,7 +209,7 @@ class Pool:
         """Give each row without a report file the file in ``folder`` named with its stock code (with
         ``as_of``, a date: the newest published by then, ``documents.match_reports``, its files' texts read
         by ``texts``); returns how many rows got one."""
-        from ..tasks.cell_values import normalize_code
+        from .cell_values import normalize_code
 
         codes: dict[int, str] = {}
         idx = self.mapping["code"]

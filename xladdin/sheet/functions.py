@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ERROR_PREFIX, XladdinError
-from ..reading.as_of import date_rows
+from ..jobs.as_of import date_rows
 from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
 from . import cells
 from .pending import CellRuntime

@@ -1,6 +1,7 @@
 """Tasks: what is asked of the model. One module per task; the screening rules (``rules``).
 
-Each name is imported when first used (a report reader process needs ``tables`` and ``figures`` only)."""
+Each name is imported when first used: a module that needs one task (or none: a report reader process
+reads with ``reading``) imports only that one."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..reading.cell_values import required_text, text_or_none
 from .base import Provenance, Task
-from .cell_values import required_text, text_or_none
 from .highlights import check
 
 MAX_ANSWER = 500

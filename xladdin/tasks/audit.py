@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .figures import (
+from ..reading.figures import (
     FIGURES,
     TABLE_FIGURES,
     Reading,
@@ -29,8 +29,8 @@ from .figures import (
     table_prose_conflicts,
     withheld_figures,
 )
+from ..reading.tables import Segment, read_key_tables, read_segments, read_tables
 from .rules import Flag, relative_gap
-from .tables import Segment, read_key_tables, read_segments, read_tables
 
 GROWTH_TOLERANCE_PP = 5.0  # percent points between a stated growth and the one its figures imply
 MARGIN_TOLERANCE = 0.10  # relative gap between a stated net margin and profit ÷ revenue (or EPS and profit ÷ shares)

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
+from ..reading.cell_values import required_text, text_or_none
 from .base import Provenance, Task
-from .cell_values import required_text, text_or_none
 
 MAX_LABELS = 50
 

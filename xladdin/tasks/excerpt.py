@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .cell_values import trim_text
-from .document import Document
-from .tables import PAGE_BREAK, page_of
+from ..reading.cell_values import trim_text
+from ..reading.document import Document
+from ..reading.tables import PAGE_BREAK, page_of
 
 # (label, heading pattern, share of the budget at most)
 SECTIONS: tuple[tuple[str, str, float], ...] = (

@@ -26,14 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import XladdinError
 from ..periods import from_report
+from ..reading.cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
+from ..reading.document import DocumentText, stripped
+from ..reading.figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
+from ..reading.tables import read_tables, shown_segments
 from .audit import audit_figures, loss_against_fields
 from .base import Provenance, ResultRow, Task, plain, plain_text
-from .cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
-from .document import DocumentText, stripped
 from .excerpt import Excerpt, excerpt
-from .figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
 from .rules import DEFAULT_RULES, Flag, RiskLevel, Rules, assess, relative_gap
-from .tables import read_tables, shown_segments
 
 MAX_REASON = 30
 NO_ANSWER_REASON = "模型未作答: 风险与数字由程序给出"

@@ -29,10 +29,10 @@ from typing import Any
 
 from .. import periods
 from ..errors import InputError, XladdinError
+from ..reading.documents import FIELD, read_document
+from ..reading.pool import Pool
 from ..tasks.rules import Flag
 from ..tasks.screen import ScreenResult
-from .documents import FIELD, read_document
-from .pool import Pool
 
 
 def parse_as_of(value: Any) -> dt.date | None:
