@@ -43,7 +43,7 @@ def _whole_pdfplumber(path: Path) -> str:
 
 
 def measure(files: list[Path], whole: bool) -> dict[str, Any]:
-    from xladdin.tasks.tables import PIPE, ROWS, read_key_tables
+    from xladdin.reading.tables import PIPE, ROWS, read_key_tables
 
     arms = [("text alone", _text_alone), ("shipped", _shipped)] + ([("pdfplumber whole", _whole_pdfplumber)]
                                                                   if whole else [])

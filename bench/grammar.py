@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xladdin.tasks.figures import FIGURES
+from xladdin.reading.figures import FIGURES
 from xladdin.tasks.screen import _schema_without
 
 from .common import RESULTS, machine

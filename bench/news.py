@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from xladdin.jobs.evaluate import close_enough
-from xladdin.tasks.figures import read_figures
+from xladdin.reading.figures import read_figures
 
 from .common import SHARED_DATA
 
