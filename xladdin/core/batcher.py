@@ -101,7 +101,10 @@ class Batcher:
         self.peak_in_engine = 0
         self.last_answer = 0.0  # when a request last settled (monotonic)
         self.cache = cache
-        self.disk = SerialThread()  # every read and write of the answers, in order (``_from_cache``, ``_store``)
+        self.disk = SerialThread()  # every read and write of the answers, in order (``_from_cache``, ``_flush``)
+        # answers to store, taken together by the next ``_flush`` on the disk thread (one transaction)
+        self._writes: list[tuple[str, dict[str, Any], concurrent.futures.Future]] = []
+        self._writes_lock = threading.Lock()
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
@@ -224,9 +227,27 @@ class Batcher:
         self.close()
 
     # ---------------------------------------------------------------- the queue and its workers
-    def _store(self, key: str, out: BaseModel) -> None:
-        """A validated answer, stored the moment it arrives (on the disk thread)."""
-        self.cache.set(key, out.model_dump(mode="json"))
+    def _store(self, key: str, out: BaseModel) -> concurrent.futures.Future:
+        """A validated answer, stored as it arrives: done once it is on disk. The answers that arrive while
+        a write waits for the disk thread are written with it, in one transaction (a cell's cache read
+        queued behind them waits for one write, not one each)."""
+        stored: concurrent.futures.Future = concurrent.futures.Future()
+        with self._writes_lock:
+            self._writes.append((key, out.model_dump(mode="json"), stored))
+            first = len(self._writes) == 1
+        if first:
+            self.disk.submit(self._flush)
+        return stored
+
+    def _flush(self) -> None:
+        """On the disk thread: every answer waiting to be stored, stored."""
+        with self._writes_lock:
+            writes, self._writes = self._writes, []
+        try:
+            self.cache.set_many([(key, value) for key, value, _ in writes])
+        finally:
+            for _, _, stored in writes:
+                stored.set_result(None)
 
     def _remember(self, key: str, out: BaseModel) -> None:
         """A stored answer, kept in memory among the last ``RECENT`` (on the loop thread)."""
@@ -287,7 +308,7 @@ class Batcher:
             else:
                 # stored before it settles and leaves ``inflight`` (``_ask`` relies on it); shielded, so a
                 # worker cancelled by ``close`` still leaves the write queued: it is stored
-                await asyncio.shield(asyncio.wrap_future(self.disk.submit(self._store, request.key, out)))
+                await asyncio.shield(asyncio.wrap_future(self._store(request.key, out)))
                 self._remember(request.key, out)
                 job.future.set_result(out)
             finally:

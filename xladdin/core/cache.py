@@ -138,6 +138,22 @@ class Cache:
                 self.write_failures += 1
             log.warning("cache write failed: %s", e)
 
+    def set_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """``set`` of each item, in one transaction (one write to the disk for them all)."""
+        if self._dc is None or not items:
+            return
+        if len(items) == 1:
+            self.set(*items[0])
+            return
+        try:
+            with self._dc.transact():
+                for key, value in items:
+                    self.set(key, value)
+        except Exception as e:  # the transaction itself (a locked database): each on its own
+            log.warning("cache transaction failed, written one by one: %s", e)
+            for key, value in items:
+                self.set(key, value)
+
     def get_meta(self, name: str) -> Any:
         return None if self._meta is None else self._meta.get(name)
 
