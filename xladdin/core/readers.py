@@ -303,7 +303,7 @@ class Reader:
         with self._lock:
             self.from_store += 1
         text, readings = found
-        return Document(text.strip(), readings)
+        return figures.with_readings(text, readings)
 
     def _store(self, stamp: Stamp, digest: str, packed: bytes, read: bytes | None) -> None:
         store(self.cache, stamp, digest, packed, read, self._version)
@@ -468,7 +468,7 @@ class Reader:
         if answer[0] == "ok":
             _, digest, text, packed, read = answer
             # the text with code's readings of it: the row's preparation, right after this, reads none again
-            text = Document(text.strip(), None if read is None else pickle.loads(read))
+            text = figures.with_readings(text, None if read is None else pickle.loads(read))
             self._store(job.stamp, digest, packed, read)
             self._keep(job.stamp, text)
             with self._lock:

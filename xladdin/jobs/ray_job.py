@@ -48,7 +48,6 @@ from ..engine import engine_kind
 from ..engine.gguf_files import STARTER_NOTE
 from ..errors import ConfigError, InputError, InternalError, XladdinError
 from ..reading import documents, figures
-from ..reading.document import Document
 from ..settings import Settings
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
 from ..tasks.screen import ScreenResult, ScreenTask
@@ -206,7 +205,7 @@ class ReadAhead:
         if isinstance(value, InputError):
             raise value
         stamp, text, readings = value
-        return stamp, Document(text.strip(), readings)  # as a reader process's readings come with its text
+        return stamp, figures.with_readings(text, readings)  # as a reader process's readings come with its text
 
     def snapshot(self) -> dict[str, int]:
         return {"files_read": 0, "files_from_store": 0, "files_reading": 0}  # the job counts the files read

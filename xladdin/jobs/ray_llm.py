@@ -38,8 +38,7 @@ from ..core.prepared import Prepared, Requests
 from ..core.structured import ask_again
 from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
-from ..reading import documents
-from ..reading.document import Document
+from ..reading import documents, figures
 from ..settings import Settings
 from .ray_values import column, dumps, loads
 
@@ -164,7 +163,7 @@ class Rows:
                     raise read
                 _, text, readings = read
                 # the text with what a reader process read of it, as the reader processes' texts come
-                record = documents.with_text(record, path, Document(text.strip(), readings))
+                record = documents.with_text(record, path, figures.with_readings(text, readings))
             return self.requests.prepare(self.task, self.task.parse(record))
         except XladdinError as e:
             return e

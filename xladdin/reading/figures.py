@@ -22,7 +22,6 @@ from pydantic import StringConstraints
 from .document import Document, read_once
 from .tables import MONEY_UNITS, StatementRow, TableRow, page_of, read_key_tables, read_segments
 
-# A text's readings are kept with it (a ``Document``: ``@read_once``), as long as its row's request holds it.
 ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
 # name → (label, canonical unit); the order of the result columns
 FIGURES: dict[str, tuple[str, str]] = {
@@ -590,10 +589,16 @@ def readings(text: str) -> dict[str, Any]:
     sent with the text: a ``Document(text, readings)`` in the process that asks the engine scans the
     whole text for none of them again (its key-figure tables, prose figures, segments and folded
     text); what combines them, a lookup or two, is made there."""
-    doc = Document(text.strip())
+    doc = with_readings(text, None)
     for read in (read_key_tables, _read_prose, read_segments, normalize):  # the scans of the whole text (what
         read(doc)  # combines them is left to the asking process, which waits on the readers)
     return doc.readings
+
+
+def with_readings(text: str, made: dict[str, Any] | None) -> Document:
+    """``text`` as a row holds it (stripped), carrying the readings ``made`` of it (``readings``, in a report
+    reader process); ``None``: none yet (each is made when first asked for)."""
+    return Document(text.strip(), made)
 
 
 def readings_version() -> str:
