@@ -65,7 +65,7 @@ def test_through_the_cli_the_key_figures_keep_their_pages(tiny_model_path, tmp_p
     assert "(第4页)" in row["出处 evidence"] and "(第5页)" in row["出处 evidence"]  # EPS and ROE on page 5
 
 
-def test_a_chapter_read_stops_at_its_assets_section_and_the_statements_at_the_cash_flow(tmp_path):
+def test_a_chapter_read_stops_at_its_assets_section_and_the_statements_at_the_cash_flow(tiny_model_path, tmp_path):
     """The management discussion is read up to its 资产及负债状况 (what follows it, 投资状况, is not read: the
     next page read is the financial report's); the financial report up to the 合并现金流量表's operating line
     (the statement of changes in equity and the notes after it are not); 释义 is not read either."""
@@ -92,3 +92,11 @@ def test_a_chapter_read_stops_at_its_assets_section_and_the_statements_at_the_ca
     assert "资产、负债情况分析" in read[7] and read[8] == read[9] == ""
     assert "审计意见" in read[10] and "营业收入" in read[11] and "经营活动产生的现金流量净额" in read[12]
     assert len(read) == 13  # the statement of changes in equity and the notes: not read
+    # through the CLI: the key figures as the table prints them, each with its page
+    pool = tmp_path / "pool.csv"
+    pool.write_text("代码,名称,行业\n600002,测试股份,设备\n", encoding="utf-8")
+    r = cli(["screen", str(pool), "--reports", str(tmp_path), "-o", str(tmp_path / "out.json")], tiny_model_path,
+            tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
+    assert row["营收(亿元) revenue"] == 5.2310500 and "(第5页)" in row["出处 evidence"]
