@@ -18,11 +18,11 @@ from .common import RESULTS, machine, make_env, save
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 # python -m bench NAME: the module's main()
 COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold",
-            "documents", "excel_path", "highlights", "calc", "report_files", "ray_job", "ramp")
-# sections 6-14 of the doc: results file (bench/results/NAME.json) and the module that renders it
+            "documents", "excel_path", "highlights", "calc", "report_files", "ray_job", "ramp", "cells")
+# sections 6-16 of the doc: results file (bench/results/NAME.json) and the module that renders it
 SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"),
             ("excel_path", "excel_path"), ("calc", "calc"), ("report_files", "report_files"), ("ray_job", "ray_job"),
-            ("ramp", "ramp"), ("documents", "documents"))
+            ("ramp", "ramp"), ("documents", "documents"), ("cells", "cells"))
 
 
 def main() -> None:

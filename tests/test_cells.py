@@ -25,7 +25,7 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("cryptography")
 
 from conftest import tiny_settings  # noqa: E402
-from kit import free_port, overloaded_while  # noqa: E402
+from kit import free_port, overloaded_while, wait_until  # noqa: E402
 
 from xladdin.cells import calls, certs, manifests, service  # noqa: E402
 from xladdin.core.batcher import Batcher  # noqa: E402
@@ -496,6 +496,88 @@ def test_a_post_past_its_budget_answers_pending_at_once_and_a_changed_report_fil
         assert value[0][0] == "600001.SH" and len(engine.calls) == 42
         assert "99.99" in engine.calls[-1][-1]["content"]
     finally:
+        running.stop()
+        runtime.close()
+
+
+def test_calls_left_for_later_send_their_cache_reads_together_not_one_call_s_at_a_time(tmp_path, monkeypatch):
+    """A reopened workbook's recalculation on a restarted service: the calls a POST leaves for later
+    (``answer_budget=0``) are all made at once, each cell waiting in the fate table, while the first
+    cache read is still held on the disk thread (no call waits for its read before the next is made, even
+    with a read bound of a minute); released, every value comes from the cache, none from the engine."""
+    from xladdin.core.cache import Cache
+    from xladdin.sheet import pending
+
+    engine = ScriptedEngine(lambda m: screen_answer())
+    settings = tiny_settings(tmp_path)
+    batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(12)]
+    first = CellRuntime(batcher=Batcher.from_settings(settings, engine, own_engine=False))
+    running, cert = start(first, tmp_path)
+    client = Client(running.url, cert.ca)
+    client.settle_all(client.calls(batch))
+    running.stop()
+    first.close()
+    assert len(engine.calls) == 12
+
+    monkeypatch.setattr(pending, "READ_WAIT_S", 60.0)
+    held, release = threading.Event(), threading.Event()
+    real_get = Cache.get
+
+    def get(self, key):  # the first read of the restarted service is held until released
+        if not held.is_set():
+            held.set()
+            release.wait(60)
+        return real_get(self, key)
+
+    monkeypatch.setattr(Cache, "get", get)
+    runtime = CellRuntime(batcher=Batcher.from_settings(settings, engine, own_engine=False))
+    runtime.batcher.start()  # the engine named its model (by the workbook's first cells)
+    running, cert = start(runtime, tmp_path, answer_budget=0)
+    try:
+        client = Client(running.url, cert.ca)
+        results = client.calls(batch)
+        assert [r["state"] for r in results] == ["pending"] * 12
+        wait_until(lambda: runtime.pending_cells == 12, 30,
+                   message=lambda: f"{runtime.pending_cells} of 12 calls made while the first read is held")
+        assert held.wait(30)  # the first read is held meanwhile
+        release.set()
+        values = client.settle_all(results)
+        assert len(values) == 12 and all(v[0][0].startswith("6000") for v in values.values())
+        assert len(engine.calls) == 12  # every answer from the cache
+    finally:
+        release.set()
+        running.stop()
+        runtime.close()
+
+
+def test_while_the_model_loads_a_post_answers_pending_and_its_calls_are_asked_once_it_has(tmp_path):
+    """An engine still starting (a model loading) when the first recalculation's POST arrives: the POST
+    does not wait for it (every call but the status answers pending), and once the engine has started
+    the calls are asked and settle over the poll."""
+    loaded = threading.Event()
+
+    class Loading(ScriptedEngine):
+        async def start(self):
+            import asyncio
+
+            await asyncio.to_thread(loaded.wait, 60)
+            return self.started()
+
+    engine = Loading(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(6)] + [{"fn": "QWEN_STATUS", "args": []}]
+        results = client.calls(batch)
+        assert [r["state"] for r in results] == ["pending"] * 6 + ["done"]
+        assert engine.calls == []
+        loaded.set()
+        values = client.settle_all(results)
+        assert len(values) == 6 and all(v[0][0].startswith("6000") for v in values.values())
+        assert len(engine.calls) == 6
+    finally:
+        loaded.set()
         running.stop()
         runtime.close()
 

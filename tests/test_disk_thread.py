@@ -730,3 +730,22 @@ def test_a_reader_thread_that_will_not_start_is_its_file_s_error_and_the_next_fi
     finally:
         reader.close()
         cache.close()
+
+
+def test_an_answer_s_write_goes_ahead_of_the_reads_queued_before_it():
+    """On the disk thread, what is given ``first`` (a batcher's answers to store) runs before the reads
+    that were queued before it and have not started; the rest keeps its order."""
+    from xladdin.core.cache import SerialThread
+
+    disk, ran, release = SerialThread(), [], threading.Event()
+    try:
+        busy = disk.submit(release.wait, 30)  # the thread busy with one read
+        reads = [disk.submit(ran.append, f"read {i}") for i in range(3)]
+        write = disk.submit(ran.append, "write", first=True)
+        release.set()
+        for f in (busy, *reads, write):
+            f.result(30)
+        assert ran == ["write", "read 0", "read 1", "read 2"]
+    finally:
+        release.set()
+        disk.close()

@@ -98,6 +98,16 @@ def _lasting(fn: Any, args: list[Any]) -> bool:
     return True
 
 
+class _Poll:
+    """A held poll: the ids it waits for, and those settled since it last looked (id, value)."""
+
+    __slots__ = ("ids", "heard")
+
+    def __init__(self, ids: list[str]):
+        self.ids = dict.fromkeys(ids)  # each once, in order
+        self.heard: list[tuple[str, Any]] = []
+
+
 class Bucket:
     """Requests per second per client: ``rate`` a second, ``burst`` at once."""
 
@@ -145,6 +155,7 @@ class CellService:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Condition | None = None
+        self._polls: set[_Poll] = set()  # the polls held now, each told of the calls that settle
         self._waking = False  # one wake of the held polls at a time, however many calls settle meanwhile
         self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="xladdin-cells")
         self._later = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xladdin-cells-later")
@@ -167,6 +178,8 @@ class CellService:
         request (a large recalculation's POST does not wait for all of its calls)."""
         out = []
         deadline = time.monotonic() + self.answer_budget
+        if not self.runtime.started_within(self.answer_budget):  # loading a model: every call but the status
+            deadline = 0.0  # is left for later, where the start is waited for (``CellRuntime.later``)
         later: list[str] = []
         for item in batch:
             try:
@@ -199,7 +212,8 @@ class CellService:
                 self.counts["pending"] += 1
                 out.append({"state": "pending", "id": cid})
                 continue
-            value = calls.evaluate(self.runtime, fn, args, entry.caller)
+            with self.runtime.reads_within(deadline - time.monotonic()):  # the POST's time is all its calls'
+                value = calls.evaluate(self.runtime, fn, args, entry.caller)
             if calls.is_pending(value):
                 self.counts["pending"] += 1
                 self._unsettle(entry, settles)
@@ -209,7 +223,7 @@ class CellService:
                 out.append(self._result(value))
         if later:
             try:
-                self._later.submit(lambda: [self._run(cid) for cid in later])
+                self._later.submit(self._run_later, later)
             except RuntimeError:  # the service is closing: its polls answer stopping
                 pass
         return out
@@ -220,6 +234,12 @@ class CellService:
         with self._lock:
             if entry.settles == settles:
                 entry.settled, entry.value = False, None
+
+    def _run_later(self, ids: list[str]) -> None:
+        """The calls a POST left for later (it answered them pending), their disk reads not waited for."""
+        with self.runtime.later():
+            for cid in ids:
+                self._run(cid)
 
     def _run(self, cid: str) -> None:
         """The call ``cid`` run (again); settled unless still pending, when the runtime's recalculation
@@ -252,6 +272,9 @@ class CellService:
                 return
             entry.settled, entry.value, entry.at = True, value, time.monotonic()
             entry.settles += 1
+            for poll in self._polls:
+                if cid in poll.ids:
+                    poll.heard.append((cid, value))
             if self._waking:  # a wake is on its way to the held polls: it will see this one too
                 return
             self._waking = True
@@ -279,32 +302,48 @@ class CellService:
 
     async def settle(self, ids: list[str], wait: float) -> dict[str, Any]:
         """The calls of ``ids`` that have settled (waiting up to ``wait`` s for the first), and those
-        still pending; an id this service does not know is ``unknown`` (ask the call again)."""
+        still pending; an id this service does not know is ``unknown`` (ask the call again). The ids are
+        looked up once; after that the poll hears of each call that settles (``_settle``), so a wake costs
+        what settled since, not a look at every id again."""
         assert self._changed is not None
         deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT))
         gathering: float | None = None
-        while True:
-            done, pending, unknown = {}, [], []
+        done: dict[str, Any] = {}
+        unknown: list[str] = []
+        gone: set[str] = set()
+        poll = _Poll(ids)
+        with self._lock:
+            for cid in poll.ids:
+                entry = self._entries.get(cid)
+                if entry is None:
+                    unknown.append(cid)
+                    gone.add(cid)
+                elif entry.settled:
+                    done[cid] = entry.value
+            self._polls.add(poll)
+        try:
+            while True:
+                with self._lock:
+                    heard, poll.heard = poll.heard, []
+                done.update((cid, v) for cid, v in heard if cid not in gone)
+                waiting = len(poll.ids) - len(done) - len(unknown)
+                now = time.monotonic()
+                if (done or unknown) and gathering is None and waiting:
+                    gathering = min(deadline, now + GATHER)
+                end = gathering if gathering is not None else deadline
+                if not waiting or now >= end or self.stopping:
+                    break
+                async with self._changed:
+                    try:
+                        await asyncio.wait_for(self._changed.wait(), end - now)
+                    except TimeoutError:
+                        pass
+        finally:
             with self._lock:
-                for cid in ids:
-                    entry = self._entries.get(cid)
-                    if entry is None:
-                        unknown.append(cid)
-                    elif entry.settled:
-                        done[cid] = self._result(entry.value)
-                    else:
-                        pending.append(cid)
-            now = time.monotonic()
-            if (done or unknown) and gathering is None and pending:
-                gathering = min(deadline, now + GATHER)
-            end = gathering if gathering is not None else deadline
-            if not pending or now >= end or self.stopping:
-                return {"results": done, "pending": pending, "unknown": unknown, "stopping": self.stopping}
-            async with self._changed:
-                try:
-                    await asyncio.wait_for(self._changed.wait(), end - now)
-                except TimeoutError:
-                    pass
+                self._polls.discard(poll)
+        return {"results": {cid: self._result(v) for cid, v in done.items()},
+                "pending": [cid for cid in ids if cid not in done and cid not in gone],
+                "unknown": unknown, "stopping": self.stopping}
 
     # -- HTTP -----------------------------------------------------------------------------------
     def app(self):

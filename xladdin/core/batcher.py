@@ -137,11 +137,23 @@ class Batcher:
 
         An engine that cannot start (offline, timing out) raises its ``EngineError``, and a
         recent failure is raised at once (``lifecycle.SharedStart``)."""
+        self.starting().result()
+
+    def starting(self) -> concurrent.futures.Future:
+        """The start of ``start``, begun and not waited for: a future, done once the engine has started
+        (its exception the start's failure, a recent one at once)."""
         if self.ready:
-            return
+            started: concurrent.futures.Future = concurrent.futures.Future()
+            started.set_result(None)
+            return started
         self.loop.get()
-        self.shared_start.raise_recent_failure()
-        self.loop.submit(self._ensure_started()).result()
+        try:
+            self.shared_start.raise_recent_failure()
+        except XladdinError as e:
+            failed: concurrent.futures.Future = concurrent.futures.Future()
+            failed.set_exception(e)
+            return failed
+        return self.loop.submit(self._ensure_started())
 
     async def _ensure_started(self) -> None:
         if not self.ready:
@@ -228,15 +240,16 @@ class Batcher:
 
     # ---------------------------------------------------------------- the queue and its workers
     def _store(self, key: str, out: BaseModel) -> concurrent.futures.Future:
-        """A validated answer, stored as it arrives: done once it is on disk. The answers that arrive while
-        a write waits for the disk thread are written with it, in one transaction (a cell's cache read
-        queued behind them waits for one write, not one each)."""
+        """A validated answer, stored as it arrives: done once it is on disk. The write goes ahead of the
+        cache reads waiting on the disk thread (its worker takes no other request until it is stored), and
+        the answers that arrive while it waits are written with it, in one transaction (a cell's cache
+        read waits for one write, not one each)."""
         stored: concurrent.futures.Future = concurrent.futures.Future()
         with self._writes_lock:
             self._writes.append((key, out.model_dump(mode="json"), stored))
             first = len(self._writes) == 1
         if first:
-            self.disk.submit(self._flush)
+            self.disk.submit(self._flush, first=True)  # ahead of the reads queued: a worker waits for it
         return stored
 
     def _flush(self) -> None:
@@ -462,9 +475,15 @@ class Batcher:
     # ---------------------------------------------------------------- async core
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
         await self._ensure_started()
-        request = self.prepare(task, inp)  # keyed now the engine has named its model
-        hit = await self.disk.run(self._from_cache, request)
+        request, hit = await self.disk.run(self._prepared_read, task, inp)
         return hit if hit is not None else await self._ask(request)
+
+    def _prepared_read(self, task: Task, inp: BaseModel) -> tuple[Prepared, Any | None]:
+        """On the disk thread: a request asked before the start, prepared (keyed now the engine has named
+        its model) and read. Not on the loop: a table's rows that waited for the start would each be
+        prepared there in turn, and no answer or request would move until the last was."""
+        request = self.prepare(task, inp)
+        return request, self._from_cache(request)
 
     async def _ask(self, request: Prepared) -> Any:
         """``request``, a miss of its one read of the disk cache: joined to the same request in flight,

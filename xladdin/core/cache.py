@@ -13,6 +13,7 @@ loop that drives the engine's requests.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import logging
@@ -239,20 +240,26 @@ class Ticket(Future):
 
 
 class SerialThread:
-    """One thread that runs what is given to it, in order: a batcher's disk thread (its answers read and
-    written there: a slow or locked disk holds up only this thread), a reader's texts thread (a report
-    text read is handed to its row there). Started on first use, and again after ``close`` (a batcher
-    used after it was closed). Once the interpreter is exiting (its threads joined, a pool takes nothing
-    more) a call runs in the caller's thread."""
+    """One thread that runs what is given to it, one thing at a time: a batcher's disk thread (its answers
+    read and written there: a slow or locked disk holds up only this thread), a reader's texts thread (a
+    report text read is handed to its row there). What is given ``first`` runs before everything given
+    without it that has not started (a batcher's answers are stored ahead of the cache reads of a table's
+    rows queued before them: the engine's answers are not held behind thousands of reads); otherwise in
+    order. Started on first use, and again after ``close`` (a batcher used after it was closed). Once the
+    interpreter is exiting (its threads joined, a pool takes nothing more) a call runs in the caller's
+    thread."""
 
     def __init__(self, name: str = "xladdin-disk"):
         self.name = name
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._first: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], Future]] = collections.deque()
+        self._rest: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], Future]] = collections.deque()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """A future of ``fn(*args)``, run on the thread after everything submitted before it."""
-        queued = self.queue(fn, *args)
+    def submit(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future:
+        """A future of ``fn(*args)``, run on the thread after everything submitted before it (``first``:
+        before all not given first that wait)."""
+        queued = self.queue(fn, *args, first=first)
         if queued is None:  # shut down (the interpreter is exiting, or closed meanwhile): run it here
             done: Future = Future()
             try:
@@ -262,16 +269,28 @@ class SerialThread:
             return done
         return queued
 
-    def queue(self, fn: Callable[..., Any], *args: Any) -> Future | None:
+    def queue(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future | None:
         """``submit`` without running ``fn`` here: ``None`` when the thread takes nothing more."""
-        with self._lock:
+        done: Future = Future()
+        with self._lock:  # the pool runs one ``_next`` per item, each taking the item due then
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-            pool = self._pool
+            try:
+                self._pool.submit(self._next)
+            except RuntimeError:
+                return None
+            (self._first if first else self._rest).append((fn, args, done))
+        return done
+
+    def _next(self) -> None:
+        with self._lock:
+            fn, args, done = (self._first or self._rest).popleft()
+        if not done.set_running_or_notify_cancel():
+            return
         try:
-            return pool.submit(fn, *args)
-        except RuntimeError:
-            return None
+            done.set_result(fn(*args))
+        except BaseException as e:
+            done.set_exception(e)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the thread, awaited (from the loop: the loop thread reads no disk)."""

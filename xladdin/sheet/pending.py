@@ -32,11 +32,12 @@ answers instead, up to the request timeout.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime as dt
 import functools
 import logging
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ class CellRuntime:
         self._resolver: Resolver | None = None
         self.rewrite = rewrite
         self._lock = threading.Lock()
+        self._reads = threading.local()  # ``wait``: how long this thread's calls wait for their disk reads
         self.last_error: str | None = None
 
     @property
@@ -173,7 +175,9 @@ class CellRuntime:
         # value now (a reopened workbook: no placeholder, no recalculation), the rest wait on the engine
         reads = [t.read for t in waiting.values() if isinstance(t, Ticket) and t.read is not None]
         if reads:
-            concurrent.futures.wait(reads, timeout=READ_WAIT_S)
+            wait = getattr(self._reads, "wait", READ_WAIT_S)
+            if wait > 0:
+                concurrent.futures.wait(reads, timeout=wait)
             for i, ticket in list(waiting.items()):
                 if ticket.done():
                     out[i] = self._convert(ticket.result, row_of(i), width)
@@ -193,6 +197,47 @@ class CellRuntime:
                 else:
                     out[i] = error_row(EngineStalled(f"no answer within {timeout:g}s"), width)
         return out  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def reads_within(self, seconds: float) -> Iterator[None]:
+        """Calls made inside this block on this thread wait at most ``seconds`` for their disk reads
+        (``READ_WAIT_S`` at most; 0: not at all, a read that hits then settles the call as the engine's
+        answer would): a door answering many calls in one request gives each what is left of its time."""
+        before = getattr(self._reads, "wait", READ_WAIT_S)
+        self._reads.wait = max(0.0, min(seconds, before))
+        try:
+            yield
+        finally:
+            self._reads.wait = before
+
+    def started_within(self, seconds: float) -> bool:
+        """Whether the engine has started within ``seconds`` (its start begun if it had not been; a failed
+        start counts as started: each call then has its error at once)."""
+        try:
+            self.batcher.starting().result(max(0.0, seconds))
+        except concurrent.futures.TimeoutError:
+            return False
+        except XladdinError:
+            pass
+        return True
+
+    @contextlib.contextmanager
+    def later(self) -> Iterator[None]:
+        """Calls made inside this block on this thread are the calls of cells that already show pending
+        (the cell service runs them after their POST has answered). So the block first waits for the
+        engine's start, as a table does (a failed start is each call's error, kept for its time): each
+        request is then prepared here and goes on as it is made. And a call does not wait for its disk
+        reads (``reads_within(0)``): the reads of the calls go to the disk thread together instead of one
+        call's at a time."""
+        with self._lock:
+            batcher = self._batcher
+        if batcher is not None:
+            try:
+                batcher.start()
+            except XladdinError:
+                pass  # each call's outcome says why
+        with self.reads_within(0):
+            yield
 
     def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
         """``to_row`` of the produced result; a failure is the row's error."""
