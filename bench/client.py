@@ -128,7 +128,7 @@ def http_table(n: int, seed: int, in_flight: int, sdk: bool,
         settings = Settings.load({"engine_url": f"http://127.0.0.1:{port}/v1", "no_cache": True,
                                   "cache_dir": tempfile.mkdtemp(), "max_parallel": in_flight})
         data = rows(n, seed=seed)
-        engine = openai_http.OpenAIHTTPEngine(settings)
+        engine = openai_http.OpenAIHTTPEngine(settings.openai_http)
         if sdk:
             engine._http = SDKHTTP(engine.options)
         with Batcher.from_settings(settings, engine) as b:

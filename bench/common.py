@@ -48,7 +48,7 @@ def make_env(model: str | None, parallel: int) -> Env:
         max_tokens = 512
     settings = Settings.load({"cache_dir": workdir / "cache", "max_parallel": parallel, "max_tokens": max_tokens,
                               "timeout": 300}, env={})
-    engine = EmbeddedEngine(settings, model_file)
+    engine = EmbeddedEngine(settings.embedded, model_file)
     engine.load()
     return Env(engine, settings, workdir, label)
 

@@ -306,7 +306,7 @@ def _batcher_run(settings: Settings, data: list[dict[str, Any]]) -> dict[str, An
 def per_cell(url: str, workdir: Path, n: int) -> dict[str, Any]:
     """One request at a time, each waiting for the previous answer."""
     settings = _settings(url, workdir)
-    engine = OpenAIHTTPEngine(settings)
+    engine = OpenAIHTTPEngine(settings.openai_http)
     params = settings.sampling
 
     async def go() -> float:
@@ -344,7 +344,7 @@ def bare(url: str, workdir: Path, n: int, concurrency: list[int | None]) -> list
     import openai
 
     settings = _settings(url, workdir)
-    engine = OpenAIHTTPEngine(settings)
+    engine = OpenAIHTTPEngine(settings.openai_http)
     out = []
 
     async def go(data: list[dict[str, Any]], limit: int | None) -> tuple[float, int]:

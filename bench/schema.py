@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="xladdin-bench-schema-"))
     model = resolve_model(args.model, workdir)
     settings = Settings.load({"cache_dir": workdir / "cache", "max_parallel": args.parallel, "timeout": 600}, env={})
-    engine = EmbeddedEngine(settings, model)
+    engine = EmbeddedEngine(settings.embedded, model)
     engine.load()
     params = settings.sampling
     try:

@@ -67,7 +67,7 @@ def tiny_settings(tmp_path, **overrides) -> Settings:
 def tiny_engine(tiny_model, tmp_path_factory):
     """One embedded engine with the tiny model, shared by the session (also serves HTTP on loopback)."""
     settings = tiny_settings(tmp_path_factory.mktemp("engine"), max_parallel=4)
-    engine = EmbeddedEngine(settings, tiny_model)
+    engine = EmbeddedEngine(settings.embedded, tiny_model)
     engine.load()
     yield engine
     engine.close()
@@ -152,7 +152,7 @@ class MockServer(Server):
     def engine(self, settings):
         from xladdin.engine.openai_http import OpenAIHTTPEngine
 
-        return OpenAIHTTPEngine(settings)
+        return OpenAIHTTPEngine(settings.openai_http)
 
 
 def vllm_models(root: str, served: str = "qwen") -> tuple[int, str, bytes]:

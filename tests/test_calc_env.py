@@ -126,7 +126,8 @@ PARENT = textwrap.dedent("""
     from xladdin.engine.private_server import PrivateServer
     from xladdin.settings import Settings
 
-    server = PrivateServer(Settings.load(), sys.executable)
+    settings = Settings.load()
+    server = PrivateServer(settings.embedded, sys.executable, settings.cache_dir)
     asyncio.run(server._running())  # started from a worker thread, which has ended once asyncio.run returns
     print(json.dumps({"port": server.port, "pid": server._server.proc.pid}), flush=True)
     time.sleep(3600)

@@ -30,10 +30,10 @@ def test_engine_options_reject_typos_and_come_from_settings(tmp_path):
     with pytest.raises(ValidationError, match="retires"):
         HTTPOptions(url="http://x", retires=3)
     s = Settings.load({"engine_url": "http://gpu:8000", "timeout": 7, "retries": 1, "served_model": "qwen"})
-    engine = OpenAIHTTPEngine(s)
+    engine = OpenAIHTTPEngine(s.openai_http)
     assert engine.options == HTTPOptions(url="http://gpu:8000", timeout=7, retries=1, served_model="qwen")
     assert engine.server_url == "http://gpu:8000/v1" and engine.served == "qwen"
-    embedded = EmbeddedEngine(Settings.load({"n_ctx": 2048, "max_parallel": 2, "models_dir": str(tmp_path)}))
+    embedded = EmbeddedEngine(Settings.load({"n_ctx": 2048, "max_parallel": 2, "models_dir": str(tmp_path)}).embedded)
     assert (embedded.options.n_ctx, embedded.max_parallel, embedded.options.models_dir) == (2048, 2, tmp_path)
     # each built-in engine's options model is the settings' section of its name
     for kind in ENGINES:
@@ -171,7 +171,8 @@ def test_an_engine_alone_says_its_limits_and_the_batcher_takes_them_as_they_are(
     default = Settings.load({"engine_url": "http://127.0.0.1:9", "cache_dir": str(tmp_path)}, env={})
     with Batcher.from_settings(default) as b:
         assert b.engine.parallel_limit is None  # the server's own default, adapted to its load once known
-    embedded = EmbeddedEngine(Settings.load({"timeout": 30, "max_parallel": 2, "models_dir": str(tmp_path)}, env={}))
+    options = Settings.load({"timeout": 30, "max_parallel": 2, "models_dir": str(tmp_path)}, env={}).embedded
+    embedded = EmbeddedEngine(options)
     assert (embedded.stall_s, embedded.parallel_limit, embedded.max_parallel) == (30 + STALL_MARGIN_S, 2, 2)
 
 
@@ -191,7 +192,7 @@ def test_start_returns_what_the_engine_learned_and_the_batcher_builds_on_that_va
     server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": gauges})
     try:
         settings = Settings.load({"engine_url": server.url, "cache_dir": tmp_path / "c"}, env={})
-        learned = on_engine(OpenAIHTTPEngine(settings), lambda engine: engine.start())
+        learned = on_engine(OpenAIHTTPEngine(settings.openai_http), lambda engine: engine.start())
     finally:
         server.close()
     assert learned == Started(model_id="Qwen/Qwen3-8B", max_parallel=1024, reports_load=True, context_tokens=8192)

@@ -153,11 +153,11 @@ def test_replicas_are_one_engine_of_one_model(tmp_path):
     b = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/metrics": metrics(100, 0)})
     other = Server({"/v1/models": vllm_models("Qwen/Qwen3-4B")})
     try:
-        engine = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=f"{a.url}, {b.url}"))
+        engine = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=f"{a.url}, {b.url}").openai_http)
         asyncio.run(engine.start())
         assert engine.urls == [a.url, b.url] and engine.model_id == "Qwen/Qwen3-8B"
         assert asyncio.run(engine.server_load()) == (400, 40) and engine.max_parallel == 2 * ADAPTIVE_CAP
-        mixed = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=f"{a.url},{other.url}"))
+        mixed = OpenAIHTTPEngine(tiny_settings(tmp_path, engine_url=f"{a.url},{other.url}").openai_http)
         with pytest.raises(EngineError, match="serve different models"):
             asyncio.run(mixed.start())
     finally:

@@ -151,12 +151,12 @@ def test_a_run_answered_from_the_cache_never_loads_the_weights(tiny_model, tmp_p
     from xladdin.engine.embedded import EmbeddedEngine
 
     settings = tiny_settings(tmp_path)
-    first = EmbeddedEngine(settings, tiny_model)
+    first = EmbeddedEngine(settings.embedded, tiny_model)
     with Batcher.from_settings(settings, engine=first) as b:
         assert all(isinstance(r, ScreenResult) for r in Resolver(b).map(TASK, sample_records(2)))
     assert first.address is not None  # loaded for the misses
     first.close()
-    second = EmbeddedEngine(settings, tiny_model)
+    second = EmbeddedEngine(settings.embedded, tiny_model)
     with Batcher.from_settings(settings, engine=second) as b:
         results = Resolver(b).map(TASK, sample_records(2))
     assert all(r.provenance.cached for r in results)

@@ -259,7 +259,7 @@ def test_a_slow_embedded_engine_that_is_computing_does_not_time_out_its_rows(tin
     from xladdin.engine.embedded import EmbeddedEngine
 
     settings = tiny_settings(tmp_path, timeout=3, max_parallel=2)
-    engine = EmbeddedEngine(settings, tiny_model)
+    engine = EmbeddedEngine(settings.embedded, tiny_model)
     engine.load()
     engine._server = SlowTokens(engine._server, pause=0.5, slow=20)  # 10 s an answer, a token every 0.5 s
     try:
@@ -302,7 +302,7 @@ def test_a_long_prompt_read_slowly_on_a_busy_cpu_is_progress_not_a_timeout(tiny_
     from xladdin.engine.embedded import EmbeddedEngine
 
     settings = tiny_settings(tmp_path, timeout=2, max_parallel=1)
-    engine = EmbeddedEngine(settings, tiny_model)
+    engine = EmbeddedEngine(settings.embedded, tiny_model)
     engine.load()
     engine._server = slow = SlowPrompt(engine._server, pause=0.8)
     row = {**ROWS[0], "report_text": "公司实现营业收入100亿元，同比增长5%。" * 120}  # a prompt of several steps

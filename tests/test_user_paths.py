@@ -249,7 +249,7 @@ def test_timeout_bounds_the_whole_request_and_reports_the_real_wait(tmp_path):
     silent.listen(16)  # accepts, never answers
     url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
     try:
-        engine = OpenAIHTTPEngine(Settings.load({"engine_url": url, "timeout": 1.5, "retries": 3}))
+        engine = OpenAIHTTPEngine(Settings.load({"engine_url": url, "timeout": 1.5, "retries": 3}).openai_http)
         with Batcher(engine, Cache(tmp_path / "c")) as b, pytest.raises(EngineTimeout) as e:
             b.start()
     finally:

@@ -37,7 +37,8 @@ def core(python: str | None = None) -> Batcher:
     if engine_kind(settings) != "embedded":
         batcher = Batcher.from_settings(settings)
     else:
-        batcher = Batcher.from_settings(settings, PrivateServer(settings, python), own_engine=True)
+        engine = PrivateServer(settings.embedded, python, settings.cache_dir)
+        batcher = Batcher.from_settings(settings, engine, own_engine=True)
     # the environment's Python for the reader processes; the store read on the batcher's disk thread
     batcher.reader = Reader(batcher.cache, processes=settings.readers, python=python, disk=batcher.disk,
                             memory_mib=settings.reader_memory_mib)

@@ -72,7 +72,7 @@ class ContextFit:
         per_char = self.tokens_per_char or DEFAULT_TOKENS_PER_CHAR
         context = self.engine.context_tokens or DEFAULT_CONTEXT
         prompt_chars = len(getattr(task, "system", "") or "")
-        if not getattr(getattr(self.engine, "options", None), "structured_output", True):
+        if not self.engine.structured_output:
             prompt_chars += len(json.dumps(task.schema, ensure_ascii=False))
         room = context - self.max_tokens - ROW_TOKENS - int(prompt_chars * per_char * 1.1)
         tokens = min(self.text_tokens, room)

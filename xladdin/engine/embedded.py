@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
-from ..settings import EmbeddedOptions, Settings
+from ..settings import EmbeddedOptions
 from .base import Engine, SamplingParams, Started, request_fields
 from .gguf_files import ModelFile, resolve_model
 
@@ -28,8 +28,9 @@ class EmbeddedEngine(Engine):
     kind: ClassVar[str] = "embedded"
     options_model = EmbeddedOptions
 
-    def __init__(self, settings: Settings | EmbeddedOptions, model: ModelFile | None = None):
-        self.options = settings if isinstance(settings, EmbeddedOptions) else settings.embedded
+    def __init__(self, options: EmbeddedOptions, model: ModelFile | None = None):
+        self.options = options
+        self.structured_output = options.structured_output
         self.max_parallel = self.options.max_parallel or DEFAULT_SLOTS
         self.parallel_limit, self.timeout = self.options.max_parallel, self.options.timeout
         self.context_tokens = self.options.n_ctx
@@ -127,7 +128,7 @@ class EmbeddedEngine(Engine):
         if self._server is None:
             await asyncio.to_thread(self._load_once)
         body = {
-            **request_fields(messages, schema, self.options.structured_output),
+            **request_fields(messages, schema, self.structured_output),
             "temperature": params.temperature,
             "seed": params.seed,
             "max_tokens": params.max_tokens,

@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 import aiohttp
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
-from ..settings import HTTPOptions, Settings
+from ..settings import HTTPOptions
 from .base import Engine, SamplingParams, Started, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
@@ -364,8 +364,9 @@ class OpenAIHTTPEngine(Engine):
     kind: ClassVar[str] = "openai_http"
     options_model = HTTPOptions
 
-    def __init__(self, settings: Settings | HTTPOptions):
-        self.options = settings if isinstance(settings, HTTPOptions) else settings.openai_http
+    def __init__(self, options: HTTPOptions):
+        self.options = options
+        self.structured_output = options.structured_output
         if not self.options.url:
             raise ConfigError("the openai_http engine needs a URL: set XLADDIN_ENGINE_URL or --engine-url")
         self.urls, auth = credentials(split_urls(self.options.url))
@@ -505,7 +506,7 @@ class OpenAIHTTPEngine(Engine):
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], params: SamplingParams) -> str:
         if not self.served:
             await self.start()
-        body = chat_body(self.served, messages, schema, params, self.options.structured_output)
+        body = chat_body(self.served, messages, schema, params, self.structured_output)
         tried: set[int] = set()
         deadline: list[float] = [time.monotonic() + self.options.timeout]  # moved on by the server's progress
         while True:

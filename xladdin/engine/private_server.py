@@ -13,9 +13,10 @@ import queue
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from ..settings import HTTPOptions, SamplingParams, Settings
+from ..settings import EmbeddedOptions, HTTPOptions, SamplingParams
 from .base import Started
 from .gguf_files import resolve_model
 from .openai_http import OpenAIHTTPEngine
@@ -32,21 +33,23 @@ class PrivateServer(OpenAIHTTPEngine):
     (``private-servers.json`` in the cache directory), so a sheet reopened from the cache never
     loads the model."""
 
-    def __init__(self, settings: Settings, python: str):
+    def __init__(self, options: EmbeddedOptions, python: str, cache_dir: Path):
+        """``options``: the embedded engine's (the model the server loads); ``cache_dir``: where what it
+        served is remembered."""
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        e = settings.embedded
-        super().__init__(HTTPOptions(url=f"http://127.0.0.1:{self.port}/v1", timeout=e.timeout,
-                                     max_parallel=e.max_parallel, structured_output=e.structured_output, retries=0))
-        self._settings, self._python = settings, python
+        super().__init__(HTTPOptions(url=f"http://127.0.0.1:{self.port}/v1", timeout=options.timeout,
+                                     max_parallel=options.max_parallel, structured_output=options.structured_output,
+                                     retries=0))
+        self._embedded, self._python = options, python
         self._server: Any = None
-        self._file = settings.cache_dir / "private-servers.json"
+        self._file = Path(cache_dir) / "private-servers.json"
         self._fingerprint: str | None = None
         self._spawning: asyncio.Lock | None = None
 
     def _spawn(self) -> None:
-        e = self._settings.embedded
+        e = self._embedded
         cmd = [self._python, "-m", "xladdin.server.cpu_server", "--host", "127.0.0.1", "--port", str(self.port),
                "--parallel", str(e.max_parallel or 4), "--n-ctx", str(e.n_ctx), "--exit-with", str(os.getpid())]
         cmd += ["--model", e.model] if e.model else []
@@ -66,7 +69,7 @@ class PrivateServer(OpenAIHTTPEngine):
         """Who would serve: remembered for this model file, else asked of the server, started now."""
         if self.model_id and self.served:
             return self.started()
-        e = self._settings.embedded
+        e = self._embedded
         self._fingerprint = (await asyncio.to_thread(resolve_model, e.model, e.models_dir, progress=False)).model_id
         known = self._known().get(self._fingerprint)
         if isinstance(known, dict) and {"model", "served"} <= known.keys():

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = Settings.load({"model": args.model, "max_parallel": args.parallel, "n_ctx": args.n_ctx})
-        engine = EmbeddedEngine(settings)
+        engine = EmbeddedEngine(settings.embedded)
         engine.load(host=args.host, port=args.port, api_key=args.api_key or os.environ.get("XLADDIN_API_KEY"))
     except XladdinError as e:
         print(f"cpu server: error: {e}", file=sys.stderr, flush=True)
