@@ -20,23 +20,6 @@ class CallError(XladdinError):
     """A call the service cannot make: an unknown function, or arguments not of its form."""
 
 
-class Caller:
-    """What a call is known by while it waits: a stable key (``pending.caller_key``) per distinct call."""
-
-    def __init__(self, call_id: str):
-        self.address = call_id
-        self.sheet = _Sheet()
-
-
-class _Book:
-    name = "cells"
-
-
-class _Sheet:
-    name = "service"
-    book = _Book()
-
-
 def call_id(name: str, args: list[Any]) -> str:
     """The same function with the same arguments is one call, from any client."""
     text = json.dumps([name, args], ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -99,8 +82,9 @@ def function(name: Any) -> Function:
     return BY_NAME[name.upper()]
 
 
-def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: Caller) -> Any:
-    """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it."""
+def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any:
+    """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it; ``caller``: what
+    the call waits under (its ``call_id``), and what the runtime's recalculation names."""
     body, width = functions.TABLE[fn.name]
 
     @functions.cell_errors(lambda: rt, width)

@@ -75,7 +75,6 @@ class Entry:
 
     fn: Any
     args: list[Any]
-    caller: calls.Caller
     settled: bool = False
     value: Any = None
     at: float = field(default_factory=time.monotonic)
@@ -197,7 +196,7 @@ class CellService:
             with self._lock:
                 entry = self._entries.get(cid)
                 if entry is None:
-                    entry = self._entries[cid] = Entry(fn, args, calls.Caller(cid), lasting=_lasting(fn, args))
+                    entry = self._entries[cid] = Entry(fn, args, lasting=_lasting(fn, args))
                     self._trim()
                 settles = entry.settles
                 kept = entry.settled and entry.lasting and not calls.is_error(entry.value)
@@ -213,7 +212,7 @@ class CellService:
                 out.append({"state": "pending", "id": cid})
                 continue
             with self.runtime.reads_within(deadline - time.monotonic()):  # the POST's time is all its calls'
-                value = calls.evaluate(self.runtime, fn, args, entry.caller)
+                value = calls.evaluate(self.runtime, fn, args, cid)
             if calls.is_pending(value):
                 self.counts["pending"] += 1
                 self._unsettle(entry, settles)
@@ -248,7 +247,7 @@ class CellService:
             entry = self._entries.get(cid)
         if entry is None:
             return
-        value = calls.evaluate(self.runtime, entry.fn, entry.args, entry.caller)
+        value = calls.evaluate(self.runtime, entry.fn, entry.args, cid)
         if not calls.is_pending(value):
             self.counts["settled"] += 1
             self._settle(cid, value)
@@ -296,7 +295,7 @@ class CellService:
         """The runtime's call when a waiting call's answers have arrived: run it again (off the engine's
         thread), now from memory; still pending (another request it needs), it is watched again."""
         try:
-            self._pool.submit(self._run, getattr(caller, "address", None))
+            self._pool.submit(self._run, caller)
         except RuntimeError:  # the service is closing
             pass
 

@@ -58,6 +58,10 @@ READ_WAIT_S = 0.5
 
 
 def caller_key(caller: Any) -> Hashable:
+    """What a waiting cell is known by: a door's own key as it is (the cell service's call id), an xlwings
+    caller by its book, sheet and address, anything else by its identity (Calc's call)."""
+    if isinstance(caller, str):
+        return caller
     try:
         return (caller.sheet.book.name, caller.sheet.name, caller.address)
     except Exception:
