@@ -553,13 +553,14 @@ def test_calls_left_for_later_send_their_cache_reads_together_not_one_call_s_at_
 def test_while_the_model_loads_a_post_answers_pending_and_its_calls_are_asked_once_it_has(tmp_path):
     """An engine still starting (a model loading) when the first recalculation's POST arrives: the POST
     does not wait for it (every call but the status answers pending), and once the engine has started
-    the calls are asked and settle over the poll."""
-    loaded = threading.Event()
+    the calls are asked and settle over the poll. A POST of the status alone starts nothing."""
+    loaded, begun = threading.Event(), threading.Event()
 
     class Loading(ScriptedEngine):
         async def start(self):
             import asyncio
 
+            begun.set()
             await asyncio.to_thread(loaded.wait, 60)
             return self.started()
 
@@ -568,6 +569,8 @@ def test_while_the_model_loads_a_post_answers_pending_and_its_calls_are_asked_on
     running, cert = start(runtime, tmp_path)
     try:
         client = Client(running.url, cert.ca)
+        assert [r["state"] for r in client.calls([{"fn": "QWEN_STATUS", "args": []}])] == ["done"]
+        assert not begun.is_set()  # the status alone starts no engine
         batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(6)] + [{"fn": "QWEN_STATUS", "args": []}]
         results = client.calls(batch)
         assert [r["state"] for r in results] == ["pending"] * 6 + ["done"]

@@ -177,8 +177,9 @@ class CellService:
         request (a large recalculation's POST does not wait for all of its calls)."""
         out = []
         deadline = time.monotonic() + self.answer_budget
-        if not self.runtime.started_within(self.answer_budget):  # loading a model: every call but the status
-            deadline = 0.0  # is left for later, where the start is waited for (``CellRuntime.later``)
+        asks = any(not (isinstance(c, dict) and str(c.get("fn", "")).upper() == "QWEN_STATUS") for c in batch)
+        if asks and not self.runtime.started_within(self.answer_budget):  # loading a model: every call but
+            deadline = 0.0  # the status is left for later, where the start is waited for (``CellRuntime.later``)
         later: list[str] = []
         for item in batch:
             try:
