@@ -207,12 +207,15 @@ class CellRuntime:
         """Calls made inside this block on this thread wait at most ``seconds`` for their disk reads
         (``READ_WAIT_S`` at most; 0: not at all, a read that hits then settles the call as the engine's
         answer would): a door answering many calls in one request gives each what is left of its time."""
-        before = getattr(self._reads, "wait", READ_WAIT_S)
-        self._reads.wait = max(0.0, min(seconds, before))
+        before = getattr(self._reads, "wait", None)  # an enclosing block's bound, else none (READ_WAIT_S)
+        self._reads.wait = max(0.0, min(seconds, READ_WAIT_S if before is None else before))
         try:
             yield
         finally:
-            self._reads.wait = before
+            if before is None:
+                del self._reads.wait
+            else:
+                self._reads.wait = before
 
     def started_within(self, seconds: float) -> bool:
         """Whether the engine has started within ``seconds`` (its start begun if it had not been; a failed
