@@ -12,8 +12,9 @@ server (vLLM on a GPU; the CPU server in CI), every alternative side by side in 
   document-sized text in a CSV field) and ``files`` (the same rows, each naming its own report PDF,
   through ``xladdin screen --reports``).
 
-Each part merges its numbers into ``--out`` (default ``bench/results/gpu.json``) as it ends, so a
-run can be split over several commands (``--parts``). Every part uses rows no other part asked,
+Each part merges its numbers into the day's run in ``--out`` (default ``bench/results/gpu.json``: its
+``runs``, oldest first) as it ends, so a run can be split over several commands (``--parts``); another
+day, or ``--new-run``, appends a run (``gpu_render`` shows every run). Every part uses rows no other part asked,
 so the server's prefix cache never serves one part's prompts to another.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import datetime as dt
 import json
 import os
 import resource
@@ -603,6 +605,18 @@ def summarise(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _runs(path: Path) -> list[dict[str, Any]]:
+    """The runs ``path`` holds (none when it is not there); a file of another layout is refused, never
+    written over."""
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("bench") != "gpu" or not isinstance(data.get("runs"), list):
+        raise SystemExit(f"{path} is not a bench gpu results file ({{\"bench\": \"gpu\", \"runs\": [...]}}): "
+                         "name another with --out")
+    return data["runs"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench gpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--engine-url", help="the server, e.g. http://127.0.0.1:8000/v1")
@@ -628,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="part ray_files: vLLM engine arguments over the qwen3-8b-h200 profile's")
     p.add_argument("--ray-actors", type=int, default=4, help="part ray_files: actors preparing and finishing rows")
     p.add_argument("--out", default=str(RESULTS / "gpu.json"))
+    p.add_argument("--new-run", action="store_true", help="append a new run even if today's is there (another "
+                   "box, other server flags)")
     args = p.parse_args(argv)
     if args.build_pool:
         built = build_market_pool(Path(args.build_pool), args.market_rows)
@@ -648,7 +664,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.engine_url and parts != ["ray_files"]:
         p.error("--engine-url is required")
     out = Path(args.out)
-    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    runs = _runs(out)
+    today = dt.date.today().isoformat()
+    if runs and "doc" not in runs[-1] and runs[-1].get("when") == today and not args.new_run:
+        data = runs[-1]  # today's run: this command's parts join it
+    else:
+        data = {"when": today}
+        runs.append(data)
     if args.engine_url:
         data.update(server_facts(args.engine_url))
     data["task_version"] = TASK.version
@@ -695,7 +717,8 @@ def main(argv: list[str] | None = None) -> int:
                 data["documents"] = run
         data.update(summarise(data))
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+        out.write_text(json.dumps({"bench": "gpu", "runs": runs}, ensure_ascii=False, indent=2) + "\n",
+                       encoding="utf-8")
         shown = {k: v for k, v in data.items()
                  if k in {"per_cell", "default_run", "market", "excel_vs_cli", "documents", "files", "ray_files"}
                  and k.startswith(part[:4])}

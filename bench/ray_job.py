@@ -126,7 +126,9 @@ def render(d: dict[str, Any]) -> list[str]:
                 if loaded > cpus else []),
               ""]
     gpu = RESULTS / "gpu.json"  # the job on a GPU box (python -m bench gpu --parts ray_files), as written with the run
-    on_gpu = json.loads(gpu.read_text(encoding="utf-8")).get("ray_files_session", {}) if gpu.is_file() else {}
+    runs = json.loads(gpu.read_text(encoding="utf-8")).get("runs", []) if gpu.is_file() else []
+    on_gpu = next((r["data"]["ray_files_session"] for r in reversed(runs)
+                   if "ray_files_session" in r.get("data", {})), {})
     if "doc" in on_gpu:
         return [*lines, *on_gpu["doc"], ""]
     return [*lines, "Not run here: `ray.data.llm` with vLLM replicas, and a cluster of several GPU machines (the kinds "

@@ -213,7 +213,8 @@ def test_more_requests_in_flight_than_the_server_has_slots_each_get_an_answer_ag
 
 @pytest.mark.slow
 def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
-    """``python -m bench gpu`` in CI size against ``xladdin-server serve --engine cpu`` (no timings asserted)."""
+    """``python -m bench gpu`` in CI size against ``xladdin-server serve --engine cpu`` (no timings asserted):
+    its run is appended to the results file's runs, and the section shows it above the runs before it."""
     import time
 
     port = free_port()
@@ -226,6 +227,8 @@ def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
         while time.monotonic() < deadline and not server.stdout.readline().startswith("ready:"):
             pass
         out = tmp_path / "gpu.json"
+        out.write_text(json.dumps({"bench": "gpu", "runs": [{"when": "2026-01-01", "doc": ["an earlier run", ""]}]}),
+                       encoding="utf-8")
         r = subprocess.run([sys.executable, "-m", "bench", "gpu", "--engine-url", f"http://127.0.0.1:{port}/v1",
                             "--rows", "6", "--per-cell-rows", "2", "--sweep", "1,2", "--bare", "2,all",
                             "--market-rows", "8", "--out", str(out)],
@@ -234,7 +237,13 @@ def test_gpu_benchmark_runs_against_the_cpu_server(tiny_model_path, tmp_path):
     finally:
         server.terminate()
         server.wait(30)
-    data = json.loads(out.read_text(encoding="utf-8"))
+    from bench import gpu_render
+
+    runs = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert len(runs) == 2 and runs[0]["doc"] == ["an earlier run", ""]  # the earlier run kept as it was
+    data = runs[-1]  # the run this command made
+    shown = "\n".join(gpu_render.render({"runs": runs}))
+    assert shown.index(f"### {data['when']}") < shown.index("an earlier run") and "batcher, default settings" in shown
     for key in ("gpu", "vllm", "model", "market", "per_cell_rows_per_s", "default_rows_per_s",
                 "batched_rows_per_s", "best_bare_rows_per_s", "sweep"):
         assert key in data, key
