@@ -12,8 +12,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from .common import RESULTS, machine, make_env, save
+from .common import RESULTS, latest, machine, make_env, read_runs, save
 
 DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 # python -m bench NAME: the module's main()
@@ -78,7 +79,7 @@ def main() -> None:
 def render_saved() -> str:
     """docs/BENCHMARKS.md as bench/results says it (``--render-only``)."""
     names = ("batched_vs_per_cell", "cached_recalc", "memory", "stack_overhead", "whole_pool")
-    saved = {n: json.loads((RESULTS / f"{n}.json").read_text(encoding="utf-8")) for n in names}
+    saved = {n: latest(RESULTS / f"{n}.json") for n in names}
     first = saved["batched_vs_per_cell"]
     header = {k: first[k] for k in ("model", "model_id", "slots", "threads", "machine")}
     total = sum(v["bench_seconds"] for v in saved.values())
@@ -151,9 +152,22 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
         path = RESULTS / f"{name}.json"
         if path.is_file():
             section = importlib.import_module(f".{module}", __package__)
-            lines += ["", *section.render(json.loads(path.read_text(encoding="utf-8")))]
+            runs = read_runs(path)
+            if getattr(section, "EVERY_RUN", False):  # a section that shows each run itself (gpu)
+                lines += ["", *section.render({"runs": runs})]
+            else:
+                lines += ["", *section.render(runs[-1]), *_earlier(runs, getattr(section, "HEADLINE", ()))]
     lines += ["", "Raw numbers: `bench/results/*.json`.", ""]
     return "\n".join(lines)
+
+
+def _earlier(runs: list[dict[str, Any]], headline: tuple[str, ...]) -> list[str]:
+    """The runs before the newest, one line each: its date and its headline numbers (``HEADLINE``)."""
+    if len(runs) < 2:
+        return []
+    said = [f"{r.get('when', 'date not recorded')}: " + (", ".join(f"{k} {r[k]}" for k in headline if k in r) or "–")
+            for r in reversed(runs[:-1])]
+    return ["Earlier runs (`bench/results`): " + "; ".join(said) + ".", ""]
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ from xladdin.calc.headless import column
 from xladdin.sheet import cells, functions
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows
+from .common import RESULTS, machine, rows, write_run
 from .excel_path import FIELDS, HEADER, _server, cli, side_by_side
+
+HEADLINE = ('calc_over_cli_time', 'table_over_cli_time')  # the numbers docs/BENCHMARKS.md gives for each earlier run
 
 
 def calc(url: str, workdir: Path, data: list[dict[str, Any]], oxt: Path, table: bool = False) -> dict[str, Any]:
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
            "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
            "calc_over_cli_time": round(best["calc"] / best["cli"], 3),
            "table_over_cli_time": round(best["calc, one table formula"] / best["cli"], 3)}
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_run(args.out, out)
     print(f"Calc fills the sheet in {out['calc_over_cli_time']}x the CLI's time, {out['table_over_cli_time']}x "
           f"with one table formula ({args.rows} rows, best of two each)")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import platform
@@ -85,11 +86,42 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def save(name: str, data: dict[str, Any], directory: Path = RESULTS) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json"
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+KEPT_RUNS = 5  # the runs a results file keeps, newest last (gpu.json keeps every one: ``bench.gpu``)
+
+
+def read_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs a results file holds, oldest first (``{"bench": NAME, "runs": [...]}``); none when it is
+    not there."""
+    if not Path(path).is_file():
+        return []
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise SystemExit(f"{path} is not a results file of this project ({{\"bench\": NAME, \"runs\": [...]}})")
+    return data["runs"]
+
+
+def latest(path: Path) -> dict[str, Any]:
+    """A results file's newest run."""
+    runs = read_runs(path)
+    if not runs:
+        raise SystemExit(f"{path}: no run yet (run its benchmark first)")
+    return runs[-1]
+
+
+def write_run(path: Path | str, data: dict[str, Any]) -> Path:
+    """``data`` appended to the results file at ``path`` as its newest run (dated today unless it says
+    when); the file keeps its last ``KEPT_RUNS``."""
+    path = Path(path)
+    runs = read_runs(path)
+    runs.append({"when": dt.date.today().isoformat(), **data})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"bench": path.stem, "runs": runs[-KEPT_RUNS:]}, ensure_ascii=False, indent=2) + "\n",
+                    encoding="utf-8")
     return path
+
+
+def save(name: str, data: dict[str, Any], directory: Path = RESULTS) -> Path:
+    return write_run(directory / f"{name}.json", data)
 
 
 def rows(n: int, seed: int = 0) -> list[dict[str, Any]]:

@@ -30,7 +30,9 @@ from xladdin.sheet import cells
 from xladdin.sheet.pending import CellRuntime
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows
+from .common import RESULTS, machine, rows, write_run
+
+HEADLINE = ('cli_over_excel',)  # the numbers docs/BENCHMARKS.md gives for each earlier run
 
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
 FIELDS = ["code", "name", "industry", "pe_ttm", "roe", "eps", "report_text"]
@@ -171,7 +173,7 @@ def against_cli(name: str, arm: Any, rows_n: int, delay_ms: str, out_path: str, 
     ratio = f"cli_over_{name}"
     out = {"task_version": ScreenTask.version, "rows": rows_n, "server": f"bench/answer_server.py, {delay_ms} ms",
            "machine": machine(), "runs": runs, ratio: round(best["cli"] / best[name], 3)}
-    Path(out_path).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_run(out_path, out)
     print(f"{label} at {out[ratio]} of the CLI's speed ({rows_n} rows, best of two each)")
     return out
 

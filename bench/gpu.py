@@ -46,7 +46,7 @@ from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, SHARED_DATA, rows
+from .common import RESULTS, SHARED_DATA, read_runs, rows
 from .report_files import with_first_page
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
@@ -605,18 +605,6 @@ def summarise(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _runs(path: Path) -> list[dict[str, Any]]:
-    """The runs ``path`` holds (none when it is not there); a file of another layout is refused, never
-    written over."""
-    if not path.is_file():
-        return []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or data.get("bench") != "gpu" or not isinstance(data.get("runs"), list):
-        raise SystemExit(f"{path} is not a bench gpu results file ({{\"bench\": \"gpu\", \"runs\": [...]}}): "
-                         "name another with --out")
-    return data["runs"]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench gpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--engine-url", help="the server, e.g. http://127.0.0.1:8000/v1")
@@ -664,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.engine_url and parts != ["ray_files"]:
         p.error("--engine-url is required")
     out = Path(args.out)
-    runs = _runs(out)
+    runs = read_runs(out)
     today = dt.date.today().isoformat()
     if runs and "doc" not in runs[-1] and runs[-1].get("when") == today and not args.new_run:
         data = runs[-1]  # today's run: this command's parts join it

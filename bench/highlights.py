@@ -23,7 +23,7 @@ import openpyxl
 from xladdin.jobs.pool_screen import highlights_file
 from xladdin.settings import Settings
 
-from .common import RESULTS, SHARED_DATA, machine
+from .common import RESULTS, SHARED_DATA, machine, write_run
 
 NOTES = SHARED_DATA / "cfbenchmark" / "basic_summary.jsonl"
 
@@ -102,6 +102,6 @@ def main(argv: list[str] | None = None) -> int:
         result = {"source": str(NOTES.relative_to(SHARED_DATA.parent)), "machine": machine(),
                   "checker": checker(200) if NOTES.is_file() else None,
                   **measure(pool, settings, work / "highlights.xlsx")}
-    Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_run(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k != "columns"}, ensure_ascii=False))
     return 0

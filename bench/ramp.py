@@ -25,7 +25,7 @@ from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows
+from .common import RESULTS, machine, rows, write_run
 from .excel_path import _server, side_by_side, write_pool
 
 MARKS = (256, 512, 1024)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = {"task_version": ScreenTask.version, "in_flight": IN_FLIGHT, "machine": machine(),
            "slow": arms(args.rows, 3.5, 4.5), "fast": arms(min(args.rows, 2000), 0.01, 0.05)}
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_run(args.out, out)
     return 0
 
 

@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import RESULTS, machine
+from .common import RESULTS, machine, write_run
 from .excel_path import _server
 from .report_files import REPORTS, make_reports, sources, write_pool
+
+HEADLINE = ('ray_over_cli',)  # the numbers docs/BENCHMARKS.md gives for each earlier run
 
 
 def run_arm(url: str, pool: Path, reports: Path, cache: Path, out: Path, extra: list[str]) -> dict[str, Any]:
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
            "ray_over_cli": round(best["cli"] / best["ray"], 3),
            "ray_rerun_engine_requests": rerun["engine_requests"], "ray_rerun_over_first": round(
                rerun["seconds"] / next(r["seconds"] for r in runs if r["arm"] == "ray"), 3)}
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_run(args.out, out)
     print(f"ray job: {out['ray_over_cli']}x the CLI's speed on {args.rows} report rows ({best['ray']} s against "
           f"{best['cli']} s); the same report: {same}; a rerun on its cache: {rerun['engine_requests']} engine "
           f"requests, {out['ray_rerun_over_first']} of the first run's time")

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import RESULTS, SHARED_DATA, machine
+from .common import RESULTS, SHARED_DATA, machine, write_run
 from .excel_path import _server, fill
 
 REPORTS = SHARED_DATA / "annual_reports"
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"files": "copies of ../shared/data's annual reports" if REPORTS.is_dir() else "generated PDFs",
            "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "cli": cli_part,
            "excel": excel_part, "bench_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_run(args.out, out)
     print(f"report files: {cli_part['reading_over_every_page']}x the rate of 2 processes reading every page; "
           f"{cli_part['per_core_over_one_reader']}x with a reader per core; rerun "
           f"{cli_part['rerun_over_first']} of the first run ({cli_part['rerun_files_parsed']} files parsed); Excel: "

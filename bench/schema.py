@@ -23,7 +23,9 @@ from xladdin.engine.gguf_files import resolve_model
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows
+from .common import RESULTS, machine, rows, write_run
+
+HEADLINE = ('speedup', 'answer_chars_ratio')  # the numbers docs/BENCHMARKS.md gives for each earlier run
 
 TASK = ScreenTask()
 
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             "per_row": round(asked, 2)},
             "speedup": round(full["seconds"] / own["seconds"], 2),
             "answer_chars_ratio": round(own["answer_chars"] / max(1, full["answer_chars"]), 3)}
-    Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    write_run(args.out, data)
     print(json.dumps(data, ensure_ascii=False, indent=2))
     return 0
 

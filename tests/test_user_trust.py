@@ -304,7 +304,8 @@ def test_a_quick_benchmark_run_never_writes_the_committed_results(tmp_path, monk
     assert sorted(p.name for p in committed.iterdir()) == ["whole_pool.json"]
     assert page.read_text(encoding="utf-8") == "the committed page"
     scratch = out.split("results go to ")[1].split(" ")[0]
-    assert json.loads((Path(scratch) / "whole_pool.json").read_text(encoding="utf-8"))["ran"] == "whole_pool"
+    saved = json.loads((Path(scratch) / "whole_pool.json").read_text(encoding="utf-8"))
+    assert saved["bench"] == "whole_pool" and saved["runs"][-1]["ran"] == "whole_pool"
     assert (Path(scratch) / "BENCHMARKS.md").read_text(encoding="utf-8") == "a quick page"
 
 
@@ -340,6 +341,32 @@ def test_the_benchmarks_page_is_what_the_committed_results_say():
     import bench.__main__ as bench_main
 
     assert bench_main.render_saved() == bench_main.DOC.read_text(encoding="utf-8")
+
+
+def test_a_benchmark_run_again_is_appended_and_the_page_names_the_run_before(tmp_path, monkeypatch):
+    """Every results file holds its runs (``{"bench": NAME, "runs": [...]}``, the last ``KEPT_RUNS``): a
+    benchmark run again is appended, and its section shows the newest run with one line for each earlier
+    one (its date and headline numbers); the GPU section shows every run."""
+    import shutil
+
+    import bench.__main__ as bench_main
+    from bench import common
+
+    results = tmp_path / "results"
+    shutil.copytree(common.RESULTS, results)
+    monkeypatch.setattr(bench_main, "RESULTS", results)
+    before = common.latest(results / "cells.json")
+    common.write_run(results / "cells.json", {**before, "when": "2099-01-01", "cli_over_browser": 0.123})
+    saved = common.read_runs(results / "cells.json")
+    assert saved[-1]["cli_over_browser"] == 0.123 and saved[-2] == before
+    page = bench_main.render_saved()
+    section = page[page.index("## 16."):]
+    assert "**0.123**" in section
+    assert f"Earlier runs (`bench/results`): {before.get('when', 'date not recorded')}: cli_over_browser " \
+           f"{before['cli_over_browser']}." in section
+    for i in range(common.KEPT_RUNS + 2):
+        common.write_run(results / "ramp.json", {"in_flight": i})
+    assert [r["in_flight"] for r in common.read_runs(results / "ramp.json")] == list(range(2, common.KEPT_RUNS + 2))
 
 
 @pytest.mark.parametrize("env, rules, named", [
