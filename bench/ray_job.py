@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import RESULTS, machine, write_run
+from .common import RESULTS, machine, read_runs, write_run
 from .excel_path import _server
 from .report_files import REPORTS, make_reports, sources, write_pool
 
@@ -128,7 +128,7 @@ def render(d: dict[str, Any]) -> list[str]:
                 if loaded > cpus else []),
               ""]
     gpu = RESULTS / "gpu.json"  # the job on a GPU box (python -m bench gpu --parts ray_files), as written with the run
-    runs = json.loads(gpu.read_text(encoding="utf-8")).get("runs", []) if gpu.is_file() else []
+    runs = read_runs(gpu)
     on_gpu = next((r["data"]["ray_files_session"] for r in reversed(runs)
                    if "ray_files_session" in r.get("data", {})), {})
     if "doc" in on_gpu:
