@@ -162,10 +162,18 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
 
 
 def _earlier(runs: list[dict[str, Any]], headline: tuple[str, ...]) -> list[str]:
-    """The runs before the newest, one line each: its date and its headline numbers (``HEADLINE``)."""
+    """The runs before the newest, one line each: its date and its headline numbers (``HEADLINE``: keys,
+    ``part.key`` for one inside a part)."""
     if len(runs) < 2:
         return []
-    said = [f"{r.get('when', 'date not recorded')}: " + (", ".join(f"{k} {r[k]}" for k in headline if k in r) or "–")
+
+    def value(run: dict[str, Any], key: str) -> Any:
+        for part in key.split("."):
+            run = run.get(part) if isinstance(run, dict) else None
+        return run
+
+    said = [f"{r.get('when', 'date not recorded')}: "
+            + (", ".join(f"{k.split('.')[-1]} {value(r, k)}" for k in headline if value(r, k) is not None) or "–")
             for r in reversed(runs[:-1])]
     return ["Earlier runs (`bench/results`): " + "; ".join(said) + ".", ""]
 

@@ -584,13 +584,13 @@ def test_a_reader_closed_while_its_thread_is_slow_to_end_reads_again_once_reopen
     a, b = report_file(tmp_path, "a.pdf"), report_file(tmp_path, "b.pdf")
     real_spawn, spawning, late = readers.Reader._spawn, threading.Event(), []
 
-    def spawn(self):
+    def spawn(self, n=1):
         if spawning.is_set():
-            return real_spawn(self)
+            return real_spawn(self, n)
         spawning.set()  # the first reader process starts slowly: 6 s, the close waits 5
         time.sleep(6)
-        late.append(real_spawn(self))
-        return late[0]
+        late.extend(real_spawn(self, n))
+        return late
 
     monkeypatch.setattr(readers.Reader, "_spawn", spawn)
     cache = Cache(tmp_path / "c")
@@ -749,3 +749,30 @@ def test_an_answer_s_write_goes_ahead_of_the_reads_queued_before_it():
     finally:
         release.set()
         disk.close()
+
+
+def test_the_readers_the_waiting_files_need_start_together(tmp_path, monkeypatch):
+    """Files asked for in one burst, with two readers allowed: the first file waits a moment (``GATHER_S``)
+    for the others, and the readers they need are started in one go (each connecting back with its own
+    token), not one after another's start-up; each file is read."""
+    from xladdin.core import readers
+
+    files = [report_file(tmp_path, f"{i}.pdf") for i in range(3)]
+    real_spawn, asked = readers.Reader._spawn, []
+
+    def spawn(self, n=1):
+        asked.append(n)
+        return real_spawn(self, n)
+
+    monkeypatch.setattr(readers.Reader, "_spawn", spawn)
+    monkeypatch.setattr(readers, "GATHER_S", 2.0)  # the burst's three asks fit in it on a loaded machine too
+    cache = Cache(tmp_path / "c")
+    reader = readers.Reader(cache, processes=2)
+    try:
+        futures = [reader.text(f)[1] for f in files]
+        texts = [f.result(120) if not isinstance(f, str) else f for f in futures]
+        assert all(t.strip() for t in texts) and reader.files_read == 3
+        assert asked == [2], asked  # both readers at once, none started later for the third file
+    finally:
+        reader.close()
+        cache.close()

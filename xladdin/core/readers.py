@@ -56,6 +56,8 @@ MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
 ERROR_TTL = 30.0  # a file's read error is its answer for this long (then it is read again)
 CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
 IDLE_S = 120.0  # reader processes with nothing to read end after this long (the next file starts them again)
+GATHER_S = 0.02  # with no reader running, how long the first file waits for the others of its burst (their
+# readers then start together, each in one process start-up time, not one after another)
 
 Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
 
@@ -334,37 +336,57 @@ class Reader:
         except OSError:
             pass
 
-    def _spawn(self) -> _Worker:
-        """A reader process (``readers.main``), connected back over loopback with a one-time
-        token. (Not multiprocessing's spawn: it runs the user's ``__main__`` again in the child, so a plain
-        script that calls ``xladdin.screen`` at its top level would start itself over.)"""
-        token = secrets.token_hex(16)
+    def _spawn(self, n: int = 1) -> list[_Worker]:
+        """``n`` reader processes (``readers.main``), started together and each connected back over
+        loopback with a one-time token of its own (a run's readers get going in one process's start-up
+        time, not one after another). (Not multiprocessing's spawn: it runs the user's ``__main__`` again
+        in the child, so a plain script that calls ``xladdin.screen`` at its top level would start itself
+        over.)"""
         with socket.create_server(("127.0.0.1", 0)) as server:
             server.settimeout(CONNECT_S)
             package_root = str(Path(__file__).resolve().parents[2])  # the same xladdin as this process's
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get(
                 "PYTHONPATH")) if p)}
             command = [self.python or sys.executable, "-c", "from xladdin.core.readers import main; main()"]
-            process = subprocess.Popen(command, stdin=subprocess.PIPE,
-                                       env=env, close_fds=True)
+            starting: list[tuple[str, subprocess.Popen]] = []
+            ready: list[_Worker] = []
             try:
-                hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
-                         "read": f"{self.read.__module__}:{self.read.__qualname__}", "memory_mib": self.memory_mib}
-                assert process.stdin is not None
-                process.stdin.write(json.dumps(hello).encode() + b"\n")
-                process.stdin.close()
-                while True:  # the child's connection, known by its token
+                for _ in range(max(1, n)):
+                    token = secrets.token_hex(16)
+                    process = subprocess.Popen(command, stdin=subprocess.PIPE, env=env, close_fds=True)
+                    starting.append((token, process))
+                    hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
+                             "read": f"{self.read.__module__}:{self.read.__qualname__}",
+                             "memory_mib": self.memory_mib}
+                    assert process.stdin is not None
+                    process.stdin.write(json.dumps(hello).encode() + b"\n")
+                    process.stdin.close()
+                while starting:  # each child's connection, known by its token
                     sock, _ = server.accept()
                     sock.settimeout(CONNECT_S)
-                    given = sock.recv(len(token))
-                    if hmac.compare_digest(given, token.encode()):
-                        sock.settimeout(None)
-                        return _Worker(process, multiprocessing.connection.Connection(sock.detach()))
-                    sock.close()
+                    given = sock.recv(32)
+                    found = next((k for k, (token, _) in enumerate(starting)
+                                  if hmac.compare_digest(given, token.encode())), None)
+                    if found is None:
+                        sock.close()
+                        continue
+                    sock.settimeout(None)
+                    _, process = starting.pop(found)
+                    ready.append(_Worker(process, multiprocessing.connection.Connection(sock.detach())))
+                return ready
             except BaseException:
-                process.kill()
-                process.wait(5)
+                for process in [p for _, p in starting] + [w.process for w in ready]:
+                    process.kill()
+                    process.wait(5)
+                for w in ready:
+                    w.conn.close()
                 raise
+
+    def _wanted(self) -> int:
+        """How many more reader processes the files waiting need (under the lock): one a file beyond those
+        the idle readers take, up to ``processes`` in all."""
+        idle = sum(w.job is None for w in self._workers)
+        return min(len(self._queue) - idle, self.processes - len(self._workers))
 
     def _dispatch(self, run: int, wake_r: socket.socket) -> None:
         """Run ``run``'s thread: it serves files until that run is over (a run closed and the reader asked
@@ -400,18 +422,24 @@ class Reader:
             with self._lock:
                 if self._over(run):  # a later run's files and readers are its own thread's
                     return
-                more = bool(self._queue) and len(self._workers) < self.processes and all(
-                    w.job is not None for w in self._workers)
-            if more:  # one reader started per turn, outside the lock: asking for a text never waits on it
-                worker = self._spawn()
+                wanted = self._wanted()
+                first = wanted > 0 and not self._workers
+            if first:  # no reader yet: the files of a table asked in one burst are all waiting after a moment,
+                time.sleep(GATHER_S)  # and their readers start together
+                with self._lock:
+                    wanted = self._wanted()
+            if wanted > 0:  # the readers the files waiting need, started together outside the lock: asking
+                # for a text never waits on it
+                started = self._spawn(wanted)
                 with self._lock:
                     closed = self._over(run)
                     if not closed:
-                        self._workers.append(worker)
+                        self._workers.extend(started)
                 if closed:
-                    worker.process.kill()
-                    worker.process.wait(5)
-                    worker.conn.close()
+                    for worker in started:
+                        worker.process.kill()
+                        worker.process.wait(5)
+                        worker.conn.close()
                     return
             with self._lock:
                 if self._over(run):
