@@ -108,16 +108,21 @@ def latest(path: Path) -> dict[str, Any]:
     return runs[-1]
 
 
+def write_runs(path: Path | str, runs: list[dict[str, Any]], bench: str | None = None) -> Path:
+    """The results file at ``path`` written with ``runs`` (oldest first), in the one layout (``bench``:
+    the benchmark's name, else the file's)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"bench": bench or path.stem, "runs": runs}, ensure_ascii=False, indent=2) + "\n",
+                    encoding="utf-8")
+    return path
+
+
 def write_run(path: Path | str, data: dict[str, Any]) -> Path:
     """``data`` appended to the results file at ``path`` as its newest run (dated today unless it says
     when); the file keeps its last ``KEPT_RUNS``."""
-    path = Path(path)
-    runs = read_runs(path)
-    runs.append({"when": dt.date.today().isoformat(), **data})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"bench": path.stem, "runs": runs[-KEPT_RUNS:]}, ensure_ascii=False, indent=2) + "\n",
-                    encoding="utf-8")
-    return path
+    runs = [*read_runs(Path(path)), {"when": dt.date.today().isoformat(), **data}]
+    return write_runs(path, runs[-KEPT_RUNS:])
 
 
 def save(name: str, data: dict[str, Any], directory: Path = RESULTS) -> Path:

@@ -46,7 +46,7 @@ from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, SHARED_DATA, read_runs, rows
+from .common import RESULTS, SHARED_DATA, read_runs, rows, write_runs
 from .report_files import with_first_page
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
@@ -704,9 +704,7 @@ def main(argv: list[str] | None = None) -> int:
                 run["prompt_tokens_per_row"] = round(side["prompt_tokens"] / run["rows"]) if side else None
                 data["documents"] = run
         data.update(summarise(data))
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"bench": "gpu", "runs": runs}, ensure_ascii=False, indent=2) + "\n",
-                       encoding="utf-8")
+        write_runs(out, runs, "gpu")
         shown = {k: v for k, v in data.items()
                  if k in {"per_cell", "default_run", "market", "excel_vs_cli", "documents", "files", "ray_files"}
                  and k.startswith(part[:4])}

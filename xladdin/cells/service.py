@@ -310,17 +310,16 @@ class CellService:
         gathering: float | None = None
         done: dict[str, Any] = {}
         unknown: list[str] = []
-        gone: set[str] = set()
         poll = _Poll(ids)
         with self._lock:
             for cid in poll.ids:
                 entry = self._entries.get(cid)
                 if entry is None:
                     unknown.append(cid)
-                    gone.add(cid)
                 elif entry.settled:
                     done[cid] = entry.value
             self._polls.add(poll)
+        gone = set(unknown)
         try:
             while True:
                 with self._lock:
