@@ -180,12 +180,12 @@ def build_document_pool(path: Path, market_pool: Path, source: Path) -> Path:
 
 
 # ------------------------------------------------------------------ the report-file pool
-def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[bytes]) -> int:
+def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[Path]) -> int:
     """The market pool's rows without their report text, each naming its own report file in ``reports``:
     a copy of one of ``pdfs`` made distinct, its text too, by a first page of its own (``copy CODE``), one file per code
     (``CODE_年报.pdf``). The pool repeats a company (its annual report, half-year report and profitability
-    rows), and a row is matched to its file by code: a code's later rows take codes no row uses. Returns
-    the rows."""
+    rows), and a row is matched to its file by code: a code's later rows take codes no row uses. The copies
+    are written by a process per core (a large report takes pdfium most of a second to save). Returns the rows."""
     with market_pool.open(encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader)
@@ -195,6 +195,7 @@ def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[by
     free = (f"{n:06d}" for n in (*range(600000, 610000), *range(1, 10000)) if f"{n:06d}" not in used)
     seen: set[str] = set()
     reports.mkdir(parents=True, exist_ok=True)
+    copies: list[tuple[int, str, str]] = []
     with path.open("w", encoding="utf-8", newline="") as out:
         w = csv.writer(out)
         w.writerow(header[:text_at] + header[text_at + 1 :])
@@ -202,9 +203,27 @@ def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[by
             code = row[at] if row[at] not in seen else next(free)
             seen.add(code)
             row[at] = code
-            (reports / f"{code}_年报.pdf").write_bytes(with_first_page(pdfs[i % len(pdfs)], f"copy {code}"))
+            copies.append((i % len(pdfs), code, str(reports / f"{code}_年报.pdf")))
             w.writerow(row[:text_at] + row[text_at + 1 :])
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(os.cpu_count(), _load_sources, ([str(p) for p in pdfs],)) as pool:
+        for done, _ in enumerate(pool.imap_unordered(_write_copy, copies, chunksize=8), 1):
+            if done % 1000 == 0:
+                print(f"  {done} of {len(copies)} report files written", flush=True)
     return len(data)
+
+
+_SOURCES: list[bytes] = []
+
+
+def _load_sources(paths: list[str]) -> None:
+    _SOURCES.extend(Path(p).read_bytes() for p in paths)
+
+
+def _write_copy(copy: tuple[int, str, str]) -> None:
+    source, code, out = copy
+    Path(out).write_bytes(with_first_page(_SOURCES[source], f"copy {code}"))
 
 
 class RunningSampler:
@@ -453,7 +472,7 @@ def files(url: str, workdir: Path, pool: Path, pdf_dir: Path) -> dict[str, Any]:
     ``cli_run``: its peak RSS is its own), cold; ``XLADDIN_READERS`` sets its reader processes."""
     from .report_files import cli_run
 
-    pdfs = [p.read_bytes() for p in sorted(pdf_dir.glob("*.pdf"))]
+    pdfs = sorted(pdf_dir.glob("*.pdf"))
     reports = workdir / "reports"
     t0 = time.perf_counter()
     n = build_files_pool(workdir / "files.csv", pool, reports, pdfs)
@@ -482,7 +501,7 @@ def ray_files(workdir: Path, pool: Path, pdf_dir: Path, model: str, engine_kwarg
     --ray-engine vllm``: ray.data.llm's vLLM processor, one vLLM engine inside the job (no server: stop it
     first, the GPU is the engine's), in a process of its own on an empty cache; its wall seconds from start
     to end (Ray's start and the engine's load included, as the server's are not in part ``files``)."""
-    pdfs = [p.read_bytes() for p in sorted(pdf_dir.glob("*.pdf"))]
+    pdfs = sorted(pdf_dir.glob("*.pdf"))
     reports, out = workdir / "reports", workdir / "ray-out.json"
     n = build_files_pool(workdir / "files.csv", pool, reports, pdfs)
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
