@@ -100,3 +100,44 @@ def test_a_chapter_read_stops_at_its_assets_section_and_the_statements_at_the_ca
     assert r.returncode == 0, r.stderr[-2000:]
     (row,) = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
     assert row["营收(亿元) revenue"] == 5.2310500 and "(第5页)" in row["出处 evidence"]
+
+
+def test_the_older_template_s_contents_page_leaves_out_its_chapters_too(tmp_path):
+    """The 目录 of the older template (一、重要提示……1, no 第N节): its chapters not read (股本变动, 重要事项) are left
+    out as a 第N节 one's are; a numbered list that is no 目录 (no leaders) plans nothing."""
+    contents = ["2011年年度报告", "目录", "一、重要提示……………………3", "二、主要财务数据和指标……………………4",
+                "三、股本变动及股东情况……………………6", "四、董事会报告……………………8", "五、重要事项……………………9",
+                "六、财务会计报告……………………11"]
+    pages = [
+        contents[:1], contents[1:],
+        ["一、重要提示", "本公司董事会保证本报告所载资料不存在任何虚假记载。"],
+        PAGE_1, PAGE_2,
+        ["三、股本变动及股东情况", "报告期末股东总数12,345户。"],
+        ["股东情况续", "前十名股东持股情况。"],
+        ["四、董事会报告", "报告期内，公司实现营业收入5.23亿元。"],
+        ["五、重要事项", "重大合同：公司与客户签订合同金额9.99亿元。"],
+        ["重要事项续", "担保情况。"],
+        ["六、财务会计报告", "审计报告", "审计意见 我们审计了测试股份有限公司财务报表。"],
+    ]
+    make_pdf(tmp_path / "600003_2011.pdf", pages)
+    read = read_document(tmp_path / "600003_2011.pdf").split(PAGE_BREAK)
+    assert len(read) == 11 and "营业收入 52,310.50" in read[3] and "董事会报告" in read[7]
+    assert read[6] == "" and read[9] == ""  # 股本变动 and 重要事项: not read past the page each opens on
+    assert "审计意见" in read[10]
+    listed = [line.replace("……………………", " ") for line in contents]  # no leaders: a list, not a 目录
+    make_pdf(tmp_path / "600004_2011.pdf", [listed[:1], listed[1:], *pages[2:]])
+    assert all(read_document(tmp_path / "600004_2011.pdf").split(PAGE_BREAK))
+
+
+def test_a_contents_page_whose_numbers_stand_on_the_wrong_lines_still_finds_the_chapter(tmp_path):
+    """A 目录 whose text gives each number a line late (the numbers set apart from their titles: 财务报告's 10
+    printed beside 备查文件目录): the financial report is found at the number of a line near its own, checked
+    by its heading, and the chapters before it are not read."""
+    contents = ["2023年年度报告", "目录", "第一节 释义 ........ 1", "第二节 公司简介和主要财务指标 ........ 3",
+                "第三节 管理层讨论与分析 ........ 4", "第四节 重要事项 ........ 6", "第五节 公司治理 ........ 7",
+                "第六节 财务报告 ........ 8", "第七节 备查文件目录 ........ 10"]
+    make_pdf(tmp_path / "600005_2023.pdf", report(contents))
+    read = read_document(tmp_path / "600005_2023.pdf").split(PAGE_BREAK)
+    assert len(read) == 10 and "营业收入 52,310.50" in read[3]
+    assert read[7] == read[8] == ""  # 公司治理: not read, although 财务报告's own number (8) is wrong
+    assert "审计意见" in read[9]

@@ -324,12 +324,17 @@ def _statement_stage(stage: int, page: str) -> int:
 # the outlook) and for CHAPTER_PAGES pages at most; the financial report is read to its notes (the
 # auditor's report, then the statements).
 _TOC_LINE = re.compile(r"第(?P<n>[一二三四五六七八九十]+)(?P<kind>[节章])\s*(?P<title>[^\s.…·\d][^\n.…·]*?)"
-                       r"[\s.…·]*(?P<page>\d{1,4})\s*$", re.M)
-_NOT_READ = re.compile(r"[节章]释义|业务概要|重要事项|股份变动|优先股|债券|董事、?监事|监事会报告|公司治理|内部控制"
-                       r"|环境|社会责任|ESG")
+                       r"[\s.…·]*(?P<page>\d{1,4})\s*$"
+                       # the older template's 目录 (一、重要提示……1): a leader between title and number
+                       r"|^\s*(?P<n2>[一二三四五六七八九十]+)、\s*(?P<title2>[^\s.…·\d][^\n.…·]*?)\s*[.…·]{3,}[\s.…·]*"
+                       r"(?P<page2>\d{1,4})\s*$", re.M)
+_NOT_READ = re.compile(r"(?:[节章]|^[一二三四五六七八九十]+、)释义|业务概要|重要事项|股份变动|股本变动|优先股|债券"
+                       r"|董事、?监事|监事会报告|股东大会|公司治理|内部控制|环境|社会责任|ESG")
 _WHOLE = re.compile(r"财务(?:会计)?报告|财务报表")  # read to the notes, however long
 TOC_PAGES = 12  # the 目录 is looked for in the first pages
 CHAPTER_PAGES = 20  # pages of a chapter read (its opening), the financial report apart
+NEAR_LINES = 2  # a chapter's page looked for at the numbers of the 目录's lines this near it too
+PROBES = 6  # pages looked at for where a chapter opens, at most
 _ENOUGH = re.compile(r"^(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十]+[)）])"
                      r"资产(?:及|、)负债(?:状况|情况)(?:分析)?$")
 
@@ -350,7 +355,8 @@ class Chapter:
 
 def _contents(text: str) -> list[Chapter]:
     """The chapters a 目录 page lists, in order (none unless four or more with rising page numbers)."""
-    found = [Chapter("第" + m["n"] + m["kind"] + re.sub(r"\s+", "", m["title"]), int(m["page"]))
+    found = [Chapter("第" + m["n"] + m["kind"] + re.sub(r"\s+", "", m["title"]), int(m["page"])) if m["n"] else
+             Chapter(m["n2"] + "、" + re.sub(r"\s+", "", m["title2"]), int(m["page2"]))
              for m in _TOC_LINE.finditer(text)]
     if len(found) < 4 or any(b.page < a.page for a, b in zip(found, found[1:], strict=False)):
         return []
@@ -384,9 +390,9 @@ class _Plan:
         self.chapters = chapters
         self.within: tuple[int, int] | None = None  # the chapter read being read: its place and opening page
 
-    def jump(self, text: str, flat: str, index: int) -> tuple[int, str] | None:
+    def jump(self, text: str, flat: str, index: int) -> tuple[list[int], str] | None:
         """Where to read on from after the page at ``index`` (its ``text``; ``flat``: without whitespace),
-        if not the next page: the PDF page the next chapter read opens on, and that chapter's heading."""
+        if not the next page: the PDF pages the next chapter read may open on, and that chapter's heading."""
         for k, chapter in enumerate(self.chapters):
             if not _opens(text, chapter.heading, flat):
                 continue
@@ -401,13 +407,20 @@ class _Plan:
                 return self._after(k, opened)
         return None
 
-    def _after(self, k: int, opened: int) -> tuple[int, str] | None:
-        """The next chapter read after chapter ``k``, which opened on PDF page ``opened``: its PDF page
-        (by the printed numbers' offset) and heading."""
-        after = next((c for c in self.chapters[k + 1 :] if c.read), None)
+    def _after(self, k: int, opened: int) -> tuple[list[int], str] | None:
+        """The next chapter read after chapter ``k``, which opened on PDF page ``opened``: the PDF pages it may
+        open on, likeliest first, and its heading. First its printed number moved by the offset of chapter
+        ``k``'s; then, as a 目录's text may give its numbers in another order than its lines (the numbers set
+        apart from their titles), the numbers of the lines around it, as printed (a file's pages numbered
+        as its 目录 counts them) and moved so."""
+        after = next((j for j in range(k + 1, len(self.chapters)) if self.chapters[j].read), None)
         if after is None:
             return None
-        return after.page + (opened - self.chapters[k].page), after.heading
+        offset = opened - self.chapters[k].page
+        near = [self.chapters[j].page for j in range(max(0, after - NEAR_LINES), min(len(self.chapters),
+                                                                                   after + NEAR_LINES + 1))]
+        pages = [self.chapters[after].page + offset, *(n - 1 for n in near), *(n + offset for n in near)]
+        return list(dict.fromkeys(pages))[:PROBES], self.chapters[after].heading
 
 
 def _pdf(p: Path, raw: bytes) -> str:
@@ -448,12 +461,13 @@ def _pdf(p: Path, raw: bytes) -> str:
             pages.append(text)
             if plan is None and i < TOC_PAGES:
                 plan = _Plan(chapters) if (chapters := _contents(text)) else None
-            elif plan is not None and (jump := plan.jump(text, flat, i)) is not None and jump[0] > i + 1:
-                target, heading = jump
-                if target < len(doc) and target not in ahead:
-                    ahead[target] = page_text(target)
-                if target < len(doc) and _opens(ahead[target], heading):
+            elif plan is not None and (jump := plan.jump(text, flat, i)) is not None and jump[0][0] > i + 1:
+                targets, heading = jump  # (the next chapter read opening on the next page: read on)
+                target = next((t for t in targets if i + 1 < t < len(doc) and _opens(
+                    ahead[t] if t in ahead else ahead.setdefault(t, page_text(t)), heading)), None)
+                if target is not None:
                     pages.extend([""] * (target - i - 1))  # not read: each page keeps its number
+                    ahead = {t: v for t, v in ahead.items() if t >= target}
                     i = target
                     continue
             i += 1
