@@ -141,3 +141,32 @@ def test_a_contents_page_whose_numbers_stand_on_the_wrong_lines_still_finds_the_
     assert len(read) == 10 and "营业收入 52,310.50" in read[3]
     assert read[7] == read[8] == ""  # 公司治理: not read, although 财务报告's own number (8) is wrong
     assert "审计意见" in read[9]
+
+
+def _financial_report(income_titles: int) -> list[list[str]]:
+    """A financial report: the auditor's report, the balance sheets (three pages: no figure is read from
+    them), the 合并利润表 over two pages (its title on the first, or on both as a bank prints it), the
+    合并现金流量表."""
+    rows = ["一、营业总收入 523,105,000.00 480,000,000.00", "其中：营业收入 523,105,000.00 480,000,000.00",
+            "营业成本 300,000,000.00 280,000,000.00", "销售费用 10,000,000.00 9,000,000.00"]
+    return [
+        ["2023年年度报告"], ["审计报告", "一、审计意见", "我们审计了测试股份有限公司财务报表。"],
+        ["二、财务报表", "1、合并资产负债表", "货币资金 1,000,000.00 900,000.00"],
+        ["应收账款 2,000,000.00 1,900,000.00"], ["2、母公司资产负债表", "货币资金 500,000.00 400,000.00"],
+        ["3、合并利润表", "单位：元", *rows],
+        [*(["3、合并利润表", "单位：元"] if income_titles == 2 else []), "利润总额 -20,000,000.00 5,000,000.00",
+         "净利润 -20,000,000.00 5,000,000.00", "所得税费用 1,000.00 2,000.00"],
+        ["5、合并现金流量表", "单位：元", "经营活动产生的现金流量净额 12,345,678.00 9,876,543.00"],
+    ]
+
+
+def test_the_balance_sheets_are_passed_and_the_income_statement_read_from_its_first_page(tmp_path):
+    """The balance sheets' pages are not read (the 合并利润表 is found a few pages on, by its title line);
+    where the income statement prints its title on each page, it is still read from its first."""
+    for titles in (1, 2):
+        make_pdf(tmp_path / f"t{titles}.pdf", _financial_report(titles))
+        read = read_document(tmp_path / f"t{titles}.pdf").split(PAGE_BREAK)
+        assert len(read) == 8 and "合并资产负债表" in read[2]
+        assert read[3] == read[4] == ""  # the balance sheets, each page keeping its number
+        assert "其中：营业收入 523,105,000.00" in read[5] and "利润总额" in read[6]  # (the second page looked at
+        assert "经营活动产生的现金流量净额" in read[7]  # first: its title sends the look back a page)

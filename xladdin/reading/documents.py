@@ -296,6 +296,23 @@ _NOTES = re.compile(r"财务报表附注|公司基本情况|财务报表的编�
 _INCOME_STATEMENT = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?利润表")  # a bank's: 合并及银行利润表
 _CASH_STATEMENT = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?现金流量表")
 READ_ALL = 5  # the stage after which nothing more is read
+# The balance sheets between the auditor's report (stage 1) and the 合并利润表: no figure is read from them.
+# Where a title line opens them, the 合并利润表's title line is looked for a few pages on (the page before
+# the one found looked at too: a statement may print its title on each of its pages), the pages between
+# not read; else reading goes on page by page.
+_BALANCE_SHEET = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?资产负债表")
+STATEMENT_STEPS = (4, 3, 5, 2, 6)  # pages on from a balance sheet's title looked at for the 合并利润表's
+_ENUMERATOR = re.compile(r"(?:[(（]?[一二三四五六七八九十\d]{1,2}[)）、.．])?")  # 1、合并利润表, (一) …
+
+
+def _title_line(text: str, title: re.Pattern[str]) -> str | None:
+    """The line of a page (whitespace removed) that is a statement's title (``title`` opening a short line:
+    a title, not a sentence naming the statement), or None."""
+    for line in text.splitlines():
+        flat = re.sub(r"\s+", "", line)
+        if len(flat) <= 20 and title.match(flat, _ENUMERATOR.match(flat).end()):  # type: ignore[union-attr]
+            return flat
+    return None
 
 
 def _statement_stage(stage: int, page: str) -> int:
@@ -423,6 +440,25 @@ class _Plan:
         return list(dict.fromkeys(pages))[:PROBES], self.chapters[after].heading
 
 
+def _income_statement_at(text: str, i: int, pages: int, ahead: dict[int, str],
+                         page_text: Callable[[int], str]) -> int | None:
+    """The page the 合并利润表 opens on, when the page at ``i`` (its ``text``) opens the balance sheets and
+    that page is found a few pages on (``STATEMENT_STEPS``; each page looked at kept in ``ahead``)."""
+    if _title_line(text, _BALANCE_SHEET) is None:
+        return None
+
+    def titled(t: int) -> bool:
+        return _title_line(ahead[t] if t in ahead else ahead.setdefault(t, page_text(t)), _INCOME_STATEMENT) is not None
+
+    for step in STATEMENT_STEPS:
+        t = i + step
+        if t < pages and titled(t):
+            while t - 1 > i and titled(t - 1):  # its title on each page: where it opens
+                t -= 1
+            return t
+    return None
+
+
 def _pdf(p: Path, raw: bytes) -> str:
     import pypdfium2 as pdfium
 
@@ -449,7 +485,7 @@ def _pdf(p: Path, raw: bytes) -> str:
         # begun, READ_ALL: its operating cash flow read
         plan: _Plan | None = None
         ahead: dict[int, str] = {}  # a page read to check a jump's target
-        i = 0
+        i = chars = 0  # chars: of the pages read, whitespace apart
         while i < len(doc):
             text = ahead.pop(i, None)
             if text is None:
@@ -459,6 +495,12 @@ def _pdf(p: Path, raw: bytes) -> str:
                 break  # the notes to the statements: nothing code reads or the model is shown stands there
             stage = _statement_stage(stage, flat)
             pages.append(text)
+            chars += len(flat)
+            if stage == 1 and (target := _income_statement_at(text, i, len(doc), ahead, page_text)):
+                pages.extend([""] * (target - i - 1))  # not read: each page keeps its number
+                ahead = {t: v for t, v in ahead.items() if t >= target}
+                i = target
+                continue
             if plan is None and i < TOC_PAGES:
                 plan = _Plan(chapters) if (chapters := _contents(text)) else None
             elif plan is not None and (jump := plan.jump(text, flat, i)) is not None and jump[0][0] > i + 1:
@@ -471,9 +513,8 @@ def _pdf(p: Path, raw: bytes) -> str:
                     i = target
                     continue
             i += 1
-        read = [t for t in pages if t]
-        chars = sum(len(re.sub(r"\s+", "", t)) for t in read)
-        if not read or chars < MIN_CHARS_PER_PAGE * len(read):
+        read = sum(1 for t in pages if t)
+        if not read or chars < MIN_CHARS_PER_PAGE * read:
             raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
         return PAGE_BREAK.join(layout.with_tables(doc, pages, p.name))
     except pdfium.PdfiumError as e:
