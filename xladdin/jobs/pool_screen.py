@@ -151,14 +151,17 @@ def tally(total: int, desc: str, progress: bool, bar_class: Any = None,
 
     counts = [0, 0]
     with (bar_class or tqdm)(total=total, unit="row", desc=desc, disable=not progress, dynamic_ncols=True) as bar:
+        shown = [0.0]  # when the counts beside the bar were last set: at most 10 times a second
 
         def on_result(_: int, res: Any) -> None:
             if isinstance(res, XladdinError):
                 counts[1] += 1
             elif res.provenance.cached:
                 counts[0] += 1
+            if progress and ((now := time.monotonic()) - shown[0] >= 0.1 or bar.n + 1 >= total):
+                shown[0] = now
+                bar.set_postfix(cached=counts[0], errors=counts[1], **(more() if more else {}), refresh=False)
             bar.update(1)
-            bar.set_postfix(cached=counts[0], errors=counts[1], **(more() if more else {}), refresh=False)
 
         yield on_result, counts
 
