@@ -47,7 +47,7 @@ from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, SHARED_DATA, read_runs, rows, write_runs
-from .report_files import with_first_page
+from .report_files import copy_maker
 
 DATA = SHARED_DATA / "wengowl_stock_tushare2016"
 TASK = ScreenTask()
@@ -184,8 +184,8 @@ def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[Pa
     """The market pool's rows without their report text, each naming its own report file in ``reports``:
     a copy of one of ``pdfs`` made distinct, its text too, by a first page of its own (``copy CODE``), one file per code
     (``CODE_年报.pdf``). The pool repeats a company (its annual report, half-year report and profitability
-    rows), and a row is matched to its file by code: a code's later rows take codes no row uses. The copies
-    are written by a process per core (a large report takes pdfium most of a second to save). Returns the rows."""
+    rows), and a row is matched to its file by code: a code's later rows take codes no row uses. Each copy is
+    its source's template with its code put in (``report_files.copy_maker``). Returns the rows."""
     with market_pool.open(encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader)
@@ -195,7 +195,7 @@ def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[Pa
     free = (f"{n:06d}" for n in (*range(600000, 610000), *range(1, 10000)) if f"{n:06d}" not in used)
     seen: set[str] = set()
     reports.mkdir(parents=True, exist_ok=True)
-    copies: list[tuple[int, str, str]] = []
+    makers = [copy_maker(p.read_bytes()) for p in pdfs]
     with path.open("w", encoding="utf-8", newline="") as out:
         w = csv.writer(out)
         w.writerow(header[:text_at] + header[text_at + 1 :])
@@ -203,27 +203,11 @@ def build_files_pool(path: Path, market_pool: Path, reports: Path, pdfs: list[Pa
             code = row[at] if row[at] not in seen else next(free)
             seen.add(code)
             row[at] = code
-            copies.append((i % len(pdfs), code, str(reports / f"{code}_年报.pdf")))
+            (reports / f"{code}_年报.pdf").write_bytes(makers[i % len(makers)](code))
             w.writerow(row[:text_at] + row[text_at + 1 :])
-    import multiprocessing
-
-    with multiprocessing.get_context("spawn").Pool(os.cpu_count(), _load_sources, ([str(p) for p in pdfs],)) as pool:
-        for done, _ in enumerate(pool.imap_unordered(_write_copy, copies, chunksize=8), 1):
-            if done % 1000 == 0:
-                print(f"  {done} of {len(copies)} report files written", flush=True)
+            if (i + 1) % 1000 == 0:
+                print(f"  {i + 1} of {len(data)} report files written", flush=True)
     return len(data)
-
-
-_SOURCES: list[bytes] = []
-
-
-def _load_sources(paths: list[str]) -> None:
-    _SOURCES.extend(Path(p).read_bytes() for p in paths)
-
-
-def _write_copy(copy: tuple[int, str, str]) -> None:
-    source, code, out = copy
-    Path(out).write_bytes(with_first_page(_SOURCES[source], f"copy {code}"))
 
 
 class RunningSampler:
