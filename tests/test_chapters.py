@@ -144,13 +144,16 @@ def test_a_contents_page_whose_numbers_stand_on_the_wrong_lines_still_finds_the_
 
 
 def _financial_report(income_titles: int) -> list[list[str]]:
-    """A financial report: the auditor's report, the balance sheets (three pages: no figure is read from
-    them), the 合并利润表 over two pages (its title on the first, or on both as a bank prints it), the
-    合并现金流量表."""
+    """A financial report: the auditor's report (two pages, its date on the second), the balance sheets
+    (three pages: no figure is read from them), the 合并利润表 over two pages (its title on the first, or on
+    both as a bank prints it), the 合并现金流量表."""
     rows = ["一、营业总收入 523,105,000.00 480,000,000.00", "其中：营业收入 523,105,000.00 480,000,000.00",
             "营业成本 300,000,000.00 280,000,000.00", "销售费用 10,000,000.00 9,000,000.00"]
     return [
-        ["2023年年度报告"], ["审计报告", "一、审计意见", "我们审计了测试股份有限公司财务报表。"],
+        ["2023年年度报告"],
+        ["审计报告", "一、审计意见", "我们审计了测试股份有限公司财务报表，包括", "合并资产负债表，合并利润表",
+         "以及相关财务报表附注。"],  # a line of prose that begins with a statement's name: no title
+        ["中国注册会计师：张三", "二〇二四年三月二十八日"],  # the auditor's report's date: read
         ["二、财务报表", "1、合并资产负债表", "货币资金 1,000,000.00 900,000.00"],
         ["应收账款 2,000,000.00 1,900,000.00"], ["2、母公司资产负债表", "货币资金 500,000.00 400,000.00"],
         ["3、合并利润表", "单位：元", *rows],
@@ -166,7 +169,7 @@ def test_the_balance_sheets_are_passed_and_the_income_statement_read_from_its_fi
     for titles in (1, 2):
         make_pdf(tmp_path / f"t{titles}.pdf", _financial_report(titles))
         read = read_document(tmp_path / f"t{titles}.pdf").split(PAGE_BREAK)
-        assert len(read) == 8 and "合并资产负债表" in read[2]
-        assert read[3] == read[4] == ""  # the balance sheets, each page keeping its number
-        assert "其中：营业收入 523,105,000.00" in read[5] and "利润总额" in read[6]  # (the second page looked at
-        assert "经营活动产生的现金流量净额" in read[7]  # first: its title sends the look back a page)
+        assert len(read) == 9 and "二〇二四年三月二十八日" in read[2] and "合并资产负债表" in read[3]
+        assert read[4] == read[5] == ""  # the balance sheets, each page keeping its number
+        assert "其中：营业收入 523,105,000.00" in read[6] and "利润总额" in read[7]  # (the second page looked at
+        assert "经营活动产生的现金流量净额" in read[8]  # first: its title sends the look back a page)

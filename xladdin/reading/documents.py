@@ -303,14 +303,16 @@ READ_ALL = 5  # the stage after which nothing more is read
 _BALANCE_SHEET = re.compile(r"合并(?:及(?:母公司|本行|银行|公司))?资产负债表")
 STATEMENT_STEPS = (4, 3, 5, 2, 6)  # pages on from a balance sheet's title looked at for the 合并利润表's
 _ENUMERATOR = re.compile(r"(?:[(（]?[一二三四五六七八九十\d]{1,2}[)）、.．])?")  # 1、合并利润表, (一) …
+_TITLE_TAIL = re.compile(r"[\d年月日度至续()（）\-–—]*")  # what may follow a title on its line: its date, 续
 
 
 def _title_line(text: str, title: re.Pattern[str]) -> str | None:
-    """The line of a page (whitespace removed) that is a statement's title (``title`` opening a short line:
-    a title, not a sentence naming the statement), or None."""
+    """The line of a page (whitespace removed) that is a statement's title (``title``, numbered or not, and
+    at most its date or 续 after it: a title, not a sentence naming the statement), or None."""
     for line in text.splitlines():
         flat = re.sub(r"\s+", "", line)
-        if len(flat) <= 20 and title.match(flat, _ENUMERATOR.match(flat).end()):  # type: ignore[union-attr]
+        if len(flat) <= 24 and (m := title.match(flat, _ENUMERATOR.match(flat).end())) \
+                and _TITLE_TAIL.fullmatch(flat, m.end()):  # type: ignore[union-attr]
             return flat
     return None
 
