@@ -151,6 +151,14 @@ def write_pool(path: Path, codes: list[str]) -> Path:
     return path
 
 
+# The CLI process's own peak resident memory, KiB, as an expression its ``-c`` runs: Linux's VmHWM (its own
+# since it began the program), else ru_maxrss, which keeps the high-water mark of the process it was forked
+# from (a bench holding its PDFs) on Linux, and is in bytes on macOS.
+PEAK_RSS_KIB = ("lambda: next((int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')), 0) "
+                "if sys.platform.startswith('linux') else __import__('resource').getrusage(0).ru_maxrss "
+                "// (1024 if sys.platform == 'darwin' else 1)")
+
+
 def cli_run(url: str, pool: Path, reports: Path, cache: Path, out: Path, readers: int | None) -> dict[str, Any]:
     """``xladdin screen POOL --reports DIR`` in a process of its own: wall seconds, errors, files parsed,
     and the client's peak memory (its reader processes apart)."""
@@ -158,9 +166,8 @@ def cli_run(url: str, pool: Path, reports: Path, cache: Path, out: Path, readers
     env.update(XLADDIN_ENGINE_URL=url, XLADDIN_CACHE_DIR=str(cache))
     if readers:
         env["XLADDIN_READERS"] = str(readers)
-    code = ("import resource, sys; from xladdin.cli.main import main; rc = main(sys.argv[1:]); "
-            "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
-            "sys.exit(rc)")
+    code = ("import sys; from xladdin.cli.main import main; rc = main(sys.argv[1:]); "
+            f"print('peak_rss_kib', ({PEAK_RSS_KIB})(), file=sys.stderr); sys.exit(rc)")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, "screen", str(pool), "--reports", str(reports), "-o", str(out),
                            "--no-progress"], env=env, capture_output=True, text=True)
