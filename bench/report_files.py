@@ -151,9 +151,9 @@ def write_pool(path: Path, codes: list[str]) -> Path:
     return path
 
 
-# The CLI process's own peak resident memory, KiB, as an expression its ``-c`` runs: Linux's VmHWM (its own
-# since it began the program), else ru_maxrss, which keeps the high-water mark of the process it was forked
-# from (a bench holding its PDFs) on Linux, and is in bytes on macOS.
+# The CLI process's own peak resident memory, KiB, as an expression its ``-c`` runs: on Linux VmHWM, its own
+# since it began the program (ru_maxrss there keeps the high-water mark of the process it was forked from, a
+# bench holding its PDFs); elsewhere ru_maxrss (in bytes on macOS).
 PEAK_RSS_KIB = ("lambda: next((int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')), 0) "
                 "if sys.platform.startswith('linux') else __import__('resource').getrusage(0).ru_maxrss "
                 "// (1024 if sys.platform == 'darwin' else 1)")
