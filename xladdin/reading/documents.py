@@ -442,15 +442,14 @@ class _Plan:
         return list(dict.fromkeys(pages))[:PROBES], self.chapters[after].heading
 
 
-def _income_statement_at(text: str, i: int, pages: int, ahead: dict[int, str],
-                         page_text: Callable[[int], str]) -> int | None:
+def _income_statement_at(text: str, i: int, pages: int, look: Callable[[int], str]) -> int | None:
     """The page the 合并利润表 opens on, when the page at ``i`` (its ``text``) opens the balance sheets and
-    that page is found a few pages on (``STATEMENT_STEPS``; each page looked at kept in ``ahead``)."""
+    that page is found a few pages on (``STATEMENT_STEPS``; ``look``: a page's text, read once)."""
     if _title_line(text, _BALANCE_SHEET) is None:
         return None
 
     def titled(t: int) -> bool:
-        return _title_line(ahead[t] if t in ahead else ahead.setdefault(t, page_text(t)), _INCOME_STATEMENT) is not None
+        return _title_line(look(t), _INCOME_STATEMENT) is not None
 
     for step in STATEMENT_STEPS:
         t = i + step
@@ -487,6 +486,12 @@ def _pdf(p: Path, raw: bytes) -> str:
         # begun, READ_ALL: its operating cash flow read
         plan: _Plan | None = None
         ahead: dict[int, str] = {}  # a page read to check a jump's target
+
+        def look(t: int) -> str:  # a page ahead, its text kept for when reading reaches it
+            if t not in ahead:
+                ahead[t] = page_text(t)
+            return ahead[t]
+
         i = chars = 0  # chars: of the pages read, whitespace apart
         while i < len(doc):
             text = ahead.pop(i, None)
@@ -498,22 +503,18 @@ def _pdf(p: Path, raw: bytes) -> str:
             stage = _statement_stage(stage, flat)
             pages.append(text)
             chars += len(flat)
-            if stage == 1 and (target := _income_statement_at(text, i, len(doc), ahead, page_text)):
+            target = _income_statement_at(text, i, len(doc), look) if stage == 1 else None  # balance sheets
+            if target is None and plan is None and i < TOC_PAGES:
+                plan = _Plan(chapters) if (chapters := _contents(text)) else None
+            elif target is None and plan is not None and (jump := plan.jump(text, flat, i)) is not None \
+                    and jump[0][0] > i + 1:  # (the next chapter read opening on the next page: read on)
+                targets, heading = jump
+                target = next((t for t in targets if i + 1 < t < len(doc) and _opens(look(t), heading)), None)
+            if target is not None:
                 pages.extend([""] * (target - i - 1))  # not read: each page keeps its number
                 ahead = {t: v for t, v in ahead.items() if t >= target}
                 i = target
                 continue
-            if plan is None and i < TOC_PAGES:
-                plan = _Plan(chapters) if (chapters := _contents(text)) else None
-            elif plan is not None and (jump := plan.jump(text, flat, i)) is not None and jump[0][0] > i + 1:
-                targets, heading = jump  # (the next chapter read opening on the next page: read on)
-                target = next((t for t in targets if i + 1 < t < len(doc) and _opens(
-                    ahead[t] if t in ahead else ahead.setdefault(t, page_text(t)), heading)), None)
-                if target is not None:
-                    pages.extend([""] * (target - i - 1))  # not read: each page keeps its number
-                    ahead = {t: v for t, v in ahead.items() if t >= target}
-                    i = target
-                    continue
             i += 1
         read = sum(1 for t in pages if t)
         if not read or chars < MIN_CHARS_PER_PAGE * read:
