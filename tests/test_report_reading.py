@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kit import run_cli, wait_until
+from kit import cli_command, run_cli, wait_until
 from test_documents import PAGE_1, PAGE_2, TINY_MAX_TOKENS, make_pdf, write_pool
 from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
@@ -273,3 +273,58 @@ def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_
         assert reader.snapshot()["files_read"] == 2
     finally:
         reader.close()
+
+
+def test_a_table_of_report_files_reads_no_further_ahead_than_the_engine_takes(tmp_path):
+    """Each waiting row holds its whole report: with the engine slower than the readers, a table reads
+    its files about as fast as the engine takes their rows, not every file at once."""
+    import threading
+
+    import diskcache
+    from conftest import Server, vllm_models
+
+    from xladdin.core.resolver import FILES_AHEAD
+    from xladdin.testing import screen_answer
+
+    go = threading.Event()
+
+    def chat(body):
+        go.wait(BOUND_S)  # the engine takes nothing until the test has looked
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer()}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    rows_n, window = FILES_AHEAD + 60, 2
+    codes = [f"{600000 + i:06d}" for i in range(rows_n)]
+    (tmp_path / "reports").mkdir()
+    for i, code in enumerate(codes):
+        (tmp_path / "reports" / f"{code}_年报.txt").write_text(f"证券代码：{code}\n营业收入{i + 1}.5亿元。",
+                                                               encoding="utf-8")
+    pool = write_pool(tmp_path / "pool.csv", [[c, f"公司{c}", "设备", "20", "10"] for c in codes],
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+    env = dict(os.environ, XLADDIN_ENGINE_URL=server.url, XLADDIN_CACHE_DIR=str(tmp_path / "cache"),
+               XLADDIN_MAX_PARALLEL=str(window), XLADDIN_READERS="2")
+    command = cli_command("screen", pool, "--reports", tmp_path / "reports", "-o", tmp_path / "out.json",
+                          "--no-progress")
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def files_read() -> int:  # the files whose text the run has kept (one entry each, by stamp)
+            if not (tmp_path / "cache" / "documents").is_dir():
+                return 0
+            with diskcache.Cache(str(tmp_path / "cache" / "documents")) as store:
+                return sum(1 for key in store.iterkeys() if str(key).startswith("stamp:"))
+
+        wait_until(lambda: files_read() >= window + FILES_AHEAD, BOUND_S, message="the files were not read")
+        wait_until(lambda: server.hits.count("/v1/chat/completions") >= window, BOUND_S,
+                   message="the engine was not asked")
+        time.sleep(1.0)  # the readers had time to read on, were there no bound
+        assert files_read() == window + FILES_AHEAD < rows_n
+    finally:
+        go.set()
+        out, err = proc.communicate(timeout=BOUND_S)
+        server.close()
+    assert proc.returncode == 0, err[-2000:]
+    facts = run_facts(tmp_path / "out.json")
+    assert facts["rows"] == rows_n and facts["errors"] == 0 and facts["files_read"] == rows_n

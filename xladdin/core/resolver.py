@@ -32,6 +32,7 @@ from .batcher import Batcher
 from .cache import Ticket
 
 MEMO_ROWS = 50_000
+FILES_AHEAD = 64  # report-file rows a table asks beyond the engine's window, at least (``Resolver.map``)
 ERROR_TTL = 30.0  # seconds a failed request is returned as its error before it is asked again
 
 
@@ -283,7 +284,61 @@ class Resolver:
         # the rows that fill the engine's window at its widest, when the table holds more (``hand_over``): a
         # table the window holds is prepared at once and sent whole, and a pause only delays it
         filling = self.batcher.window.cap if len(rows) > self.batcher.window.cap else 0
+        # Each ticket reports itself as it settles. (concurrent.futures.wait(FIRST_COMPLETED) in a loop
+        # installs a waiter on every pending ticket per answer: quadratic, and on a 5,400-row pool the
+        # waiting thread took the GIL from the thread doing the requests.)
+        settled: queue.SimpleQueue[concurrent.futures.Future] = queue.SimpleQueue()
+        waiting: set[concurrent.futures.Future] = set()
+        files: set[concurrent.futures.Future] = set()  # the waiting tickets of rows with a report file
+        timeout = self.batcher.request_timeout
+        wait = [timeout]
+        stalled: list[EngineStalled] = []
+
+        def take(block: bool) -> bool:
+            """One settled ticket's rows settled (``block``: waited for); False when none is to be had, or
+            the engine stalled: every row still waiting is then that error (its request cancelled)."""
+            while waiting:
+                try:
+                    ticket = settled.get(timeout=wait[0]) if block else settled.get_nowait()
+                except queue.Empty:
+                    if not block:
+                        return False
+                    quiet = time.monotonic() - self.batcher.last_sign_of_life()
+                    if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
+                        wait[0] = timeout - quiet
+                        continue
+                    stalled.append(EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})"))
+                    self.batcher.count_timed_out(getattr(t, "key", None) or f"row {tickets[t][0]}" for t in waiting)
+                    for ticket in waiting:
+                        ticket.cancel()
+                        for i in tickets[ticket]:
+                            settle(i, self._alone(task, rows[i], stalled[0]))
+                    waiting.clear()
+                    files.clear()
+                    return False
+                waiting.discard(ticket)
+                files.discard(ticket)
+                try:
+                    value = ticket.result()
+                except XladdinError as e:
+                    value = e
+                except Exception as e:  # a bug in one row never loses the others
+                    value = internal_error(e)
+                for i in tickets[ticket]:
+                    settle(i, value)
+                return True
+            return False
+
         for i, row in enumerate(rows):
+            # Rows with a report file are asked at most the engine's window (and the readers' share) ahead of
+            # their answers: each holds its whole report until answered, and readers or the disk store
+            # faster than the engine would otherwise hold every report of the table at once.
+            with_file = _names_file(row)
+            while with_file and len(files) >= self.batcher.window.limit + self._files_ahead() and take(True):
+                pass
+            if stalled:
+                settle(i, self._alone(task, row, stalled[0]))
+                continue
             try:
                 outcome = self.resolve(task, row)
             except Exception as e:  # a bug on one row is that row's value
@@ -291,42 +346,22 @@ class Resolver:
             if i < filling:
                 hand_over()
             if isinstance(outcome, Pending):
-                tickets.setdefault(outcome.ticket, []).append(i)
+                ticket = outcome.ticket
+                if ticket not in tickets:
+                    waiting.add(ticket)
+                    ticket.add_done_callback(settled.put)
+                tickets.setdefault(ticket, []).append(i)
+                if with_file:
+                    files.add(ticket)
             else:
                 settle(i, outcome.result if isinstance(outcome, Done) else outcome.error)
-        # Each ticket reports itself as it settles. (concurrent.futures.wait(FIRST_COMPLETED) in a loop
-        # installs a waiter on every pending ticket per answer: quadratic, and on a 5,400-row pool the
-        # waiting thread took the GIL from the thread doing the requests.)
-        settled: queue.SimpleQueue[concurrent.futures.Future] = queue.SimpleQueue()
-        for ticket in tickets:
-            ticket.add_done_callback(settled.put)
-        waiting = set(tickets)
-        timeout = wait = self.batcher.request_timeout
-        while waiting:
-            try:
-                ticket = settled.get(timeout=wait)
-            except queue.Empty:
-                quiet = time.monotonic() - self.batcher.last_sign_of_life()
-                if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
-                    wait = timeout - quiet
-                    continue
-                stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
-                self.batcher.count_timed_out(getattr(t, "key", None) or f"row {tickets[t][0]}" for t in waiting)
-                for ticket in waiting:
-                    ticket.cancel()
-                    for i in tickets[ticket]:
-                        settle(i, self._alone(task, rows[i], stalled))
-                break
-            waiting.discard(ticket)
-            try:
-                value = ticket.result()
-            except XladdinError as e:
-                value = e
-            except Exception as e:  # a bug in one row never loses the others
-                value = internal_error(e)
-            for i in tickets[ticket]:
-                settle(i, value)
+        while take(True):
+            pass
         return results
+
+    def _files_ahead(self) -> int:
+        """Report-file rows asked beyond the engine's window: enough to keep every reader busy."""
+        return max(FILES_AHEAD, 4 * self.batcher.reader.processes)
 
     def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
         """What code alone gives a row whose answer never came (else the error)."""
@@ -335,6 +370,14 @@ class Resolver:
         except Exception:  # the row parsed once already; whatever fails now, the error stands
             alone = None
         return error if alone is None else alone
+
+
+def _names_file(row: Any) -> bool:
+    """Whether ``row`` names a report file (its request then holds the file's whole text)."""
+    try:
+        return documents.report_path(row)[1] is not None
+    except XladdinError:
+        return False
 
 
 def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:

@@ -10,6 +10,7 @@ A figure in another currency (港元, 美元) is recognised and never treated as
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
 import re
@@ -330,14 +331,15 @@ def _offsets(text: str) -> tuple[int, ...] | None:
 
 
 @read_once
-def _whitespace_runs(text: str) -> tuple[list[int], list[int]] | None:
+def _whitespace_runs(text: str) -> tuple[array.array, array.array] | None:
     """Where ``normalize`` removed whitespace: (normalized position of each run, characters removed up to
     and including it), when the fold keeps every other character one for one (the common case: CJK,
-    full-width forms); ``None`` otherwise."""
+    full-width forms); ``None`` otherwise. Arrays of machine integers: a report has thousands of runs,
+    and its readings stay in memory while its row is asked."""
     folded = _folded(text)
     if len(folded) != len(text):
         return None
-    at, removed, total = [], [], 0
+    at, removed, total = array.array("i"), array.array("i"), 0
     for m in re.finditer(r"\s+", folded):
         at.append(m.start() - total)
         total += m.end() - m.start()
@@ -590,9 +592,14 @@ def readings(text: str) -> dict[str, Any]:
     whole text for none of them again (its key-figure tables, prose figures, segments and folded
     text); what combines them, a lookup or two, is made there."""
     doc = with_readings(text, None)
-    for read in (read_key_tables, _read_prose, read_segments, normalize):  # the scans of the whole text (what
-        read(doc)  # combines them is left to the asking process, which waits on the readers)
-    return doc.readings
+    # the scans of the whole text (what combines them is left to the asking process, which waits on the
+    # readers); the folded text only serves the last two, so it is not sent: one copy of the text fewer
+    # in the pipe, the disk store and the memory of every row waiting for its answer
+    for read in (read_key_tables, _read_prose, read_segments, normalize, _whitespace_runs):
+        read(doc)
+    made = doc.readings
+    made.pop(_folded.__name__, None)
+    return made
 
 
 def with_readings(text: str, made: dict[str, Any] | None) -> Document:
