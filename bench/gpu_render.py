@@ -27,6 +27,8 @@ def render_run(r: dict[str, Any]) -> list[str]:
              f"Model `{r.get('model')}` (served as `{r.get('served_model')}`), task `{r.get('task_version')}`. "
              f"Server: `{r.get('server_flags', '')}`. Rows/s of the screen task; each part asks rows no other "
              "part asked.", ""]
+    if r.get("note"):  # how this run was made, where the parts' numbers do not say
+        lines += [f"{r['note']}.", ""]
     table = []
     if "per_cell" in r:
         table.append(f"| per cell: one request at a time | {r['per_cell']['rows']} | {r['per_cell']['rows_per_s']} "
