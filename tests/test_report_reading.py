@@ -328,3 +328,49 @@ def test_a_table_of_report_files_reads_no_further_ahead_than_the_engine_takes(tm
     assert proc.returncode == 0, err[-2000:]
     facts = run_facts(tmp_path / "out.json")
     assert facts["rows"] == rows_n and facts["errors"] == 0 and facts["files_read"] == rows_n
+
+
+def test_files_kept_by_an_earlier_version_of_the_reading_code_are_read_again_once(tmp_path):
+    """After an upgrade of the code that reads figures, a rerun reads each file again in the readers (its
+    readings kept for the new code), and the next rerun opens none."""
+    import diskcache
+    from conftest import Server, vllm_models
+
+    from xladdin.testing import screen_answer
+
+    def chat(body):
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer()}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    codes = ["600001", "600002", "600003"]
+    (tmp_path / "reports").mkdir()
+    for i, code in enumerate(codes):
+        (tmp_path / "reports" / f"{code}_年报.txt").write_text(f"证券代码：{code}\n营业收入{i + 1}.5亿元。",
+                                                               encoding="utf-8")
+    pool = write_pool(tmp_path / "pool.csv", [[c, f"公司{c}", "设备", "20", "10"] for c in codes],
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+
+    def run(name: str) -> dict:
+        r = run_cli("screen", pool, "--reports", tmp_path / "reports", "-o", tmp_path / name, "--no-progress",
+                    env=dict(os.environ, XLADDIN_ENGINE_URL=server.url, XLADDIN_CACHE_DIR=str(tmp_path / "cache")))
+        assert r.returncode == 0, r.stderr[-2000:]
+        return run_facts(tmp_path / name)
+
+    try:
+        assert run("a.json")["files_read"] == 3
+        with diskcache.Cache(str(tmp_path / "cache" / "documents")) as store:  # as an earlier version kept them
+            for key in [k for k in store.iterkeys() if str(k).startswith("readings:")]:
+                store.set("readings:earlier-version:" + key.rsplit(":", 1)[1], store.pop(key))
+        again = run("b.json")
+        assert again["files_read"] == 3 and again["files_from_store"] == 0 and again["errors"] == 0
+        third = run("c.json")
+        assert third["files_read"] == 0 and third["files_from_store"] == 3
+    finally:
+        server.close()
+    rows = [[{k: v for k, v in row.items() if k != "缓存命中 cached"}
+             for row in json.loads((tmp_path / n).read_text(encoding="utf-8"))["rows"]]
+            for n in ("a.json", "b.json", "c.json")]
+    assert rows[0] == rows[1] == rows[2]  # the same verdicts, the answers from the cache

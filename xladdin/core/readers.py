@@ -146,14 +146,16 @@ def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
 
 def stored(cache: Cache, stamp: Stamp, version: str) -> tuple[str, Any] | None:
     """The disk store (the cache's ``documents``: stamp → content digest → compressed text, and code's
-    readings of it by the reading code's ``version``): ``stamp``'s text and readings (``None`` when not
-    kept for this version), or ``None`` when the store has no text for it."""
+    readings of it by the reading code's ``version``): ``stamp``'s text and readings, or ``None`` when the
+    store has no text for it or no readings by this version of the reading code (kept by an earlier
+    one): the file is read again, once, and its readings kept, rather than every run after an upgrade
+    scanning each whole text in the process that asks the engine."""
     digest = cache.get_document("stamp:" + repr(stamp))
-    packed = cache.get_document("text:" + digest) if digest else None
+    read = cache.get_document(f"readings:{version}:{digest}") if digest else None
+    packed = cache.get_document("text:" + digest) if read is not None else None
     if packed is None:
         return None
-    read = cache.get_document(f"readings:{version}:{digest}")
-    return zlib.decompress(packed).decode("utf-8"), None if read is None else pickle.loads(read)
+    return zlib.decompress(packed).decode("utf-8"), pickle.loads(read)
 
 
 def store(cache: Cache, stamp: Stamp, digest: str, packed: bytes, read: bytes | None, version: str) -> None:
