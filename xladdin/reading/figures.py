@@ -589,8 +589,8 @@ def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
 def readings(text: str) -> dict[str, Any]:
     """What code reads of ``text`` (as a row holds it: stripped), made in a report reader process and
     sent with the text: a ``Document(text, readings)`` in the process that asks the engine scans the
-    whole text for none of them again (its key-figure tables, prose figures, segments and folded
-    text); what combines them, a lookup or two, is made there."""
+    whole text for none of them again (its key-figure tables, prose figures, segments, normalized text
+    and where its whitespace was); what combines them, a lookup or two, is made there."""
     doc = with_readings(text, None)
     # the scans of the whole text (what combines them is left to the asking process, which waits on the
     # readers); the folded text only serves the last two, so it is not sent: one copy of the text fewer
