@@ -360,8 +360,9 @@ class Resolver:
         return results
 
     def _files_ahead(self) -> int:
-        """Report-file rows asked beyond the engine's window: enough to keep every reader busy."""
-        return max(FILES_AHEAD, 4 * self.batcher.reader.processes)
+        """Report-file rows asked beyond the engine's window: enough to keep every reader process busy (a
+        reader of texts read before, a Ray actor's ``ReadAhead``, has none)."""
+        return max(FILES_AHEAD, 4 * getattr(self.batcher.reader, "processes", 0))
 
     def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
         """What code alone gives a row whose answer never came (else the error)."""
