@@ -481,10 +481,19 @@ def _money_patterns(name: str) -> tuple[re.Pattern, ...]:
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _listed(name: str) -> re.Pattern:
+    """What every match of ``name``'s list pattern holds: a ``/`` right before the label. A text without it
+    (an annual report, mostly) is not scanned with that pattern, whose every start tries a run of labels."""
+    return re.compile(f"/(?:{_LABELS[name]})")
+
+
 def _first_money(t: str, name: str) -> tuple[re.Match, float | None, str] | None:
     """The earliest reported money figure for ``name``: (match, value in 亿元, currency)."""
     best: tuple[re.Match, float | None, str] | None = None
     for pattern in _money_patterns(name):
+        if "list" in pattern.groupindex and not _listed(name).search(t):
+            continue
         for m in pattern.finditer(t):
             if best is not None and m.start() >= best[0].start():
                 break

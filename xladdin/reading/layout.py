@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import types
 from typing import Any
 
 from . import geometry
@@ -83,9 +84,21 @@ def _tables(page: Any, text_in: Any) -> str | None:
         if t_top > top:
             above = text_in(0, top, page.width, min(t_top, page.height)) or ""
             parts += [line for line in above.split("\n") if _UNIT_LINE.search(line)]
-        parts += [pipe_row([_cell(c) for c in r]) for r in t.extract() if any(c not in (None, "") for c in r)]
+        parts += [pipe_row([_cell(c) for c in r]) for r in _extract(t) if any(c not in (None, "") for c in r)]
         top = max(top, t_bottom)
     return "\n".join(parts)
+
+
+def _extract(table: Any) -> list[list[str | None]]:
+    """``table.extract()``, given only the characters inside the table: pdfplumber's extract tests every
+    character of the page against each row (most of a key-figure page's reading time), and a character of
+    a row is one of the table's by the same test (a row's box is inside the table's)."""
+    from pdfplumber.table import Table
+
+    x0, top, x1, bottom = table.bbox
+    inside = [c for c in table.page.chars
+              if x0 <= (c["x0"] + c["x1"]) / 2 < x1 and top <= (c["top"] + c["bottom"]) / 2 < bottom]
+    return Table(types.SimpleNamespace(chars=inside), table.cells).extract()
 
 
 def with_tables(doc: Any, pages: list[str], name: str = "") -> list[str]:
