@@ -290,29 +290,27 @@ class Resolver:
         settled: queue.SimpleQueue[concurrent.futures.Future] = queue.SimpleQueue()
         waiting: set[concurrent.futures.Future] = set()
         files: set[concurrent.futures.Future] = set()  # the waiting tickets of rows with a report file
-        timeout = self.batcher.request_timeout
-        wait = [timeout]
-        stalled: list[EngineStalled] = []
+        timeout = wait = self.batcher.request_timeout
+        stalled: EngineStalled | None = None
 
-        def take(block: bool) -> bool:
-            """One settled ticket's rows settled (``block``: waited for); False when none is to be had, or
-            the engine stalled: every row still waiting is then that error (its request cancelled)."""
+        def take() -> bool:
+            """One settled ticket's rows settled, waited for; False when none is waiting, or the engine
+            stalled: every row still waiting is then that error (its request cancelled)."""
+            nonlocal wait, stalled
             while waiting:
                 try:
-                    ticket = settled.get(timeout=wait[0]) if block else settled.get_nowait()
+                    ticket = settled.get(timeout=wait)
                 except queue.Empty:
-                    if not block:
-                        return False
                     quiet = time.monotonic() - self.batcher.last_sign_of_life()
                     if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
-                        wait[0] = timeout - quiet
+                        wait = timeout - quiet
                         continue
-                    stalled.append(EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})"))
+                    stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
                     self.batcher.count_timed_out(getattr(t, "key", None) or f"row {tickets[t][0]}" for t in waiting)
                     for ticket in waiting:
                         ticket.cancel()
                         for i in tickets[ticket]:
-                            settle(i, self._alone(task, rows[i], stalled[0]))
+                            settle(i, self._alone(task, rows[i], stalled))
                     waiting.clear()
                     files.clear()
                     return False
@@ -334,10 +332,10 @@ class Resolver:
             # their answers: each holds its whole report until answered, and readers or the disk store
             # faster than the engine would otherwise hold every report of the table at once.
             with_file = _names_file(row)
-            while with_file and len(files) >= self.batcher.window.limit + self._files_ahead() and take(True):
+            while with_file and len(files) >= self.batcher.window.limit + self._files_ahead() and take():
                 pass
-            if stalled:
-                settle(i, self._alone(task, row, stalled[0]))
+            if stalled is not None:
+                settle(i, self._alone(task, row, stalled))
                 continue
             try:
                 outcome = self.resolve(task, row)
@@ -355,7 +353,7 @@ class Resolver:
                     files.add(ticket)
             else:
                 settle(i, outcome.result if isinstance(outcome, Done) else outcome.error)
-        while take(True):
+        while take():
             pass
         return results
 
