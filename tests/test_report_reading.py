@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kit import cli_command, run_cli, wait_until
 from test_documents import PAGE_1, PAGE_2, TINY_MAX_TOKENS, make_pdf, write_pool
-from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
+from test_user_paths import MISSING, _answering_server, windows_udfs  # noqa: F401  (the fixture)
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
@@ -275,35 +275,30 @@ def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_
         reader.close()
 
 
+def _text_reports(tmp_path: Path, codes: list[str]) -> Path:
+    """A plain-text report file per code in ``tmp_path/reports`` (each its own revenue), and the pool of
+    those codes; returns the pool."""
+    (tmp_path / "reports").mkdir()
+    for i, code in enumerate(codes):
+        (tmp_path / "reports" / f"{code}_年报.txt").write_text(f"证券代码：{code}\n营业收入{i + 1}.5亿元。",
+                                                               encoding="utf-8")
+    return write_pool(tmp_path / "pool.csv", [[c, f"公司{c}", "设备", "20", "10"] for c in codes],
+                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
+
+
 def test_a_table_of_report_files_reads_no_further_ahead_than_the_engine_takes(tmp_path):
     """Each waiting row holds its whole report: with the engine slower than the readers, a table reads
     its files about as fast as the engine takes their rows, not every file at once."""
     import threading
 
     import diskcache
-    from conftest import Server, vllm_models
 
     from xladdin.core.resolver import FILES_AHEAD
-    from xladdin.testing import screen_answer
 
-    go = threading.Event()
-
-    def chat(body):
-        go.wait(BOUND_S)  # the engine takes nothing until the test has looked
-        data = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": screen_answer()}}]}
-        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
-
+    go = threading.Event()  # the engine takes nothing until the test has looked
     rows_n, window = FILES_AHEAD + 60, 2
-    codes = [f"{600000 + i:06d}" for i in range(rows_n)]
-    (tmp_path / "reports").mkdir()
-    for i, code in enumerate(codes):
-        (tmp_path / "reports" / f"{code}_年报.txt").write_text(f"证券代码：{code}\n营业收入{i + 1}.5亿元。",
-                                                               encoding="utf-8")
-    pool = write_pool(tmp_path / "pool.csv", [[c, f"公司{c}", "设备", "20", "10"] for c in codes],
-                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
-    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+    pool = _text_reports(tmp_path, [f"{600000 + i:06d}" for i in range(rows_n)])
+    server = _answering_server(screen_answer(), hold=go)
     env = dict(os.environ, XLADDIN_ENGINE_URL=server.url, XLADDIN_CACHE_DIR=str(tmp_path / "cache"),
                XLADDIN_MAX_PARALLEL=str(window), XLADDIN_READERS="2")
     command = cli_command("screen", pool, "--reports", tmp_path / "reports", "-o", tmp_path / "out.json",
@@ -334,24 +329,9 @@ def test_files_kept_by_an_earlier_version_of_the_reading_code_are_read_again_onc
     """After an upgrade of the code that reads figures, a rerun reads each file again in the readers (its
     readings kept for the new code), and the next rerun opens none."""
     import diskcache
-    from conftest import Server, vllm_models
 
-    from xladdin.testing import screen_answer
-
-    def chat(body):
-        data = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": screen_answer()}}]}
-        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
-
-    codes = ["600001", "600002", "600003"]
-    (tmp_path / "reports").mkdir()
-    for i, code in enumerate(codes):
-        (tmp_path / "reports" / f"{code}_年报.txt").write_text(f"证券代码：{code}\n营业收入{i + 1}.5亿元。",
-                                                               encoding="utf-8")
-    pool = write_pool(tmp_path / "pool.csv", [[c, f"公司{c}", "设备", "20", "10"] for c in codes],
-                      header=("代码", "名称", "行业", "市盈率TTM", "ROE"))
-    server = Server({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat})
+    pool = _text_reports(tmp_path, ["600001", "600002", "600003"])
+    server = _answering_server(screen_answer())
 
     def run(name: str) -> dict:
         r = run_cli("screen", pool, "--reports", tmp_path / "reports", "-o", tmp_path / name, "--no-progress",

@@ -180,8 +180,12 @@ def test_cache_key_and_provenance_name_the_model_behind_the_served_name(tmp_path
     assert ids == ["Qwen/Qwen3.5-9B", "Qwen/Qwen3-8B-AWQ"] and keys[0] != keys[1]
 
 
-def _answering_server(answer: str) -> Server:
+def _answering_server(answer: str, hold: threading.Event | None = None) -> Server:
+    """A server on 127.0.0.1 answering every chat request with ``answer`` (each held until ``hold`` is set,
+    when given)."""
     def chat(body):
+        if hold is not None:
+            hold.wait(120)
         data = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": answer}}]}
