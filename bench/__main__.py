@@ -162,8 +162,8 @@ def render(r: dict, header: dict, seconds: float, quick: bool) -> str:
 
 
 def _earlier(runs: list[dict[str, Any]], headline: tuple[str, ...]) -> list[str]:
-    """The runs before the newest, one line each: its date and its headline numbers (``HEADLINE``: keys,
-    ``part.key`` for one inside a part)."""
+    """The runs before the newest, one line each: its date, its headline numbers (``HEADLINE``: keys,
+    ``part.key`` for one inside a part) and its ``note`` if it has one (how it differs from the newest)."""
     if len(runs) < 2:
         return []
 
@@ -174,7 +174,7 @@ def _earlier(runs: list[dict[str, Any]], headline: tuple[str, ...]) -> list[str]
 
     said = [f"{r.get('when', 'date not recorded')}: "
             + (", ".join(f"{k.split('.')[-1]} {value(r, k)}" for k in headline if value(r, k) is not None) or "–")
-            for r in reversed(runs[:-1])]
+            + (f" ({r['note']})" if r.get("note") else "") for r in reversed(runs[:-1])]
     return ["Earlier runs (`bench/results`): " + "; ".join(said) + ".", ""]
 
 

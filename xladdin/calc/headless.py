@@ -207,24 +207,36 @@ def _range(doc, where: list[str]):
     return doc.Sheets.getByName(sheet).getCellRangeByName(address)
 
 
-def _read(doc, ranges: list[list[str]]) -> list[list]:
-    return [[list(r) for r in _range(doc, a).getDataArray()] for a in ranges]
-
-
-def _wait(doc, ranges: list[list[str]], bound: float) -> tuple[list[list], float, bool]:
-    """Every range's values once no cell waits (or at the bound), the seconds it took, and whether
-    every cell got its value."""
-    start = time.monotonic()
-    boxes: dict[str, list[int]] = {}  # per sheet, the box around every range: one read per look
+def _look(doc, ranges: list[list[str]]) -> list[list]:
+    """Every range's values, read in one call per sheet (the box around that sheet's ranges) and cut
+    here: a call to LibreOffice is a round trip over its socket, one a range would cost more than the
+    cells take to fill."""
+    boxes: dict[str, list[int]] = {}
     for sheet, address in ranges:
         a = _box(address)
         box = boxes.setdefault(sheet, list(a))
         box[:] = [min(box[0], a[0]), min(box[1], a[1]), max(box[2], a[2]), max(box[3], a[3])]
+    blocks = {sheet: doc.Sheets.getByName(sheet).getCellRangeByPosition(*box).getDataArray()
+              for sheet, box in boxes.items()}
+    values = []
+    for sheet, address in ranges:
+        c0, r0, c1, r1 = _box(address)
+        bc, br = boxes[sheet][:2]
+        values.append([list(row[c0 - bc: c1 - bc + 1]) for row in blocks[sheet][r0 - br: r1 - br + 1]])
+    return values
+
+
+def _wait(doc, ranges: list[list[str]], bound: float) -> tuple[list[list], float, bool]:
+    """Every range's values once no cell waits (or at the bound), the moment (``time.monotonic()``) of
+    the look that found none waiting, and whether every cell got its value. The values are that look's:
+    the time does not include reading them."""
+    start = time.monotonic()
     while True:
-        waiting = any(PENDING in str(v) for sheet, box in boxes.items()
-                      for row in doc.Sheets.getByName(sheet).getCellRangeByPosition(*box).getDataArray() for v in row)
-        if not waiting or time.monotonic() - start > bound:
-            return _read(doc, ranges), time.monotonic() - start, not waiting
+        values = _look(doc, ranges)
+        seen = time.monotonic()
+        waiting = any(PENDING in str(v) for block in values for row in block for v in row)
+        if not waiting or seen - start > bound:
+            return values, seen, not waiting
         time.sleep(0.05)
 
 
@@ -322,13 +334,15 @@ def main() -> None:
             started = time.monotonic()
             doc.calculateAll()
         if not args.convert:
-            values, seconds, filled = _wait(doc, ranges, args.bound)
-            out.update(values=values, seconds=round(time.monotonic() - started, 3), filled=filled,
-                       waited_s=round(seconds, 3), formulas=[_range(doc, a).getArrayFormula() for a in ranges])
+            waiting_from = time.monotonic()
+            values, seen, filled = _wait(doc, ranges, args.bound)
+            out.update(values=values, seconds=round(seen - started, 3), filled=filled,
+                       waited_s=round(seen - waiting_from, 3),
+                       formulas=[_range(doc, a).getArrayFormula() for a in ranges])
             doc.calculate()  # a normal recalculation (F9): only what Calc holds out of date
-            out["calculated"] = _read(doc, ranges)
+            out["calculated"] = _look(doc, ranges)
             doc.calculateAll()  # a hard one: every cell once more, now answered from memory
-            out["recalculated"] = _read(doc, ranges)
+            out["recalculated"] = _look(doc, ranges)
         if args.save:
             doc.storeToURL(args.save.resolve().as_uri(), _props(FilterName="calc8"))
             args.save.with_suffix(".ranges.json").write_text(json.dumps(ranges))
