@@ -98,13 +98,17 @@ def _lasting(fn: Any, args: list[Any]) -> bool:
 
 
 class _Poll:
-    """A held poll: the ids it waits for, and those settled since it last looked (id, value)."""
+    """A held poll: the ids it waits for, those settled since it last looked (id, value), and its wake
+    (set on the service's loop when it has heard of one, or the service stops)."""
 
-    __slots__ = ("ids", "heard")
+    __slots__ = ("ids", "heard", "woken", "gathering", "left")
 
     def __init__(self, ids: list[str]):
         self.ids = dict.fromkeys(ids)  # each once, in order
         self.heard: list[tuple[str, Any]] = []
+        self.woken = asyncio.Event()
+        self.gathering = False  # asleep until its answer: what it hears needs no wake, but its last
+        self.left = len(self.ids)  # calls it has not heard of (a call settled twice counts twice: a spare wake)
 
 
 class Bucket:
@@ -153,7 +157,6 @@ class CellService:
         self._entries: collections.OrderedDict[str, Entry] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._changed: asyncio.Condition | None = None
         self._polls: set[_Poll] = set()  # the polls held now, each told of the calls that settle
         self._waking = False  # one wake of the held polls at a time, however many calls settle meanwhile
         self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="xladdin-cells")
@@ -272,10 +275,13 @@ class CellService:
                 return
             entry.settled, entry.value, entry.at = True, value, time.monotonic()
             entry.settles += 1
+            wake = False
             for poll in self._polls:
                 if cid in poll.ids:
                     poll.heard.append((cid, value))
-            if self._waking:  # a wake is on its way to the held polls: it will see this one too
+                    poll.left -= 1
+                    wake = wake or not poll.gathering or poll.left <= 0
+            if self._waking or not wake:  # a wake is on its way (it will see this one too), or none is needed
                 return
             self._waking = True
         loop = self._loop
@@ -283,14 +289,13 @@ class CellService:
             loop.call_soon_threadsafe(self._notify)
 
     def _notify(self) -> None:
-        async def wake() -> None:
-            assert self._changed is not None
-            with self._lock:
-                self._waking = False  # what settles from now on wakes the polls again
-            async with self._changed:
-                self._changed.notify_all()
-
-        asyncio.ensure_future(wake())
+        """On the service's loop: the held polls that have heard of a settled call woken (``_settle`` asks for
+        a wake only where a poll waits for its first call, or a gathering one has heard of its last)."""
+        with self._lock:
+            self._waking = False  # what settles from now on wakes the polls again
+            told = [poll for poll in self._polls if poll.heard]
+        for poll in told:
+            poll.woken.set()
 
     def recalculate(self, caller: Any) -> None:
         """The runtime's call when a waiting call's answers have arrived: run it again (off the engine's
@@ -301,11 +306,12 @@ class CellService:
             pass
 
     async def settle(self, ids: list[str], wait: float) -> dict[str, Any]:
-        """The calls of ``ids`` that have settled (waiting up to ``wait`` s for the first), and those
-        still pending; an id this service does not know is ``unknown`` (ask the call again). The ids are
-        looked up once; after that the poll hears of each call that settles (``_settle``), so a wake costs
-        what settled since, not a look at every id again."""
-        assert self._changed is not None
+        """The calls of ``ids`` that have settled (waiting up to ``wait`` s for the first, then ``GATHER``
+        for those that settle with it), and those still pending; an id this service does not know is
+        ``unknown`` (ask the call again). The ids are looked up once; after that the poll hears of each
+        call that settles (``_settle``), so a wake costs what settled since, not a look at every id again;
+        and it is woken for its first call, then while it gathers only by its last (thousands of calls
+        settling over a poll do not wake it, nor the service's loop, thousands of times)."""
         deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT))
         gathering: float | None = None
         done: dict[str, Any] = {}
@@ -318,6 +324,7 @@ class CellService:
                     unknown.append(cid)
                 elif entry.settled:
                     done[cid] = entry.value
+            poll.left -= len(done) + len(unknown)
             self._polls.add(poll)
         gone = set(unknown)
         try:
@@ -332,11 +339,14 @@ class CellService:
                 end = gathering if gathering is not None else deadline
                 if not waiting or now >= end or self.stopping:
                     break
-                async with self._changed:
-                    try:
-                        await asyncio.wait_for(self._changed.wait(), end - now)
-                    except TimeoutError:
-                        pass
+                if gathering is not None and not poll.gathering:
+                    with self._lock:
+                        poll.gathering = True
+                poll.woken.clear()  # nothing heard since the look above: the loop ran nothing between
+                try:
+                    await asyncio.wait_for(poll.woken.wait(), end - now)
+                except TimeoutError:
+                    pass
         finally:
             with self._lock:
                 self._polls.discard(poll)
@@ -366,14 +376,14 @@ class CellService:
 
     async def _started(self, app) -> None:
         self._loop = asyncio.get_running_loop()
-        self._changed = asyncio.Condition()
 
     async def _stopping(self, app) -> None:
         """Polls still held answer at once (``stopping``): the add-in shows its calls' errors, never hangs."""
         self.stopping = True
-        if self._changed is not None:
-            async with self._changed:
-                self._changed.notify_all()
+        with self._lock:
+            held = list(self._polls)
+        for poll in held:
+            poll.woken.set()
 
     def client(self, request) -> str:
         peer = request.transport.get_extra_info("peername") if request.transport else None
