@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xladdin import collector
 from xladdin.core.batcher import Batcher
 from xladdin.excel import udfs
 from xladdin.jobs.pool_screen import screen_file
@@ -73,9 +74,12 @@ def write_pool(pool: Path, data: list[dict[str, Any]]) -> Path:
 
 
 def cli(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
+    """``xladdin screen``'s path (``screen_file``) on the rows, with the garbage collector as its command sets it
+    for the whole run (``collector``), as the cell doors' runtimes set it for theirs."""
     pool = write_pool(workdir / "pool.csv", data)
     t0 = time.perf_counter()
-    summary = screen_file(pool, workdir / "report.csv", _settings(url, workdir, "cli"), progress=False)
+    with collector.relaxed():
+        summary = screen_file(pool, workdir / "report.csv", _settings(url, workdir, "cli"), progress=False)
     return {"rows": summary.rows, "seconds": round(time.perf_counter() - t0, 3), "errors": summary.errors}
 
 

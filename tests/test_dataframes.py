@@ -60,3 +60,32 @@ def test_screen_reads_a_report_file_column(tmp_path):
     assert out.loc[0, "净利润(亿元) net profit"] == pytest.approx(-0.31204) and out.loc[0, "风险等级 risk"] == "高"
     assert "(第1页)" in out.loc[0, "出处 evidence"] and "688001.pdf" in out.loc[0, "阅读范围 read"]
     assert "gone.pdf" in out.loc[1, "错误 error"]
+
+
+def test_a_frame_screened_in_a_users_process_leaves_its_garbage_collector_as_it_was(tmp_path):
+    """While a table is asked, the youngest generation is collected every ``collector.YOUNG`` objects, not
+    Python's 700 (a collection every few rows); the user's own setting is back once ``screen`` returns,
+    and a collector the user turned off stays off."""
+    import gc
+
+    from xladdin import collector
+
+    seen = []
+
+    def respond(_):
+        seen.append(gc.get_threshold()[0])
+        return screen_answer("稳健")
+
+    df = pd.DataFrame({"代码": ["600519", "000001"], "名称": ["贵州茅台", "平安银行"], "ROE(%)": [34.19, 11.38],
+                       "市盈率TTM": [25.6, 4.1], "财报摘要": ["归母净利润747.34亿元。", "归母净利润464.55亿元。"]})
+    before = gc.get_threshold()
+    try:
+        for users in ((700, 10, 10), (0, 10, 10)):
+            gc.set_threshold(*users)
+            seen.clear()
+            with Batcher(ScriptedEngine(respond), Cache(tmp_path / f"c{users[0]}")) as b:
+                out = xladdin.screen(df, batcher=b, progress=False)
+            assert list(out["风险等级 risk"]) == ["低", "中"]
+            assert seen == [collector.YOUNG if users[0] else 0] * 2 and gc.get_threshold() == users
+    finally:
+        gc.set_threshold(*before)

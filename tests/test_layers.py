@@ -9,7 +9,7 @@ ROOT = Path(__file__).parent.parent / "xladdin"
 # lowest first: the folders (packages) and top-level modules of xladdin/, by layer. A module may import its
 # own layer and the layers below it, never one above.
 LAYERS = [
-    {"errors", "settings", "periods", "version", "lazy"},  # the foundation every layer imports
+    {"errors", "settings", "periods", "version", "lazy", "collector"},  # the foundation every layer imports
     {"reading"},  # what is read: pool files, cell values, report files, their text and code's readings of it
     {"tasks", "engine"},  # what is asked and how an answer is checked, the rules (no I/O); how a request reaches
     # a model

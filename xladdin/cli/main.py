@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 
+from .. import collector
 from ..errors import XladdinError
 from . import cache_cmd, calc_cmd, cells_cmd, compare_cmd, diff_cmd, eval_cmd, highlights_cmd, nightly_cmd, screen_cmd
 
@@ -36,6 +37,7 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    collector.for_many_requests()  # the process is the command's (``collector``)
     try:
         return args.func(args)
     except XladdinError as e:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import collector
 from ..errors import EngineStalled, EngineTimeout, XladdinError, internal_error
 from ..reading import documents
 from ..tasks.base import Task
@@ -265,8 +266,12 @@ class Resolver:
         """Results in input order; a bad row or a failed request is its ``XladdinError`` in place
         (an engine that cannot start is every row's error). Bounded: when no answer at all arrives
         and the engine shows no sign of working for the batcher's ``request_timeout``, the engine has
-        stalled and every row still waiting is that error (its request is cancelled)."""
-        rows = list(rows)
+        stalled and every row still waiting is that error (its request is cancelled). The garbage
+        collector is set for many requests while it runs (``collector.relaxed``)."""
+        with collector.relaxed():
+            return self._map(task, list(rows), on_result)
+
+    def _map(self, task: Task, rows: list[Any], on_result: Callable[[int, Any], None] | None) -> list[Any]:
         results: list[Any] = [None] * len(rows)
         tickets: dict[concurrent.futures.Future, list[int]] = {}  # a ticket, the rows waiting on it (one fate)
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import collector
 from ..core.batcher import Batcher
 from ..core.cache import Ticket
 from ..core.resolver import Done, Failed, Pending, Resolver
@@ -74,6 +75,7 @@ class CellRuntime:
 
     def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None,
                  rewrite: Rewrite | None = None):
+        collector.for_many_requests()  # a cell door's process asks many requests (``collector``)
         self._settings = settings
         self._batcher = batcher
         self._resolver: Resolver | None = None
