@@ -812,3 +812,67 @@ def _unconstrained_ca(folder: Path) -> None:
     (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (folder / "ca-key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                           serialization.NoEncryption()))
+
+
+def test_a_call_whose_answers_arrive_is_settled_from_them_and_not_run_again(tmp_path, monkeypatch):
+    """When a pending call's requests are answered, the service settles it with the value made from their
+    answers, the value running the call again gives: each call's function body runs once, not once more
+    per settle."""
+    from xladdin.sheet import functions
+
+    runs = []
+    body, width = functions.TABLE["QWEN_SCREEN"]
+    monkeypatch.setitem(functions.TABLE, "QWEN_SCREEN",
+                        (lambda rt, a, caller: runs.append(caller) or body(rt, a, caller), width))
+    engine = ScriptedEngine(lambda m: screen_answer(), delay=0.05)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    client = Client(running.url, cert.ca)
+    try:
+        batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)], True if i == 0 else None]} for i in range(20)]
+        batch[0]["args"][0] = [["代码", "名称", "行业", "市盈率TTM", "ROE", "EPS", "财报摘要"], row(0)]  # a header
+        first = client.calls(batch)
+        assert [r["state"] for r in first] == ["pending"] * 20
+        settled = client.settle_all(first)
+        assert len(runs) == 20 and len(set(runs)) == 20  # each call's body once
+        assert settled[first[0]["id"]][0] == cells.spill_header()
+        fn = calls.function("QWEN_SCREEN")
+        for item, r in zip(batch, first, strict=True):  # the call run again (now from memory) gives the same
+            assert calls.evaluate(runtime, fn, item["args"], "again") == settled[r["id"]]
+        assert all(settled[r["id"]][-1][0] == f"{600000 + i}.SH" for i, r in enumerate(first))
+        assert len(engine.calls) == 20
+    finally:
+        running.stop()
+        runtime.close()
+
+
+def test_calls_run_after_their_post_are_paced_by_the_engine(tmp_path):
+    """A recalculation larger than the engine's window and ``ROWS_AHEAD``: the calls the service runs after
+    answering them pending make their requests as the engine takes them, not all at once; every call
+    settles once the engine answers."""
+    from test_user_paths import _answering_server
+
+    from xladdin.core.resolver import ROWS_AHEAD
+
+    go = threading.Event()
+    window, n = 2, ROWS_AHEAD + 40
+    server = _answering_server(screen_answer(), hold=go)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path, engine_url=server.url,
+                                                                      max_parallel=window)))
+    running, cert = start(runtime, tmp_path, answer_budget=0.0)  # every call run after the POST
+    client = Client(running.url, cert.ca)
+    try:
+        first = client.calls([{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(n)])
+        assert [r["state"] for r in first] == ["pending"] * n
+        stats = runtime.batcher.stats
+        wait_until(lambda: stats.submitted >= window + ROWS_AHEAD, 60, message="the calls were not run")
+        time.sleep(1.0)  # time to run on, were there no pace
+        assert stats.submitted == window + ROWS_AHEAD < n
+        go.set()
+        settled = client.settle_all(first)
+        assert all(settled[r["id"]][0][0] == f"{600000 + i}.SH" for i, r in enumerate(first))
+    finally:
+        go.set()
+        running.stop()
+        runtime.close()
+        server.close()

@@ -1,6 +1,7 @@
 """The pandas front door, ``xladdin.screen(df)``."""
 
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -89,3 +90,36 @@ def test_a_frame_screened_in_a_users_process_leaves_its_garbage_collector_as_it_
             assert seen == [collector.YOUNG if users[0] else 0] * 2 and gc.get_threshold() == users
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_large_frame_is_asked_no_further_ahead_of_the_engine_than_its_window_and_rows_ahead(tmp_path):
+    """A table makes its requests as the engine takes them: with the server holding its answers, no more
+    than the engine's window and ``ROWS_AHEAD`` are made (prepared, keyed, looked up in the cache and
+    queued); the rest follow as answers come, and every row gets its verdict."""
+    import threading
+
+    from conftest import tiny_settings
+    from kit import wait_until
+    from test_user_paths import _answering_server
+
+    from xladdin.core.resolver import ROWS_AHEAD
+
+    go = threading.Event()
+    window, n = 2, ROWS_AHEAD + 60
+    server = _answering_server(screen_answer("稳健"), hold=go)
+    df = pd.DataFrame({"代码": [f"{600000 + i}" for i in range(n)], "名称": [f"公司{i}" for i in range(n)],
+                       "ROE(%)": [10.0] * n, "市盈率TTM": [20.0] * n})
+    out = {}
+    b = Batcher.from_settings(tiny_settings(tmp_path, engine_url=server.url, max_parallel=window))
+    run = threading.Thread(target=lambda: out.setdefault("df", xladdin.screen(df, batcher=b, progress=False)))
+    run.start()
+    try:
+        wait_until(lambda: b.stats.submitted >= window + ROWS_AHEAD, 60, message="the rows were not asked")
+        time.sleep(1.0)  # time to ask on, were there no bound
+        assert b.stats.submitted == window + ROWS_AHEAD < n
+    finally:
+        go.set()
+        run.join(60)
+        b.close()
+        server.close()
+    assert len(out["df"]) == n and out["df"]["错误 error"].isna().all() and b.stats.engine_requests == n

@@ -100,14 +100,14 @@ class Waiting:
 
 
 class _Call:
-    """One distinct call (function and arguments): what computes its value, and its result now. The
-    call is the caller its requests are watched under, so a result replaced meanwhile is still the
-    one settled."""
+    """One distinct call (function and arguments): what computes its value, what makes it of its answers
+    once they are in (``CellRuntime.rows``' ``settle``), and its result now. The call is the caller its
+    requests are watched under, so a result replaced meanwhile is still the one settled."""
 
-    __slots__ = ("compute", "result")
+    __slots__ = ("compute", "finish", "result")
 
-    def __init__(self, compute: Callable[[_Call], Any], result: Waiting):
-        self.compute, self.result = compute, result
+    def __init__(self, compute: Callable[[_Call], Any], finish: Callable[[Callable[[], Any]], Any], result: Waiting):
+        self.compute, self.finish, self.result = compute, finish, result
 
 
 class CalcFunctions:
@@ -119,21 +119,24 @@ class CalcFunctions:
         self._runtime: CellRuntime | None = None
         self._lock = threading.Lock()
         self.calls: dict[tuple[str, str], _Call] = {}
-        self._settled: list[_Call] = []  # settled on the engine's thread, to settle on the main thread
+        # settled on the engine's thread, to settle on the main thread: each call, and its value made of its
+        # answers (``None``: computed again)
+        self._settled: list[tuple[_Call, Callable[[], Any] | None]] = []
         self._posted = False
         self._refresh_posted = False  # a refresh of the live calls waits for the main thread
 
     def runtime(self) -> CellRuntime:
         with self._lock:
             if self._runtime is None:
-                self._runtime = CellRuntime(batcher=self._batcher or core(self._python), rewrite=self._recalculate)
+                self._runtime = CellRuntime(batcher=self._batcher or core(self._python), settle=self._recalculate)
             return self._runtime
 
-    def _recalculate(self, call: _Call) -> None:
-        """A call's tickets have settled (on the engine's thread): settle it on the main thread, with
-        every other call that settles before the main thread gets to it (one event for them all)."""
+    def _recalculate(self, call: _Call, value: Callable[[], Any] | None) -> None:
+        """A call's tickets have settled (on the engine's thread): settle it on the main thread with its
+        value made of its answers (``None``: computed again), with every other call that settles before
+        the main thread gets to it (one event for them all)."""
         with self._lock:
-            self._settled.append(call)
+            self._settled.append((call, value))
             if self._posted:
                 return
             self._posted = True
@@ -142,8 +145,8 @@ class CalcFunctions:
     def _settle_all(self) -> None:
         with self._lock:
             calls, self._settled, self._posted = self._settled, [], False
-        for call in calls:
-            call.result.settle(call.compute(call))
+        for call, value in calls:
+            call.result.settle(call.compute(call) if value is None else call.finish(value))
         self._refresh()
 
     def _refresh(self) -> None:
@@ -173,7 +176,9 @@ class CalcFunctions:
             body, width = BODIES[name]
             shaped = functions.cell_errors(self.runtime, width)(body)
             given = tuple(from_calc(a) for a in args)
-            call = self.calls[key] = _Call(lambda c: to_calc(shaped(self.runtime(), given, c)), self._waiting(name))
+            made = functions.cell_errors(self.runtime, width)
+            call = self.calls[key] = _Call(lambda c: to_calc(shaped(self.runtime(), given, c)),
+                                           lambda value: to_calc(made(value)()), self._waiting(name))
             if len(self.calls) > MAX_CALLS:  # forget the oldest settled calls (their cells keep their values)
                 for old in [k for k, c in self.calls.items() if c.result.final][: len(self.calls) // 4]:
                     del self.calls[old]

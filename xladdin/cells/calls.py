@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import XladdinError, is_error_text
@@ -92,6 +93,12 @@ def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any
         return body(rt, arguments(fn, args), caller)
 
     return _plain(run())
+
+
+def finished(rt: CellRuntime, fn: Function, value: Callable[[], Any]) -> Any:
+    """A waiting call's cell value, made from its answers (``CellRuntime.rows``' ``settle``), as ``evaluate``
+    gives it."""
+    return _plain(functions.cell_errors(lambda: rt, functions.TABLE[fn.name][1])(value)())
 
 
 def _plain(value: Any) -> Any:

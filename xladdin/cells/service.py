@@ -134,7 +134,7 @@ class Bucket:
 
 class CellService:
     """The calls of every client, on one runtime. ``runtime`` is made from the user's settings unless
-    given (its ``rewrite`` becomes this service's)."""
+    given (its ``settle`` becomes this service's)."""
 
     def __init__(self, runtime: CellRuntime | None = None, *, host: str = "127.0.0.1", port: int = 8443,
                  key: str | None = None, origins: tuple[str, ...] = (), rate: float = 50.0, burst: int = 200,
@@ -147,7 +147,7 @@ class CellService:
             raise ConfigError(f"bound to {host} (beyond this machine) the cell service needs a key: "
                               "set XLADDIN_CELLS_KEY in its environment")
         self.runtime = runtime or CellRuntime()
-        self.runtime.rewrite = self.recalculate
+        self.runtime.settle = self.recalculate
         self.host, self.port, self.key = host, port, key
         self.extra_origins = origins
         self.bucket = Bucket(rate, burst)
@@ -159,6 +159,8 @@ class CellService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._polls: set[_Poll] = set()  # the polls held now, each told of the calls that settle
         self._waking = False  # one wake of the held polls at a time, however many calls settle meanwhile
+        self._answered: list[tuple[str, Callable[[], Any]]] = []  # calls to settle with their answers' value
+        self._finishing = False  # a worker settles them
         self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="xladdin-cells")
         self._later = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xladdin-cells-later")
         self.stopping = False
@@ -256,6 +258,22 @@ class CellService:
             self.counts["settled"] += 1
             self._settle(cid, value)
 
+    def _finish_answered(self) -> None:
+        """The calls whose answers have arrived (``recalculate``), each settled with its value made from them,
+        until none is left."""
+        while True:
+            with self._lock:
+                answered, self._answered = self._answered, []
+                if not answered:
+                    self._finishing = False
+                    return
+            for cid, value in answered:
+                with self._lock:
+                    entry = self._entries.get(cid)
+                if entry is not None:
+                    self.counts["settled"] += 1
+                    self._settle(cid, calls.finished(self.runtime, entry.fn, value))
+
     @staticmethod
     def _result(value: Any) -> dict[str, Any]:
         return {"state": "error" if calls.is_error(value) else "done", "value": value}
@@ -297,11 +315,23 @@ class CellService:
         for poll in told:
             poll.woken.set()
 
-    def recalculate(self, caller: Any) -> None:
-        """The runtime's call when a waiting call's answers have arrived: run it again (off the engine's
-        thread), now from memory; still pending (another request it needs), it is watched again."""
+    def recalculate(self, caller: Any, value: Callable[[], Any] | None = None) -> None:
+        """The runtime's call when a waiting call's answers have arrived (its ``settle``): the call settled
+        with ``value()``, its value made from them, off the engine's thread; without one (a request was
+        cancelled), run again (still pending, it is watched again)."""
+        if value is None:
+            try:
+                self._pool.submit(self._run, caller)
+            except RuntimeError:  # the service is closing
+                pass
+            return
+        with self._lock:  # settled with the others the worker has not taken yet: one task for them all
+            self._answered.append((caller, value))
+            if self._finishing:
+                return
+            self._finishing = True
         try:
-            self._pool.submit(self._run, caller)
+            self._pool.submit(self._finish_answered)
         except RuntimeError:  # the service is closing
             pass
 

@@ -53,15 +53,18 @@ def screen(rt: CellRuntime, values: Any, header: bool, rules: Any, caller: Any =
     task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     width = len(cells.SPILL_FIELDS)
     sent = [None if i in dating.refused else r for i, r in enumerate(records)]  # a refused row asks nothing
-    rows = rt.rows(task, sent, cells.result_row, width, caller, dating.result)
-    for i, error in dating.refused.items():  # published after the day: the row's error, as the CLI's
-        rows[i] = cells.error_row(error, width)
-    return [cells.spill_header(), *rows] if header else rows
+
+    def spill(rows: list[list[Any]]) -> list[list[Any]]:
+        for i, error in dating.refused.items():  # published after the day: the row's error, as the CLI's
+            rows[i] = cells.error_row(error, width)
+        return [cells.spill_header(), *rows] if header else rows
+
+    return rt.rows(task, sent, cells.result_row, width, caller, dating.result, spill)
 
 
 def ask(rt: CellRuntime, prompt: Any, context: Any, caller: Any = None) -> Any:
     flat = [v for row in cells.to_rows(context) for v in row] if context is not None else []
-    return _single(rt.rows(AskTask(), [{"prompt": prompt, "context": flat}], lambda r: [r.answer], 1, caller))
+    return rt.rows(AskTask(), [{"prompt": prompt, "context": flat}], lambda r: [r.answer], 1, caller, shape=_single)
 
 
 def extract(rt: CellRuntime, text: Any, item: Any, unit: Any, caller: Any = None) -> Any:
@@ -70,19 +73,19 @@ def extract(rt: CellRuntime, text: Any, item: Any, unit: Any, caller: Any = None
     def to_row(r):
         return [f"{ERROR_PREFIX} {r.note}"] if r.value is None else [r.value]
 
-    return _single(rt.rows(ExtractTask(), [record], to_row, 1, caller))
+    return rt.rows(ExtractTask(), [record], to_row, 1, caller, shape=_single)
 
 
 def classify(rt: CellRuntime, text: Any, labels: Any, caller: Any = None) -> Any:
     record = {"text": text, "labels": labels}
-    return _single(rt.rows(ClassifyTask(), [record], lambda r: [r.label], 1, caller))
+    return rt.rows(ClassifyTask(), [record], lambda r: [r.label], 1, caller, shape=_single)
 
 
 def highlights(rt: CellRuntime, report: Any, points: Any, max_chars: Any, caller: Any = None,
                folder: Path | None = None) -> Any:
     record = rt.reports(folder).place({"report_text": report, "max_chars": max_chars}, folder)
-    return _single(rt.rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"{ERROR_PREFIX} {r.notes}"], 1,
-                           caller))
+    return rt.rows(HighlightsTask(points), [record], lambda r: [r.highlights or f"{ERROR_PREFIX} {r.notes}"], 1,
+                   caller, shape=_single)
 
 
 def status(rt: CellRuntime) -> list[list[Any]]:

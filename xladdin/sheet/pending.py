@@ -44,7 +44,7 @@ from typing import Any
 from .. import collector
 from ..core.batcher import Batcher
 from ..core.cache import Ticket
-from ..core.resolver import Done, Failed, Pending, Resolver
+from ..core.resolver import Done, Failed, Pacer, Pending, Resolver
 from ..errors import EngineStalled, XladdinError
 from ..reading.documents import ReportPath, Reports
 from ..settings import Settings
@@ -53,6 +53,9 @@ from .cells import PENDING, error_row, filler_row
 
 log = logging.getLogger(__name__)
 Rewrite = Callable[[Any], None]
+# A door told a waiting call's value once its answers are in: ``settle(caller, value)``, ``value()`` the call's
+# cell value made from its tickets' outcomes (on the door's own thread), or ``None``: run the call again.
+Settle = Callable[[Any, Callable[[], Any] | None], None]
 # How long one call waits for the disk cache's reads of its rows, all at once (never for the engine): a hit
 # read within it is the cell's value at once; past it (a slow or locked disk) the rows are pending.
 READ_WAIT_S = 0.5
@@ -74,14 +77,16 @@ class CellRuntime:
     in the resolver's fate table (``Fates.watch``)."""
 
     def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None,
-                 rewrite: Rewrite | None = None):
+                 rewrite: Rewrite | None = None, settle: Settle | None = None):
         collector.for_many_requests()  # a cell door's process asks many requests (``collector``)
         self._settings = settings
         self._batcher = batcher
         self._resolver: Resolver | None = None
-        self.rewrite = rewrite
+        self.rewrite = rewrite  # Excel's: the cell recalculated, its function called again
+        self.settle = settle  # Calc's and the cell service's: the call's value made from its answers
         self._lock = threading.Lock()
         self._reads = threading.local()  # ``wait``: how long this thread's calls wait for their disk reads
+        self._paced: Pacer | None = None  # the calls run later, paced (``later``)
         self.last_error: str | None = None
 
     @property
@@ -155,9 +160,14 @@ class CellRuntime:
         width: int,
         caller: Any = None,
         finish: Callable[[int, Any], Any] | None = None,
-    ) -> list[list[Any]]:
+        shape: Callable[[list[list[Any]]], Any] | None = None,
+    ) -> Any:
         """One row of cell values per record (``None`` → a blank row); ``finish(i, result)``: record ``i``'s
-        result as its row shows it (``as_of.Dating.result``), on every call, memo hits too."""
+        result as its row shows it (``as_of.Dating.result``), on every call, memo hits too; ``shape(rows)``:
+        the cell value the function gives of its rows (the rows themselves if not given). A call waiting on
+        the engine is watched (``Fates.watch``): once its tickets have settled, a ``settle`` door is given
+        its value made from their outcomes by the same ``finish`` and ``shape`` (the call is not run again),
+        a ``rewrite`` door (Excel) recalculates the cell."""
         resolver = self.resolver
 
         def row_of(i: int) -> Callable[[Any], list[Any]]:
@@ -188,12 +198,24 @@ class CellRuntime:
                 if ticket.done():
                     out[i] = self._convert(ticket.result, row_of(i), width)
                     del waiting[i]
-        if waiting and caller is not None and self.rewrite is not None:
+        if waiting and caller is not None and (self.rewrite is not None or self.settle is not None):
+            base = list(out)
+
+            def value() -> Any:
+                """The call's value once every ticket it waits on has settled."""
+                rows = list(base)
+                for i, ticket in waiting.items():
+                    rows[i] = self._convert(ticket.result, row_of(i), width)
+                return rows if shape is None else shape(rows)
+
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
-            # the cell waits in the fate table; recalculated once all its tickets have settled
+            # the call waits in the fate table; its door is told once all its tickets have settled
             resolver.fates.watch(caller_key(caller), list(waiting.values()),
-                                 functools.partial(self._recalculate, caller))
+                                 functools.partial(self._recalculate, caller, value, list(waiting.values())))
+            pacer = getattr(self._reads, "pacer", None)
+            if pacer is not None:  # a call made after its cell shows pending: it may wait its turn (``later``)
+                pacer.add(waiting.values())
         elif waiting:  # outside Excel (a script, a test): wait for the answers, within the timeout
             timeout = resolver.batcher.request_timeout
             done, _ = concurrent.futures.wait(waiting.values(), timeout=timeout)
@@ -202,7 +224,7 @@ class CellRuntime:
                     out[i] = self._convert(fut.result, row_of(i), width)
                 else:
                     out[i] = error_row(EngineStalled(f"no answer within {timeout:g}s"), width)
-        return out  # type: ignore[return-value]
+        return out if shape is None else shape(out)  # type: ignore[arg-type]
 
     @contextlib.contextmanager
     def reads_within(self, seconds: float) -> Iterator[None]:
@@ -237,7 +259,8 @@ class CellRuntime:
         engine's start, as a table does (a failed start is each call's error, kept for its time): each
         request is then prepared here and goes on as it is made. And a call does not wait for its disk
         reads (``reads_within(0)``): the reads of the calls go to the disk thread together instead of one
-        call's at a time."""
+        call's at a time. And its calls are paced (``resolver.Pacer``): no more unanswered than the engine's
+        window and ``ROWS_AHEAD``."""
         with self._lock:
             batcher = self._batcher
         if batcher is not None:
@@ -245,8 +268,20 @@ class CellRuntime:
                 batcher.start()
             except XladdinError:
                 pass  # each call's outcome says why
-        with self.reads_within(0):
-            yield
+        before = getattr(self._reads, "pacer", None)
+        self._reads.pacer = self._pacer(batcher) if batcher is not None else None
+        try:
+            with self.reads_within(0):
+                yield
+        finally:
+            self._reads.pacer = before
+
+    def _pacer(self, batcher: Batcher) -> Pacer:
+        """The one pace of the calls run later on this runtime's batcher, whatever block or thread runs them."""
+        with self._lock:
+            if self._paced is None or self._paced.batcher is not batcher:
+                self._paced = Pacer(batcher)
+            return self._paced
 
     def _convert(self, produce: Callable[[], Any], to_row: Callable[[Any], list[Any]], width: int) -> list[Any]:
         """``to_row`` of the produced result; a failure is the row's error."""
@@ -259,11 +294,15 @@ class CellRuntime:
             self.last_error = f"internal error: {e}"
             return error_row(e, width)
 
-    def _recalculate(self, caller: Any) -> None:
-        """Every ticket of ``caller`` has settled (the resolver kept their fates): recalculate the cell."""
+    def _recalculate(self, caller: Any, value: Callable[[], Any], tickets: list[concurrent.futures.Future]) -> None:
+        """Every ticket of ``caller`` has settled (the resolver kept their fates): its door told its value,
+        or (a ticket cancelled: its request is asked again) to run it again; Excel recalculates the cell."""
         try:
-            assert self.rewrite is not None
-            self.rewrite(caller)
+            if self.settle is not None:
+                self.settle(caller, None if any(t.cancelled() for t in tickets) else value)
+            else:
+                assert self.rewrite is not None
+                self.rewrite(caller)
         except Exception as e:
             self.last_error = f"cannot recalculate {caller_key(caller)}: {e}"
             log.warning(self.last_error)
