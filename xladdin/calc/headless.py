@@ -285,7 +285,8 @@ def main() -> None:
     p.add_argument("--shapes", type=json.loads, default={}, help='JSON: {"FUNCTION": [rows, columns]}')
     p.add_argument("--save", type=Path)
     p.add_argument("--bound", type=float, default=120.0)
-    p.add_argument("--warm", action="store_true", help="load the add-in (a QWEN_STATUS cell) before timing")
+    p.add_argument("--warm", action="store_true", help="load the add-in before timing: the --fill job's warm "
+                   "formulas ([[range, formula]]; a QWEN_STATUS cell if it has none), entered, computed, cleared")
     args = p.parse_args()
     if args.add:
         print(json.dumps(add_to_profile(args.add, args.user_installation), ensure_ascii=False))
@@ -312,9 +313,12 @@ def main() -> None:
             sheet.getCellRangeByName(f"A1:{column(width - 1)}{len(block)}").setDataArray(block)
             if args.warm:  # the add-in loaded and its runtime made before the clock starts
                 t0 = time.monotonic()
-                sheet.getCellRangeByName("ZZ1:ZZ1").setArrayFormula("=QWEN_STATUS()")
-                _wait(doc, [[sheet.Name, "ZZ1:ZZ1"]], args.bound)
-                sheet.getCellRangeByName("ZZ1:ZZ1").clearContents(1023)
+                warm = job.get("warm") or [["ZZ1:ZZ1", "=QWEN_STATUS()"]]
+                for address, formula in warm:
+                    sheet.getCellRangeByName(address).setArrayFormula(formula)
+                _wait(doc, [[sheet.Name, address] for address, _ in warm], args.bound)
+                for address, _ in warm:
+                    sheet.getCellRangeByName(address).clearContents(1023)
                 out["warm_up_s"] = round(time.monotonic() - t0, 3)
             started = time.monotonic()
             filled_down = [a for first, formula, n in job.get("fill_down", [])
