@@ -133,3 +133,32 @@ def test_a_bad_gold_segment_names_its_line(tiny_model_path, tmp_path):
     r = cli(["eval", str(tmp_path / "gold.jsonl")], tiny_model_path, tmp_path)
     assert r.returncode != 0
     assert "gold.jsonl line 1: 'segment' is '酒类', expected null or an object" in r.stderr
+
+
+# The older template (its margin headed 营业利润率, 国投电力 2011's), the page broken between the table's unit line
+# and its header, the header wrapped (the section on its first line, the margin on a later one: 华能水电 2024's),
+# and a change printed on the lines after its row's numbers, 个百分点 broken again
+OLD_UNIT_PAGE = ["第四节 董事会报告", "（2）公司主营业务及其经营状况", "1）主营业务分行业、产品情况",
+                 "单位:万元 币种:人民币"]
+OLD_SEGMENTS = ["2011年年度报告", "主营业务分行业情况", "分行业 营业收入 营业成本 营业利润", "率(%)", "营业收入",
+                "比上年增", "减(%)", "营业成本", "比上年增", "减(%)", "营业利润", "率比上年", "增减（%）",
+                "电力 1,800,918 1,442,427 19.91 14.00 18.22 减少 2.86", "个百分点",
+                "新能源 200,000 80,000 60.00 0.00 13.64", "减少", "4.80", "个百", "分点",
+                # 25.00 is no (100,000 - 90,000) / 100,000: an operating margin, not read
+                "贸易 100,000 90,000 25.00 10.00 5.00 增加 1.00", "个百分点",
+                "主营业务分地区情况", "分地区 营业收入 营业成本 营业利润率(%)",
+                "国内 2,100,918 1,613,658 23.19 14.00 18.22 减少 2.86", "个百分点", "（3）主要供应商、客户情况"]
+
+
+def test_older_and_broken_segment_tables_are_read_and_checked_like_the_others(tiny_model_path, tmp_path):
+    (tmp_path / "reports").mkdir()
+    write_pdf(tmp_path / "reports" / "600886_2011.pdf", [KEY_TABLE + OLD_UNIT_PAGE, OLD_SEGMENTS])
+    (tmp_path / "pool.csv").write_text("代码,名称,行业\n600886,国投电力,电力\n", encoding="utf-8")
+    r = cli(["screen", str(tmp_path / "pool.csv"), "--reports", str(tmp_path / "reports"), "-o",
+             str(tmp_path / "out.json")], tiny_model_path, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"][0]
+    assert (row["分行业毛利率 segment gross margins"]
+            == "分行业: 电力 19.91% (-2.86pct, 第2页); 新能源 60.00% (-4.80pct, 第2页)")
+    assert "分行业毛利率「新能源 200,000 80,000 60.00 0.00 13.64 减少4.80」(第2页)" in row["出处 evidence"]
+    assert "分行业「贸易」毛利率25.00与营业收入、营业成本算得的10.00%不符, 各列无法确定" in row["说明 notes"]

@@ -774,8 +774,12 @@ def _read_statement(text: str, out: KeyTables) -> None:
 # 情况): a segment's margin, never the company's (the company's is the 合并利润表's). A row is taken only when
 # its printed 毛利率 is the one its 营业收入 and 营业成本 give (the columns placed right); the change is in
 # percent points when the row says so (增加 0.11 个百分点) or when the printed revenue and cost changes give
-# it, a relative change when they give that (华锦股份 2019: -17.44% for -3.05 points), else as printed.
-_SEG_HEAD = ("营业收入", "营业成本", "毛利率")
+# it, a relative change when they give that (华锦股份 2019: -17.44% for -3.05 points), else as printed. The
+# older template names the margin 营业利润率 (国投电力 2011): taken as 毛利率 only where, as for any row, it is
+# the one its 营业收入 and 营业成本 give.
+_SEG_HEAD = ("营业收入", "营业成本")
+_SEG_MARGIN = ("毛利率", "营业利润率")
+_SEG_MARGIN_IN = re.compile(r"毛利率|营业利润\s*率")  # in a page's text, the header's words wrapped
 _SEG_KINDS = {"分行业": "分行业", "分产品": "分产品", "主营业务分行业情况": "分行业", "主营业务分产品情况": "分产品"}
 _SEG_OTHER = re.compile(r"^(?:主营业务)?分(?:地区|销售模式|渠道|季度|业务)")
 _SEG_END = re.compile(r"说明|统计口径|产销量|成本分析|实物销售收入|^[(（]?\d+[)）]?[.．、]?[(（]?\d*[)）]?$"
@@ -823,7 +827,7 @@ class Segment:
 def read_segments(text: str) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
     """The 分行业 and 分产品 rows of a report's 主营业务 table (the first such table), and the rows left out
     with the reason (columns that do not give the printed margin, a cell count that is not the header's)."""
-    if "毛利率" not in text:
+    if not _SEG_MARGIN_IN.search(text):
         return (), ()
     return _SegmentReader(text).read()
 
@@ -841,15 +845,59 @@ class _SegmentReader:
         self.label: list[str] = []  # a label's lines before its numbers
         self.labels_ok = False  # lines before a row are its label (after a section line or a row, not the header)
         self.last: Segment | None = None
+        # a row of five numbers whose change cell is printed on the lines after it (减少 / 15.63 / 个百 / 分点),
+        # held for them: its name, printed label, cells, quote and page, and the change's word
+        self.held: tuple[str, str, list[str], int | None] | None = None
+        self.held_word = ""
+        self.points = ""  # the start of 个百分点 on a line of its own, wrapped
 
     def read(self) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
         for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
-            if not self.inside and "毛利率" not in page:
+            if not self.inside and not _SEG_MARGIN_IN.search(page):
+                self._page_end(page)
                 continue
             for raw in page.split("\n"):
                 if self._line(raw.strip(), page_no if self.paged else None):
-                    return tuple(self.rows), tuple(self.left)
+                    break
+            else:
+                continue
+            break
+        self._release()
         return tuple(self.rows), tuple(self.left)
+
+    def _release(self) -> None:
+        """A held row whose change never came: left out, with the reason."""
+        if self.held is not None:
+            name, _, cells, page_no = self.held
+            where = f"(第{page_no}页)" if page_no else ""
+            self.left.append(f"{self.kind}「{name}」{len(cells)}个数, 表头为6列(营业收入、营业成本、毛利率及三项增减), "
+                             f"未读{where}")
+            self.held, self.held_word = None, ""
+
+    def _take(self, name: str, printed: str, cells: list[str], page_no: int | None) -> None:
+        """A row of six cells taken, or left out with the reason."""
+        where = f"(第{page_no}页)" if page_no else ""
+        quote = f"{printed} {' '.join(cells)}".strip()
+        segment = _segment(self.kind, name, cells, quote, page_no, self.unit or "元",
+                           points="百分点" in "".join(self.head))
+        if isinstance(segment, str):
+            self.left.append(f"{self.kind}「{name}」{segment}, 未读「{quote[:40]}」{where}")
+            self.last = None
+            return
+        self.rows.append(segment)
+        self.last = segment
+
+    def _page_end(self, page: str) -> None:
+        """A page no table of the kind is on: only its unit lines are looked at, the last as ``_line`` takes
+        it, for a table's unit line can end the page before the table (the page broken between them: 华能水电
+        2024)."""
+        for raw in reversed(page.split("\n")):
+            if "单位" in raw or "币种" in raw:
+                norm = _norm(raw.strip())
+                m = _UNIT.search(norm) if currency_of(norm) == "CNY" else None
+                if m is not None or currency_of(norm) != "CNY":
+                    self.unit, self.head, self.kind = (m.group(2) if m else None), [], None
+                    return
 
     def _line(self, line: str, page_no: int | None) -> bool:
         """One line; True at the end of the table."""
@@ -878,14 +926,32 @@ class _SegmentReader:
                 return False
             self.head.append(norm)
             joined = "".join(self.head)
-            if self.unit is not None and all(w in joined for w in _SEG_HEAD):
+            if self.unit is not None and all(w in joined for w in _SEG_HEAD) and any(w in joined for w in _SEG_MARGIN):
                 self.inside, self.label, self.labels_ok = True, [], False
-                self.kind = next((k for w, k in _SEG_KINDS.items() if norm.startswith(w)), None)
+                # the section the header names, on its first line or the line that ends it (wrapped)
+                self.kind = next((k for head in reversed(self.head) for w, k in _SEG_KINDS.items()
+                                  if head.startswith(w)), None)
             return False
-        if norm in ("百分点", "个百分点"):  # the end of the last row's change, wrapped
+        if self.held is not None:  # a row waiting for its change, printed on the lines after it
+            if norm in ("增加", "减少", "上升", "下降") and not self.held_word:
+                self.held_word = norm
+                return False
+            if (tokens := _tokens(line)) and len(tokens) == 1 and _cells(tokens) == 1:
+                name, printed, cells, held_page = self.held
+                self.held, word = None, self.held_word
+                self.held_word = ""
+                self._take(name, printed, [*cells, f"{word}{tokens[0]}"], held_page)
+                return False
+            self._release()
+        if norm in ("百分点", "个百分点") or (self.points + norm) == "个百分点":  # the last change's end, wrapped
+            self.points = ""
             if self.last is not None and self.last.change_kind != "pp" and self.last.change is not None:
                 self.rows[-1] = self.last = _with_points(self.last)
             return False
+        if norm in ("个", "个百", "个百分", "百", "百分") and self.last is not None:  # 个百分点 begun, wrapped again
+            self.points += norm
+            return False
+        self.points = ""
         if _SEG_OTHER.match(norm):
             self.kind, self.label, self.labels_ok = None, [], False
             return False
@@ -916,21 +982,16 @@ class _SegmentReader:
             self.last = None
             return False
         cells = tokens[len(tokens) - n :]
-        where = f"(第{page_no}页)" if page_no else ""
-        quote = f"{printed} {' '.join(cells)}".strip()
+        if n == 5:  # its change may follow on the next lines
+            self.held, self.held_word, self.last = (name, printed, cells, page_no), "", None
+            return False
         if n != 6:
+            where = f"(第{page_no}页)" if page_no else ""
             self.left.append(f"{self.kind}「{name}」{n}个数, 表头为6列(营业收入、营业成本、毛利率及三项增减), "
                              f"未读{where}")
             self.last = None
             return False
-        segment = _segment(self.kind, name, cells, quote, page_no, self.unit or "元",
-                           points="百分点" in "".join(self.head))
-        if isinstance(segment, str):
-            self.left.append(f"{self.kind}「{name}」{segment}, 未读「{quote[:40]}」{where}")
-            self.last = None
-            return False
-        self.rows.append(segment)
-        self.last = segment
+        self._take(name, printed, cells, page_no)
         return False
 
 

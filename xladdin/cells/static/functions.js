@@ -16,7 +16,7 @@
   var ARITY = { QWEN_SCREEN: 3, QWEN: 2, QWEN_EXTRACT: 3, QWEN_CLASSIFY: 2, QWEN_HIGHLIGHTS: 3, QWEN_STATUS: 0 };
   var SPILL = { QWEN_SCREEN: true, QWEN_STATUS: true };
   var PENDING = "#QWEN\u2026 \u8ba1\u7b97\u4e2d pending";  // the placeholder of a cell still waiting (WPS)
-  var WINDOW_MS = 100;
+  var WINDOW_MS = 20;
   var MAX_CALL_BYTES = 1 << 20;
   var MAX_BATCH = 2000;
   var POLL_S = 20;
