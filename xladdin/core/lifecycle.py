@@ -2,8 +2,8 @@
 start of the engine whose failure is remembered.
 
 The engine starts on the loop, once, shared by every request that arrives meanwhile; its failure
-is remembered for ``START_RETRY_S`` seconds and raised at once, so a sheet of cells asking
-meanwhile gets the error instead of each waiting for the engine again.
+is remembered as every failure is (``failures.Failures``: for ``ERROR_TTL`` seconds) and raised at
+once, so a sheet of cells asking meanwhile gets the error instead of each waiting for the engine again.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from ..errors import EngineError
+from .failures import ERROR_TTL, Failures
 
 log = logging.getLogger(__name__)
-START_RETRY_S = 30.0  # an engine that failed to start is not asked again for this long
 
 
 class LoopThread:
@@ -73,16 +73,15 @@ class LoopThread:
 class SharedStart:
     """``start`` run once at a time on the loop; everyone asking meanwhile awaits the same one."""
 
-    def __init__(self, start: Callable[[], Awaitable[None]], retry_s: float = START_RETRY_S):
+    def __init__(self, start: Callable[[], Awaitable[None]], retry_s: float = ERROR_TTL):
         self._start = start
-        self.retry_s = retry_s
-        self._failed: tuple[float, EngineError] | None = None
+        self._failed = Failures(retry_s, kept=1)  # the start's, under the one key None
         self._running: asyncio.Future | None = None
 
     def raise_recent_failure(self) -> None:
-        failed = self._failed
-        if failed is not None and time.monotonic() - failed[0] < self.retry_s:
-            raise failed[1]
+        failed = self._failed.get(None)
+        if failed is not None:
+            raise failed
 
     async def __call__(self) -> None:
         if self._running is None:
@@ -91,12 +90,12 @@ class SharedStart:
         try:
             await asyncio.shield(running)
         except EngineError as e:
-            self._failed = (time.monotonic(), e)
+            self._failed.put(None, e)
             raise
         finally:
             if running.done() and self._running is running:
                 self._running = None
-        self._failed = None
+        self._failed.forget(None)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -47,13 +47,13 @@ from ..reading import figures
 from ..reading.document import Document
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
 from .cache import Cache, SerialThread, Ticket, settle
+from .failures import Failures
 from .lifecycle import end_with_parent, watch_parent
 
 log = logging.getLogger(__name__)
 MEMORY_MIB = 2048  # a reader process's address space (reading the 20 real annual reports peaks at ~180 MiB)
 READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual report reads in about 0.5 s)
 MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
-ERROR_TTL = 30.0  # a file's read error is its answer for this long (then it is read again)
 CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
 IDLE_S = 120.0  # reader processes with nothing to read end after this long (the next file starts them again)
 GATHER_S = 0.02  # with no reader running, how long the first file waits for the others of its burst (their
@@ -187,7 +187,7 @@ class Reader:
         self.from_store = 0  # texts found in the disk store (no file opened)
         self._lock = threading.Lock()
         self._texts: collections.OrderedDict[Stamp, str] = collections.OrderedDict()
-        self._errors: dict[Stamp, tuple[float, InputError]] = {}
+        self._errors = Failures()  # a file's read error is its answer for a while (then it is read again)
         self._reading: dict[Stamp, _Job] = {}
         self._queue: collections.deque[_Job] = collections.deque()
         self._workers: list[_Worker] = []
@@ -211,8 +211,8 @@ class Reader:
                 self._texts.move_to_end(stamp)
                 return stamp, known
             failed = self._errors.get(stamp)
-            if failed is not None and time.monotonic() - failed[0] < ERROR_TTL:
-                raise failed[1]
+            if failed is not None:
+                raise failed
             job = self._reading.get(stamp)
             if job is not None:
                 return stamp, job.future
@@ -526,8 +526,7 @@ class Reader:
         with self._lock:
             if self._over(job.run):  # failed by ``close`` already: its reader's end is no fact about the file
                 return
-            self._errors = {k: v for k, v in self._errors.items() if time.monotonic() - v[0] < ERROR_TTL}
-            self._errors[job.stamp] = (time.monotonic(), error)
+            self._errors.put(job.stamp, error)
             if self._reading.get(job.stamp) is job:  # not a later run's job of the same file
                 del self._reading[job.stamp]
         settle(job.future, error, error=True)

@@ -31,11 +31,11 @@ from ..reading import documents
 from ..tasks.base import Task
 from .batcher import Batcher
 from .cache import Ticket
+from .failures import ERROR_TTL, Failures
 
 MEMO_ROWS = 50_000
 ROWS_AHEAD = 256  # requests a thread making many asks beyond the engine's window (``map``, ``Pacer``)
 FILES_AHEAD = 64  # report-file rows a table asks beyond the engine's window, at least (``Resolver.map``)
-ERROR_TTL = 30.0  # seconds a failed request is returned as its error before it is asked again
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +79,16 @@ def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
 
 class Fates:
     """One request's fate by its input (``_memo_key``): ``Done`` (the result), ``Pending`` (the ticket
-    every caller of it waits on) or ``Failed`` (the error, and since when), and who waits on the pending
-    ones: each cell or Calc call (``watch``) with its tickets still out. The done are bounded by ``rows``
-    (the oldest forgotten first: they are in the disk cache); a failure counts for ``ttl`` seconds, then
-    the request is asked again."""
+    every caller of it waits on) or ``Failed`` (its error, remembered as every failure is: ``failures``,
+    for ``ttl`` seconds, then the request is asked again), and who waits on the pending ones: each cell or
+    Calc call (``watch``) with its tickets still out. The done are bounded by ``rows`` (the oldest forgotten
+    first: they are in the disk cache)."""
 
     def __init__(self, rows: int, ttl: float):
-        self.rows, self.ttl = rows, ttl
+        self.rows = rows
+        self.failures = Failures(ttl, kept=rows)
         self._lock = threading.Lock()
-        self._table: collections.OrderedDict[Hashable, Done | Pending | tuple[float, Failed]] = (
-            collections.OrderedDict())
+        self._table: collections.OrderedDict[Hashable, Done | Pending] = collections.OrderedDict()
         self._waiters: dict[Hashable, int] = {}  # a cell or call → its tickets not yet settled
 
     def watch(self, who: Hashable, tickets: list[concurrent.futures.Future], then: Callable[[], None]) -> bool:
@@ -118,6 +118,14 @@ class Fates:
         with self._lock:
             return len(self._waiters)
 
+    @property
+    def ttl(self) -> float:
+        return self.failures.ttl
+
+    @ttl.setter
+    def ttl(self, seconds: float) -> None:
+        self.failures.ttl = seconds
+
     def get(self, key: Hashable | None) -> Outcome | None:
         if key is None:
             return None
@@ -125,13 +133,9 @@ class Fates:
         if isinstance(fate, Pending) and fate.ticket.done():  # settled, its callbacks not yet run: keep it now
             self._settled(key, fate.ticket)
             fate = self._table.get(key)
-        if isinstance(fate, tuple):  # failed: for ttl seconds
-            if time.monotonic() - fate[0] < self.ttl:
-                return fate[1]
-            with self._lock:
-                if self._table.get(key) is fate:
-                    del self._table[key]
-            return None
+        if fate is None:  # failed: while its time lasts
+            error = self.failures.get(key)
+            return None if error is None else Failed(error)  # type: ignore[arg-type]
         return fate
 
     def pending(self, key: Hashable | None, ticket: concurrent.futures.Future) -> None:
@@ -152,12 +156,15 @@ class Fates:
                 return
         error = ticket.exception()
         if error is None:
+            self.failures.forget(key)
             self._set(key, Done(ticket.result()))
-        else:
-            error = error if isinstance(error, XladdinError) else internal_error(error)
-            self._set(key, (time.monotonic(), Failed(error)))
+        else:  # the failure kept before the ticket goes: a look between finds one or the other
+            self.failures.put(key, error if isinstance(error, XladdinError) else internal_error(error))
+            with self._lock:
+                if isinstance(self._table.get(key), Pending) and self._table[key].ticket is ticket:
+                    del self._table[key]
 
-    def _set(self, key: Hashable | None, fate: Any) -> None:
+    def _set(self, key: Hashable | None, fate: Done | Pending) -> None:
         if key is None:
             return
         with self._lock:

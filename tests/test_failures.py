@@ -1,0 +1,65 @@
+"""The one rule of every memory of a failure (``core/failures.py``): a failure is the answer for its time,
+then forgotten; a success forgets it at once; the memory is bounded. The requests' fates, the engine's start
+and the report files' reads all keep theirs by it, for the same time."""
+
+from __future__ import annotations
+
+import pytest
+
+from xladdin.core import failures
+from xladdin.core.batcher import Batcher
+from xladdin.core.cache import Cache
+from xladdin.core.failures import ERROR_TTL, Failures
+from xladdin.core.lifecycle import SharedStart
+from xladdin.core.readers import Reader
+from xladdin.core.resolver import Resolver
+from xladdin.errors import EngineError, InputError
+from xladdin.testing import ScriptedEngine
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(failures.time, "monotonic", lambda: now[0])
+    return now
+
+
+def test_a_failure_is_the_answer_for_its_time_then_forgotten(clock):
+    f = Failures(ttl=30.0, kept=2)
+    error = InputError("报告文件", "x.pdf: cannot be read")
+    f.put("x", error)
+    clock[0] += 29.9
+    assert f.get("x") is error
+    clock[0] += 0.2
+    assert f.get("x") is None and len(f) == 0  # tried again, and nothing kept of it
+    f.put("x", error)
+    f.forget("x")  # it succeeded meanwhile
+    assert f.get("x") is None
+    for key in "abc":
+        f.put(key, error)
+    assert len(f) == 2 and f.get("a") is None and f.get("c") is error  # bounded: the oldest forgotten
+
+
+def test_an_engine_that_cannot_start_is_that_error_for_its_time(clock):
+    import asyncio
+
+    async def cannot() -> None:
+        raise EngineError("engine offline (http://127.0.0.1:9)")
+
+    start = SharedStart(cannot)
+    with pytest.raises(EngineError):
+        asyncio.run(start())
+    with pytest.raises(EngineError, match="engine offline"):
+        start.raise_recent_failure()
+    clock[0] += ERROR_TTL
+    start.raise_recent_failure()  # its time is over: started again on the next request
+
+
+def test_requests_the_engine_start_and_report_files_keep_their_failures_alike(tmp_path):
+    batcher = Batcher(ScriptedEngine(lambda _: "{}"), Cache(tmp_path / "c"))
+    try:
+        memories = [Resolver(batcher).fates.failures, batcher.shared_start._failed,
+                    Reader(Cache(tmp_path / "d"), processes=1)._errors]
+        assert all(isinstance(m, Failures) and m.ttl == ERROR_TTL for m in memories)
+    finally:
+        batcher.close()
