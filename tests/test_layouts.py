@@ -172,6 +172,50 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
                             "归属于上市公司股东的净利润 120,000.00 9.09 100,000.00", "八、境内外会计准则下会计数据差异",
                             "公司全年实现归属于上市公司股东的净利润12万元。"]],
                   {"revenue": 1000000.0, "net_profit": 120000.0}),
+    # spaces inside labels (营 业 收 入, 归属于 上市公司股 东的净利润) and 扣非 without 的 after 股东
+    "label_spaces_no_de": ([COVER + ["七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
+        "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+        "营 业 收 入 1,000,000.00 800,000.00 25.00 700,000.00",
+        "归属于 上市公司股 东的净利润 120,000.00 100,000.00 20.00 90,000.00",
+        "归属于母公司股东扣除非经常性损益的净利润 110,000.00 95,000.00 15.79 80,000.00",
+        "八、境内外会计准则下会计数据差异"]],
+        {"revenue": 1000000.0, "net_profit": 120000.0, "net_profit_prev": 100000.0, "net_profit_ex": 110000.0,
+         "net_profit_change_pct": 20.0}),
+    # changes printed (10.90%) and -1.30 个百分点, spaced
+    "change_parentheses": ([COVER + ["六、主要会计数据和财务指标", "单位：元", "2023年 2022年 本年比上年增减 2021年",
+        "营业收入（元） 1,000,000.00 1,122,334.00 (10.90%) 700,000.00",
+        "归属于上市公司股东的净利润（元） 120,000.00 134,680.00 (10.90%) 90,000.00",
+        "基本每股收益（元/股） 0.48 0.52 (7.69%) 0.30",
+        "加权平均净资产收益率 7.22% 8.52% -1.30 个百分点 9.00%",
+        "七、境内外会计准则下会计数据差异"]],
+        {"revenue": 1000000.0, "net_profit": 120000.0, "net_profit_prev": 134680.0, "net_profit_change_pct": -10.90,
+         "eps": 0.48, "roe": 7.22}),
+    # a label broken by the page break: its end on the next page, after the running header and a folio
+    "label_across_page": ([COVER + ["七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
+        "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年",
+        "营业收入 1,000,000.00 800,000.00 25.00 700,000.00", "归属于上市公司股东的净"],
+        ["2023 年年度报告", "8 / 200", "利润 120,000.00 100,000.00 20.00 90,000.00",
+         "经营活动产生的现金流量净额 300,000.00 250,000.00 20.00 200,000.00",
+         "八、境内外会计准则下会计数据差异"]],
+        {"revenue": 1000000.0, "net_profit": 120000.0, "net_profit_prev": 100000.0, "net_profit_change_pct": 20.0,
+         "ocf": 300000.0}),
+    # SSE's restated form: 调整后 / 调整前 under last year only, five numbers for three years and a change
+    "sse_restated_prior_only": ([COVER + [
+        "七、近三年主要会计数据和财务指标", "(一) 主要会计数据", "单位：元 币种：人民币",
+        "主要会计数据 2023年 2022年 本期比上年同期增减(%) 2021年", "调整后 调整前",
+        "营业收入 1,000,000.00 800,000.00 790,000.00 25.00 700,000.00",
+        "归属于上市公司股东的净利润 120,000.00 100,000.00 98,000.00 20.00 90,000.00",
+        "八、境内外会计准则下会计数据差异"]],
+        {"revenue": 1000000.0, "net_profit": 120000.0, "net_profit_prev": 100000.0, "net_profit_change_pct": 20.0}),
+    # the 合并利润表's title the last line of a page, its rows on the next under a running header
+    "statement_title_page_end": ([COVER + [
+        "六、主要会计数据和财务指标", "单位：元", "2023年 2022年 本年比上年增减 2021年",
+        "营业收入（元） 1,000,000.00 800,000.00 25.00% 700,000.00", "七、境内外会计准则下会计数据差异"],
+        ["第十节 财务报告", "2、合并利润表"],
+        ["2023 年年度报告全文", "单位：元", "项目 附注 2023 年度 2022 年度",
+         "一、营业总收入 1,000,000.00 800,000.00", "其中：营业收入 30 1,000,000.00 800,000.00",
+         "二、营业总成本 900,000.00 700,000.00", "其中：营业成本 30 600,000.00 520,000.00"], PARENT],
+        {"revenue": 1000000.0, **GM}),
 }
 
 
@@ -216,7 +260,9 @@ def verdicts(row: dict) -> dict[str, str]:
                                     "insurer_thousands", "restated", "group_header_ten_thousands",
                                     "group_header_thousands", "three_line_labels", "hkd_then_rmb",
                                     "hkd_statement", "header_at_a_page_s_foot",
-                                    "statement_chinese_note_references", "change_cut_mid_word"])
+                                    "statement_chinese_note_references", "change_cut_mid_word",
+                                    "label_spaces_no_de", "change_parentheses", "label_across_page",
+                                    "sse_restated_prior_only", "statement_title_page_end"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])

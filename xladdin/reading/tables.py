@@ -33,10 +33,11 @@ _GROUP_UNIT = re.compile(r"[(（](人民币)?(元|千元|万元|百万元|亿元
 _YEAR_IN = re.compile(r"(?:19|20)\d{2}年")
 _YEAR = re.compile(r"^(19|20)\d{2}年(末|度)?$")
 _CELL = re.compile(r"^(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)%?$")
-_PAREN = re.compile(r"^[(（](\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)[)）]$")  # (344,587): a negative
+_PAREN = re.compile(r"^[(（](\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)%?[)）]$")  # (344,587), (10.9%): a negative
 # a change in percent points, in words: 增加3.88个百分点, 减少 3.96 个百分点 (joined first), 增加3.88 (wrapped)
 _PP = re.compile(r"^(增加|减少|上升|下降)?(-?\d+(?:\.\d+)?)(个百分点|百分点|个)?$")
-_PP_SPACED = re.compile(r"(增加|减少|上升|下降)\s*(\d+(?:\.\d+)?)\s*(个\s*百分点|百分点|个)?")
+_PP_SPACED = re.compile(r"(增加|减少|上升|下降)\s*(\d+(?:\.\d+)?)\s*(个\s*百分点|百分点|个)?"
+                        r"|(?<![\d.,])-?\d+(?:\.\d+)?\s+(?:个\s*百分点|百分点)")  # -1.30 个百分点
 _WORDS = ("-", "--", "–", "—", "——", "不适用", "上年同期为负", "本期为负", "上年为负", "/", "N/A", "n/a")
 _UNIT_SUFFIX = re.compile(r"[(（](?:人民币)?(元|元/股|%|千元|万元|百万元|亿元)[)）]$")
 # another currency than 人民币 (a B-share's 美元 or 港元 figures, an H-share's 港币): recognised, never converted
@@ -55,7 +56,7 @@ def currency_of(norm: str) -> str:
 _RESTATED = ("调整前", "调整后")
 _CHANGE_WORDS = re.compile(r"增减|变动|比上年|同比")
 # name → (label pattern matched at the end of the row's label, words that make it another row)
-_OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的"
+_OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的?"  # 的 left out too
 ROWS: dict[str, tuple[str, str]] = {
     "revenue": (r"营业总收入|营业收入", r"扣除|营业外"),
     "net_profit": (_OWNER + r"净利润", r"扣除|少数"),
@@ -261,6 +262,8 @@ class _Reader:
                 self.inside, self.label = False, []
                 continue
             norm = _norm(line)
+            if _PAGE_HEAD.search(norm):  # a running header or a folio (8 / 200) between a table's rows: a
+                continue  # label cut by the page break goes on after it
             if ("单位" in line or "币种" in line) and (foreign := currency_of(norm)) != "CNY":
                 self.unit, self.label = foreign, []  # 单位：港币千元, 币种：美元
                 continue
@@ -416,9 +419,14 @@ class _Reader:
         if grid is not None:
             return _placed(grid)
         if self.restated:
+            # last year's 调整前 / 调整后 right after this year's figure, the change after them: the change column
+            # named among the words (调整前 调整后 调整后 调整前 调整后: SZSE), or not, the words a pair a year
+            # restated and a year not restated one figure (2023 | 2022 调整后 调整前 | 增减 | 2021: SSE)
             w = self.restated
-            if len(cells) != len(w) + 1 or len(w) < 3 or {w[0], w[1]} != set(_RESTATED):
-                return f"上年有调整前/调整后两列, 但本行{len(cells)}个数与表头{len(w) + 1}列对不上"
+            named = len(w) + 1 if len(w) >= 3 and len(w) % 2 else None
+            paired = 2 + len(w) + max(0, self.years - 1 - len(w) // 2) if len(w) % 2 == 0 else None
+            if len(w) < 2 or {w[0], w[1]} != set(_RESTATED) or len(cells) not in (named, paired):
+                return f"上年有调整前/调整后两列, 但本行{len(cells)}个数与表头{named or paired}列对不上"
             prior = 1 if w[0] == "调整后" else 2
             return 0, prior, 3
         expected = self.years + 1 if self.years >= 2 else None  # the years and a change column
