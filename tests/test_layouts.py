@@ -216,6 +216,21 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
          "一、营业总收入 1,000,000.00 800,000.00", "其中：营业收入 30 1,000,000.00 800,000.00",
          "二、营业总成本 900,000.00 700,000.00", "其中：营业成本 30 600,000.00 520,000.00"], PARENT],
         {"revenue": 1000000.0, **GM}),
+    # a change column too narrow: its figure touches the next (8.20%2,308,922,170.29, 个百分点6.90%)
+    "glued_cells": ([COVER + ["六、主要会计数据和财务指标", "2023 年 2022 年 本年比上年增减 2021 年",
+        "营业收入（元） 2,941,412,770.30 2,718,608,796.51 8.20%2,308,922,170.29",
+        "归属于上市公司股东的净利润（元） 770,782,185.09 605,003,820.78 27.40%342,217,155.60",
+        "基本每股收益（元/股） 0.48 0.38 26.32%0.22",
+        "加权平均净资产收益率 14.07% 11.35% 增加2.72个百分点6.90%",
+        "七、境内外会计准则下会计数据差异"]],
+        {"revenue": 2941412770.30, "net_profit": 770782185.09, "net_profit_prev": 605003820.78,
+         "net_profit_change_pct": 27.40, "eps": 0.48, "roe": 14.07}),
+    # two money figures run together (no way to tell where one ends): missing, with the reason
+    "figures_run_together": ([COVER + ["六、主要会计数据和财务指标", "2023 年 2022 年 本年比上年增减 2021 年",
+        "营业收入（元） 2,941,412,770.30 2,718,608,796.51 8.20% 2,308,922,170.29",
+        "归属于上市公司股东的净利润（元） 770,782,185.09605,003,820.78 27.40% 342,217,155.60",
+        "七、境内外会计准则下会计数据差异"]],
+        {"revenue": 2941412770.30, "net_profit": 770782185.09}),
 }
 
 
@@ -262,7 +277,7 @@ def verdicts(row: dict) -> dict[str, str]:
                                     "hkd_statement", "header_at_a_page_s_foot",
                                     "statement_chinese_note_references", "change_cut_mid_word",
                                     "label_spaces_no_de", "change_parentheses", "label_across_page",
-                                    "sse_restated_prior_only", "statement_title_page_end"])
+                                    "sse_restated_prior_only", "statement_title_page_end", "glued_cells"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])
@@ -359,3 +374,9 @@ def test_the_report_s_roe_feeds_the_rules_where_the_pool_has_none_and_the_row_sa
     assert negative["风险等级 risk"] == "高" and "ROE -4.1% < 5%" in negative["规则依据 rule basis"]
     assert "ROE表格-4.1(第2页)" in negative["规则依据 rule basis"]  # the page it stands on
     assert "缺ROE" in without["说明 notes"] and "规则取自报告" not in without["规则依据 rule basis"]
+
+
+def test_a_row_whose_figures_run_together_is_missing_and_says_so(scored):
+    row = scored[0]["figures_run_together"]
+    assert verdicts(row) == {"revenue": "right", "net_profit": "missing"}, verdicts(row)
+    assert "缺净利润: 本行的数无法分开, 未读「归属于上市公司股东的净利润（元） 770,782,185.09605" in row["notes"]

@@ -183,9 +183,14 @@ def _mended(lines: list[str]) -> list[str]:
     return out
 
 
+_TAIL = re.compile(r"\d[\d,]*\.\d+")  # a figure inside a line no cell could be split from
+_GLUED = re.compile(r"(%|百分点)(?=[-\d])")  # 8.20%2,308,922,170.29: a change column too narrow for its figure
+
+
 def _tokens(line: str) -> list[str]:
-    """A line's tokens, a change in words joined into one (``减少 3.96 个百分点`` → ``减少3.96个百分点``)."""
-    return _PP_SPACED.sub(lambda m: re.sub(r"\s+", "", m.group(0)), line).split()
+    """A line's tokens, a change in words joined into one (``减少 3.96 个百分点`` → ``减少3.96个百分点``), a
+    percentage and the figure after it that touch split (``8.20%2,308,922,170.29``: no cell goes on after %)."""
+    return _GLUED.sub(r"\1 ", _PP_SPACED.sub(lambda m: re.sub(r"\s+", "", m.group(0)), line)).split()
 
 
 @read_once
@@ -232,8 +237,15 @@ class _Reader:
         # taken only where the table gives no such row: the table's row, with its page, replaces it.
         self.change_col = False
         self.loose: set[str] = set()  # rows (or rows withheld) read under no change column
+        self.unread: dict[str, str] = {}  # key figures a line named whose figures could not be told apart: why
 
     def read(self) -> None:
+        self._read()
+        for name, why in self.unread.items():  # a figure missing says why: a line named it, no figure was read
+            if name not in self.out.rows and name not in self.out.withheld:
+                self.out.withheld[name] = why
+
+    def _read(self) -> None:
         for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
             if not self.inside and "主要会计数据" not in page and "主要财务指标" not in page:
                 continue
@@ -286,6 +298,7 @@ class _Reader:
                 continue
             self.header = False
             self._settle()
+            self._unsplit(self.label, " ".join(tokens[: len(tokens) - n]), line, page_no, 1)
             self.label.append(" ".join(tokens[: len(tokens) - n]))
             name_text = "".join(self.label)
             self.label = []
@@ -398,6 +411,19 @@ class _Reader:
                 return
             self._settle()
         self.label.append(line)
+        self._unsplit(self.label[:-1], line, line, page_no, 2)
+
+    def _unsplit(self, before: list[str], text: str, printed: str, page_no: int | None, least: int) -> None:
+        """``text`` (a label's last line, after the lines ``before``) holding ``least`` figures or more that
+        no cell could be split from: the key figure its label names is missing with that reason, unless
+        read elsewhere in the table."""
+        figures = list(_TAIL.finditer(text))
+        if len(figures) < least:
+            return
+        name = _row_name(_norm("".join([*before, text[: figures[0].start()]])))
+        if name is not None and name not in self.unread:
+            where = f"(第{page_no}页)" if page_no else ""
+            self.unread[name] = f"本行的数无法分开, 未读「{printed[:40]}」{where}"
 
     def _settle(self) -> None:
         """A row left waiting for its label's last line, which did not come: read as it stands (a row whose
