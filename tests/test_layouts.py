@@ -231,6 +231,27 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
         "归属于上市公司股东的净利润（元） 770,782,185.09605,003,820.78 27.40% 342,217,155.60",
         "七、境内外会计准则下会计数据差异"]],
         {"revenue": 2941412770.30, "net_profit": 770782185.09}),
+    # label variants: 扣非 with 扣除非经常性损益后 first, 经营活动现金流量净额 without 产生的
+    "label_order_variants": ([COVER + ["六、主要会计数据和财务指标", "单位：元", "2023年 2022年 本年比上年增减 2021年",
+        "营业收入 1,000,000.00 800,000.00 25.00% 700,000.00",
+        "归属于上市公司股东的净利润 120,000.00 100,000.00 20.00% 90,000.00",
+        "扣除非经常性损益后归属于上市公司股东的净利润 110,000.00 95,000.00 15.79% 80,000.00",
+        "经营活动现金流量净额 300,000.00 250,000.00 20.00% 200,000.00",
+        "七、境内外会计准则下会计数据差异"]],
+        {"revenue": 1000000.0, "net_profit": 120000.0, "net_profit_prev": 100000.0, "net_profit_change_pct": 20.0,
+         "net_profit_ex": 110000.0, "ocf": 300000.0}),
+    # negatives with the minus sign (U+2212), in the key table and in the 合并利润表
+    "unicode_minus": ([COVER + ["六、主要会计数据和财务指标", "单位：元", "2023年 2022年 本年比上年增减 2021年",
+        "营业收入 1,000,000.00 800,000.00 25.00% 700,000.00",
+        "归属于上市公司股东的净利润 \u2212120,000.00 100,000.00 \u2212220.00% 90,000.00",
+        "基本每股收益（元/股） \u22120.12 0.10 \u2212220.00% 0.09",
+        "七、境内外会计准则下会计数据差异"],
+        ["第十节 财务报告", "3、合并利润表", "单位：元", "项目 附注 2023 年度 2022 年度",
+         "一、营业总收入 1,000,000.00 800,000.00", "其中：营业收入 30 1,000,000.00 800,000.00",
+         "二、营业总成本 1,120,000.00 700,000.00", "其中：营业成本 30 1,100,000.00 520,000.00",
+         "1.归属于母公司股东的净利润 \u2212120,000.00 100,000.00"], PARENT],
+        {"revenue": 1000000.0, "net_profit": -120000.0, "net_profit_prev": 100000.0, "net_profit_change_pct": -220.0,
+         "eps": -0.12, "gross_margin": -10.0, "gross_margin_prev": 35.0}),
 }
 
 
@@ -277,7 +298,8 @@ def verdicts(row: dict) -> dict[str, str]:
                                     "hkd_statement", "header_at_a_page_s_foot",
                                     "statement_chinese_note_references", "change_cut_mid_word",
                                     "label_spaces_no_de", "change_parentheses", "label_across_page",
-                                    "sse_restated_prior_only", "statement_title_page_end", "glued_cells"])
+                                    "sse_restated_prior_only", "statement_title_page_end", "glued_cells",
+                                    "label_order_variants", "unicode_minus"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])
@@ -380,3 +402,10 @@ def test_a_row_whose_figures_run_together_is_missing_and_says_so(scored):
     row = scored[0]["figures_run_together"]
     assert verdicts(row) == {"revenue": "right", "net_profit": "missing"}, verdicts(row)
     assert "缺净利润: 本行的数无法分开, 未读「归属于上市公司股东的净利润（元） 770,782,185.09605" in row["notes"]
+
+
+def test_a_loss_printed_with_the_minus_sign_agrees_with_its_statement(tiny_model_path, tmp_path):
+    row = screen_one(tiny_model_path, tmp_path, "600900,示例,电力", LAYOUTS["unicode_minus"][0])
+    assert row["净利润(亿元) net profit"] == -0.0012 and "数据存疑" not in row["标记 flags"]
+    # checked twice: the statement's row, as printed, beside the table's
+    assert "=合并利润表「1.归属于母公司股东的净利润 \u2212120,000.00 100,000.00」(第2页)" in row["出处 evidence"]

@@ -60,8 +60,9 @@ _OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:
 ROWS: dict[str, tuple[str, str]] = {
     "revenue": (r"营业总收入|营业收入", r"扣除|营业外"),
     "net_profit": (_OWNER + r"净利润", r"扣除|少数"),
-    "net_profit_deducted": (_OWNER + r"扣除非经常性损益(?:后)?的净利润", r"少数"),
-    "operating_cash_flow": (r"经营活动产生的现金流量净额", r"每股"),
+    "net_profit_deducted": (_OWNER + r"扣除非经常性损益(?:后)?的净利润|扣除非经常性损益后的?" + _OWNER + r"净利润",
+                            r"少数"),
+    "operating_cash_flow": (r"经营活动(?:产生的)?现金流量净额", r"每股"),
     "eps": (r"基本每股收益", r"扣除|稀释"),
     "roe": (r"加权平均净资产收益率", r"扣除"),
 }
@@ -133,7 +134,8 @@ def _norm(s: str) -> str:
 
 
 def _fold(tok: str) -> str:
-    return tok if tok.isascii() else unicodedata.normalize("NFKC", tok)
+    """A token as ASCII where it can be: full-width forms folded, and the minus sign (U+2212) a hyphen."""
+    return tok if tok.isascii() else unicodedata.normalize("NFKC", tok).replace("\u2212", "-")
 
 
 def _is_cell(tok: str) -> bool:
@@ -420,7 +422,7 @@ class _Reader:
         figures = list(_TAIL.finditer(text))
         if len(figures) < least:
             return
-        name = _row_name(_norm("".join([*before, text[: figures[0].start()]])))
+        name = _row_name(_norm("".join([*before, text[: figures[0].start()]])).rstrip("-+\u2212"))
         if name is not None and name not in self.unread:
             where = f"(第{page_no}页)" if page_no else ""
             self.unread[name] = f"本行的数无法分开, 未读「{printed[:40]}」{where}"
@@ -710,8 +712,8 @@ def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Patter
 
 
 def _cells_of(line: str, per_share: bool) -> tuple[str, list[str]]:
-    """A statement line's label (its note reference dropped) and its figures."""
-    tokens = line.split()
+    """A statement line's label (its note reference dropped) and its figures (a minus sign U+2212 read as -)."""
+    tokens = [_fold(t) for t in line.split()]
     cell = _PER_SHARE_CELL if per_share else _MONEY_CELL
     label = _NOTE_REF.sub("", _norm(" ".join(t for t in tokens if not cell.match(t))))
     return label, [t for t in tokens if cell.match(t)]
