@@ -252,6 +252,19 @@ LAYOUTS: dict[str, tuple[list[list[str]], dict]] = {
          "1.归属于母公司股东的净利润 \u2212120,000.00 100,000.00"], PARENT],
         {"revenue": 1000000.0, "net_profit": -120000.0, "net_profit_prev": 100000.0, "net_profit_change_pct": -220.0,
          "eps": -0.12, "gross_margin": -10.0, "gross_margin_prev": 35.0}),
+    # the statements without a key-figure table: the figures they give, each with the statement's quote
+    "statements_alone": ([COVER + ["公司简介"], STATEMENT + ["1.归属于母公司股东的净利润 120,000.00 100,000.00"],
+                          PARENT],
+                         {"revenue": 1000000.0, "net_profit": 120000.0, "net_profit_prev": 100000.0, **GM}),
+    # one statement of the group's and the parent's (合并及公司利润表): the group's columns, first of four
+    "combined_and_company_statement": ([COVER + [
+        "六、主要会计数据和财务指标", "单位：元", "2023年 2022年 本年比上年增减(%) 2021年",
+        "营业收入 1,000,000.00 800,000.00 25.00 700,000.00", "七、境内外会计准则下会计数据差异"],
+        ["第十节 财务报告", "合并及公司利润表", "单位：元", "项目 附注 本集团 本公司",
+         "2023年度 2022年度 2023年度 2022年度",
+         "一、营业收入 30 1,000,000.00 800,000.00 400,000.00 300,000.00",
+         "减：营业成本 30 600,000.00 520,000.00 100,000.00 90,000.00"]],
+        {"revenue": 1000000.0, **GM}),
 }
 
 
@@ -299,7 +312,8 @@ def verdicts(row: dict) -> dict[str, str]:
                                     "statement_chinese_note_references", "change_cut_mid_word",
                                     "label_spaces_no_de", "change_parentheses", "label_across_page",
                                     "sse_restated_prior_only", "statement_title_page_end", "glued_cells",
-                                    "label_order_variants", "unicode_minus"])
+                                    "label_order_variants", "unicode_minus", "statements_alone",
+                                    "combined_and_company_statement"])
 def test_every_figure_of_the_layout_is_right(scored, layout):
     rows, _, _ = scored
     assert set(verdicts(rows[layout]).values()) == {"right"}, verdicts(rows[layout])

@@ -204,7 +204,7 @@ def read_key_tables(text: str) -> KeyTables:
         _Reader(text, out).read()
         if PIPE in text:
             _Reader(text, out).read_cells()
-    if out.found:  # an annual report: its statements are read too
+    if out.found or _STATEMENT_IN.search(text):  # an annual report, or its statements without the key table
         out.bank = bool(_BANK.search(_norm(_table_text(text))))
         _read_statement(text, out)
     return out
@@ -646,9 +646,12 @@ def _listed(line: str) -> list[str] | None:
 
 # ------------------------------------------------------------------ the statements
 _SECTION = r"^(?:[一二三四五六七八九十\d]+[、.．]|[(（][一二三四五六七八九十\d]+[)）])?\s*"
-_STATEMENT = re.compile(_SECTION + r"合并利润表\s*$")
+# 合并及公司利润表: the group's and the parent's in one statement
+_STATEMENT = re.compile(_SECTION + r"合并(?:及(?:母)?公司)?利润表\s*$")
+_STATEMENT_IN = re.compile(_STATEMENT.pattern, re.MULTILINE)  # a line of a text that is the title
 _STATEMENT_END = re.compile(r"母公司利润表|合并现金流量表|利润表\s*$")
-_CASH_STATEMENT = re.compile(_SECTION + r"合并现金流量表\s*$")
+_CASH_STATEMENT = re.compile(_SECTION + r"合并(?:及(?:母)?公司)?现金流量表\s*$")
+_GROUP_FIRST = re.compile(r"(?:本集团|合并)\S*\s.*(?:本公司|母公司|公司)")  # 本集团 … 本公司: the group's columns first
 _CASH_STATEMENT_END = re.compile(r"母公司现金流量表|所有者权益变动表|股东权益变动表|现金流量表\s*$")
 _ITEM = (r"^(?:(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十\d]+[)）]|\d+[.、．]|其中[:：]|减[:：]|加[:：])"
          r"\s*)*")
@@ -686,10 +689,11 @@ class StatementRow:
 
 def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Pattern[str],
                      foreign: list[tuple[str, str, int]]):
-    """(page, line, unit) for each line of the statement ``title`` opens (until ``end``), its unit as its 单位
-    line states it. One in another currency than 人民币 is left (``foreign`` gets its currency, line and page)
-    for the next one (a report may print both)."""
-    inside, unit = False, None
+    """(page, line, unit, group_first) for each line of the statement ``title`` opens (until ``end``), its unit
+    as its 单位 line states it, and whether a header put the group's columns before the parent's (本集团 …
+    本公司: a statement of both, whose rows have four figures). One in another currency than 人民币 is left
+    (``foreign`` gets its currency, line and page) for the next one (a report may print both)."""
+    inside, unit, group_first = False, None, False
     for page_no, page in enumerate(text.split(PAGE_BREAK), start=1):
         if not inside and key not in page:
             continue
@@ -697,7 +701,7 @@ def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Patter
             line = raw.strip()
             if not inside:
                 if title.match(line):
-                    inside, unit = True, None
+                    inside, unit, group_first = True, None, False
                 continue
             if end.search(line) and not title.match(line):
                 return
@@ -708,7 +712,8 @@ def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Patter
             if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
                 unit = m.group(2)
                 continue
-            yield page_no, line, unit
+            group_first = group_first or bool(_GROUP_FIRST.search(line))
+            yield page_no, line, unit, group_first
 
 
 def _cells_of(line: str, per_share: bool) -> tuple[str, list[str]]:
@@ -724,9 +729,11 @@ def _joined(lines):
     are (label, as printed): its own, then with the lines without figures just above it joined (a label
     begun on lines of its own: ``1.归属于母公司股东的净利润`` / ``（净亏损以“-”号填列）`` / the figures)."""
     before: list[tuple[str, str]] = []  # (label, line) of the lines without figures just above, two at most
-    for page_no, line, unit in lines:
+    for page_no, line, unit, group_first in lines:
         label, money = _cells_of(line, per_share=False)
         _, shares = _cells_of(line, per_share=True)
+        if group_first:  # the group's this year and last, before the parent's
+            money, shares = (c[:2] if len(c) == 4 else c for c in (money, shares))
         if not money and not shares:
             before = [*before[-1:], (label, line)]
             continue
@@ -757,7 +764,7 @@ def _read_statement(text: str, out: KeyTables) -> None:
     found: dict[str, tuple[float, float, str, int | None]] = {}
     margin_why: str | None = None
     foreign: list[tuple[str, str, int]] = []
-    lines = _joined(_statement_lines(text, "合并利润表", _STATEMENT, _STATEMENT_END, foreign))
+    lines = _joined(_statement_lines(text, "利润表", _STATEMENT, _STATEMENT_END, foreign))
     for page_no, unit, candidates, money, shares in lines:
         page = page_no if paged else None
         for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
@@ -783,7 +790,7 @@ def _read_statement(text: str, out: KeyTables) -> None:
             if match is not None and len(cells) == 2 and (per_share or unit is not None):
                 cur, prior = (_value(t, 1.0 if per_share else MONEY_UNITS[unit]) for t in cells)
                 out.second[name] = StatementRow(name, cur, prior, match[1], page, "合并利润表")
-    cash = _joined(_statement_lines(text, "合并现金流量表", _CASH_STATEMENT, _CASH_STATEMENT_END, []))
+    cash = _joined(_statement_lines(text, "现金流量表", _CASH_STATEMENT, _CASH_STATEMENT_END, []))
     for page_no, unit, candidates, money, _ in cash:
         match = _matched(_ST_CASH, candidates)
         if match is not None and len(money) == 2 and unit is not None:
