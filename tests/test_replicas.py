@@ -446,8 +446,9 @@ def test_a_listing_answered_503_is_asked_again_and_then_the_server_is_down_not_a
 
 
 def test_a_plugin_start_s_value_is_what_keys_its_answers(tmp_path):
-    """An engine whose start() returns what it learned without setting its attributes: the batcher keys
-    and checks with that value; a start() returning something else is a clear error."""
+    """An engine whose start() returns what it learned without setting its attributes: the batcher keys,
+    checks and fits with that value (its one account of the start, ``learned``; nothing written back into
+    the engine); a start() returning something else is a clear error."""
     from xladdin.engine import Started
     from xladdin.errors import ConfigError
     from xladdin.tasks import ScreenTask
@@ -459,7 +460,8 @@ def test_a_plugin_start_s_value_is_what_keys_its_answers(tmp_path):
 
     with Batcher(Says(lambda _: screen_answer()), Cache(tmp_path / "c")) as b:
         result = Resolver(b).map(ScreenTask(), ROWS[:1])[0]
-        assert result.provenance.model == "said-model" and b.engine.context_tokens == 4096
+        assert result.provenance.model == "said-model" and b.learned.context_tokens == 4096
+        assert b.snapshot()["model"] == "said-model" and b.engine.model_id == "scripted-model"
 
     class Wrong(ScriptedEngine):
         async def start(self):

@@ -33,7 +33,7 @@ import functools
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -86,6 +86,7 @@ class Batcher:
         self.params = params or SamplingParams()
         self.collect_s = window_ms / 1000
         self.learned: Started = engine.started()  # what the engine knows before it starts; its start's value after
+        self._engine_said = engine.model_id  # the engine's own model attribute when it started (a change: a switch)
         self.window = self._window()
         self.output_retries = output_retries
         self.request_timeout = request_timeout if request_timeout is not None else engine.stall_s
@@ -109,8 +110,9 @@ class Batcher:
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
         self._closing_lock = threading.Lock()  # a miss is handed to the loop before ``close`` begins, or not at all
-        self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens, disk=self.disk)
-        self.requests = Requests(engine, self.params, self.context)
+        self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens, disk=self.disk,
+                                  learned=lambda: self.learned)
+        self.requests = Requests(lambda: self.learned, self.params, self.context)
         self.reader = Reader(cache, disk=self.disk)  # report files, read once in reader processes (started when needed)
 
     @classmethod
@@ -130,7 +132,7 @@ class Batcher:
     @property
     def ready(self) -> bool:
         """The engine has started and named its model: requests can be keyed and answered."""
-        return bool(self.engine.model_id and self._workers)
+        return bool(self.learned.model_id and self._workers)
 
     def start(self) -> None:
         """Start the loop thread and the engine, and wait for it (idempotent, thread-safe).
@@ -170,25 +172,24 @@ class Batcher:
             remembered = await self.disk.run(self.cache.get_meta, f"model@{url}") if url else None
             if not remembered:
                 raise
-            self.engine.model_id = remembered
-            self.learned = self.engine.started()
+            self.learned = replace(self.engine.started(), model_id=remembered)
+            self._engine_said = self.engine.model_id
         else:
             self.learned = self._learned(learned)
+            self._engine_said = self.engine.model_id
             if url:
                 await self.disk.run(self.cache.set_meta, f"model@{url}", self.learned.model_id)
         await self.context.measure()
 
     def _learned(self, learned: Any) -> Started:
-        """What the engine's start said, as the one account of it: its value (a plugin's start that returns
-        nothing: its attributes), and the engine's attributes made to say the same (the keys, the context
-        and the model checks read them)."""
+        """What the engine's start said, the one account of it that the keys, the context's fit, the window
+        and the reports read (``learned``): its value (a plugin's start that returns nothing: its
+        attributes). Nothing is written back into the engine."""
         if learned is None:
             return self.engine.started()
         if not isinstance(learned, Started):
             raise ConfigError(f"{type(self.engine).__name__}.start() returned {type(learned).__name__}, not "
                               "xladdin.engine.Started (or nothing)")
-        self.engine.model_id, self.engine.context_tokens = learned.model_id, learned.context_tokens
-        self.engine.starter = learned.starter
         return learned
 
     async def _astart(self) -> None:
@@ -338,7 +339,11 @@ class Batcher:
                                         asked=self._count_request)
         finally:
             self._in_engine -= 1
-        if self.engine.model_id != request.model:  # the key names a model that did not give this answer
+        if self.engine.model_id != self._engine_said:  # the engine now says it serves another model (a server
+            # replaced behind it): the account follows, and what is asked from now on is keyed under it
+            self._engine_said = self.engine.model_id
+            self.learned = replace(self.learned, model_id=self.engine.model_id)
+        if self.learned.model_id != request.model:  # the key names a model that did not give this answer
             raise EngineError(f"{self.engine.describe()} answered, but the request was asked of "
                               f"{request.model}: the answer is not stored")
         return out
@@ -469,7 +474,7 @@ class Batcher:
         q = self.queue
         data.update(queued=len(q.jobs) if q else 0, in_flight=len(q.inflight) if q else 0, waves=q.waves if q else 0,
                     max_parallel=self.window.limit, peak_in_engine=self.peak_in_engine,
-                    model=self.engine.model_id)
+                    model=self.learned.model_id)
         return data
 
     # ---------------------------------------------------------------- async core

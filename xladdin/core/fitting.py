@@ -9,9 +9,10 @@ per model and remembered in the cache's side store.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from ..engine import Engine
+from ..engine import Engine, Started
 from ..errors import XladdinError
 from ..tasks.base import Task
 from .cache import Cache, SerialThread
@@ -30,9 +31,11 @@ class ContextFit:
     """Tasks sized to one engine's context (``fit``), from the tokens per character measured once."""
 
     def __init__(self, engine: Engine, cache: Cache, max_tokens: int, text_tokens: int, *,
-                 disk: SerialThread | None = None):
-        """``disk``: the thread the side store is read and written on (a batcher's), else the caller's."""
+                 disk: SerialThread | None = None, learned: Callable[[], Started] | None = None):
+        """``disk``: the thread the side store is read and written on (a batcher's), else the caller's;
+        ``learned``: what the engine's start learned (``Batcher.learned``; else the engine's own word)."""
         self.engine = engine
+        self.learned = learned or engine.started
         self.cache = cache
         self.disk = disk
         self.max_tokens = max_tokens
@@ -43,7 +46,7 @@ class ContextFit:
     async def measure(self) -> None:
         """Tokens per character of report prose in this model's tokenizer: counted by the engine once
         per model and remembered in the cache's side store (so a cached run never loads weights for it)."""
-        meta = f"tokens_per_char@{self.engine.model_id}"
+        meta = f"tokens_per_char@{self.learned().model_id}"
         known = await self._side(self.cache.get_meta, meta)
         if isinstance(known, float):
             self.tokens_per_char = known
@@ -67,10 +70,11 @@ class ContextFit:
         fitted = self._fitted.get(task.identity())
         if fitted is not None:
             return fitted
-        if not self.engine.model_id:  # not started: nothing measured yet
+        learned = self.learned()
+        if not learned.model_id:  # not started: nothing measured yet
             return task
         per_char = self.tokens_per_char or DEFAULT_TOKENS_PER_CHAR
-        context = self.engine.context_tokens or DEFAULT_CONTEXT
+        context = learned.context_tokens or DEFAULT_CONTEXT
         prompt_chars = len(getattr(task, "system", "") or "")
         if not self.engine.structured_output:
             prompt_chars += len(json.dumps(task.schema, ensure_ascii=False))

@@ -10,12 +10,13 @@ only under ``key``, and only when the engine still serves ``model``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from ..engine import Engine, SamplingParams
+from ..engine import SamplingParams, Started
 from ..errors import EngineRejected, EngineTimeout, OutputError, XladdinError
 from ..tasks.base import Provenance, Task
 from .cache import cache_key
@@ -65,8 +66,9 @@ class Requests:
     """How a row becomes its prepared request on one engine: the task sized to the engine's context,
     the key (task, version, what changes the prompt, model, sampling, input) and the result makers."""
 
-    def __init__(self, engine: Engine, params: SamplingParams, context: ContextFit):
-        self.engine, self.params, self.context = engine, params, context
+    def __init__(self, learned: Callable[[], Started], params: SamplingParams, context: ContextFit):
+        """``learned``: what the engine's start learned (``Batcher.learned``): the model its keys name."""
+        self.learned, self.params, self.context = learned, params, context
         self._params = params.model_dump()
 
     def key(self, task: Task, inp: BaseModel) -> str:
@@ -74,11 +76,11 @@ class Requests:
 
     def _key(self, fitted: Task, inp: BaseModel) -> str:
         return cache_key(task=fitted.name, task_version=fitted.version, task_config=fitted.key_config(inp),
-                         model=self.engine.model_id, params=self._params, inp=inp)
+                         model=self.learned().model_id, params=self._params, inp=inp)
 
     def prepare(self, task: Task, inp: BaseModel) -> Prepared:
         fitted = self.context.fit(task)
-        return Prepared(key=self._key(fitted, inp), model=self.engine.model_id, messages=fitted.messages(inp),
+        return Prepared(key=self._key(fitted, inp), model=self.learned().model_id, messages=fitted.messages(inp),
                         schema=fitted.schema_for(inp), task=fitted, inp=inp)
 
 

@@ -81,7 +81,7 @@ def evaluate(gold_path: str | Path, settings: Settings, *, progress: bool = True
         allowed = Reports.of(settings, pool.path.parent)  # report files: from the gold file's folder
         records = [allowed.place(r, pool.path.parent) for r in pool.records()]
         results, _, _ = screen_records(core, task, records, progress)
-        model, engine = core.engine.model_id, core.engine.describe()
+        model, engine = core.learned.model_id, core.engine.describe()
     scores = {name: FieldScore(misses=[], quoted=None if name == "gold_risk" else 0) for name in gold}
     errors, alone = [], 0
     for i, (raw, res) in enumerate(zip(pool.rows, results, strict=True)):
@@ -251,7 +251,7 @@ def evaluate_reports(gold_path: str | Path, settings: Settings, *, reports: str 
     with started(settings, batcher) as core:
         allowed = Reports.of(settings, gold_path.parent, reports)
         results, _, _ = screen_records(core, task, [allowed.place(r, folder) for r in records], progress)
-        model, engine = core.engine.model_id, core.engine.describe()
+        model, engine = core.learned.model_id, core.engine.describe()
     scored = (*REPORT_FIELDS, *((SEGMENT,) if any(SEGMENT in g for g in items) else ()))
     fields = {name: {"right": 0, "wrong": 0, "missing": 0} for name in scored}
     rows, errors = [], []

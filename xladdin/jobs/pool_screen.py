@@ -110,7 +110,7 @@ def run_facts(settings: Settings, core: Batcher, task: Task, input_path: str | P
     engine, cache = core.engine, core.cache
     return {
         "note": note,
-        "model": engine.model_id,
+        "model": core.learned.model_id,
         "engine": engine.describe(),
         "task": task.name,
         "task_version": task.version,
@@ -247,7 +247,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         seconds = time.perf_counter() - t0
         alone = sum(not _answered(r) for r in results if not isinstance(r, XladdinError))
         engine = core.engine
-        note = STARTER_NOTE if engine.starter else None
+        note = STARTER_NOTE if core.learned.starter else None
         out_of_rotation = getattr(getattr(engine, "replicas", None), "down_urls", lambda: "")()
         if out_of_rotation and len(getattr(engine, "urls", ())) > 1:  # said where the run is summed up
             taken = f"servers taken out of the rotation, their rows sent to the others: {out_of_rotation}"

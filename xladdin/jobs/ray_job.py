@@ -376,8 +376,7 @@ def screen_ray(input_path: str | Path, output_path: str | Path, settings: Settin
         results, errors = dating.finish(results), errors + len(dating.refused)
         seconds = time.perf_counter() - t0
         alone = sum(isinstance(r, ScreenResult) and Flag.NO_ANSWER in r.flags for r in results)
-        engine = core.engine
-        note = STARTER_NOTE if engine.starter else None
+        note = STARTER_NOTE if core.learned.starter else None
         run_counts = {"errors": errors, "cache_hits": hits, "engine_requests": counts["engine_requests"],
                       "without_answer": alone,
                       "files_read": counts["files_read"],  # report files parsed by the job's Ray tasks

@@ -104,7 +104,7 @@ def status(rt: CellRuntime) -> list[list[Any]]:
     return [
         ["engine", b.engine.describe()],
         ["model", snap["model"]],
-        ["starter model", "yes — configure a Qwen model for real work" if b.engine.starter else "no"],
+        ["starter model", "yes — configure a Qwen model for real work" if b.learned.starter else "no"],
         ["queue", snap["queued"]],
         ["in flight", snap["in_flight"]],
         ["pending cells", rt.pending_cells],
