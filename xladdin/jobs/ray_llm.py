@@ -106,9 +106,11 @@ class Rows:
         engine.model_id = model.model_id
         self.params = settings_.sampling
         self.cache = Cache(settings_.cache_dir, enabled=not settings_.no_cache)
-        context = ContextFit(engine, self.cache, self.params.max_tokens, settings_.text_tokens)
+        learned = engine.started()  # what the driver learned of the model: every actor keys under it
+        context = ContextFit(engine, self.cache, self.params.max_tokens, settings_.text_tokens,
+                             learned=lambda: learned)
         context.tokens_per_char = model.tokens_per_char
-        self.requests = Requests(engine, self.params, context)
+        self.requests = Requests(lambda: learned, self.params, context)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         settled: dict[str, list[Any]] = {"row": [], "result": []}  # rows with their result
