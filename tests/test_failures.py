@@ -63,3 +63,24 @@ def test_requests_the_engine_start_and_report_files_keep_their_failures_alike(tm
         assert all(isinstance(m, Failures) and m.ttl == ERROR_TTL for m in memories)
     finally:
         batcher.close()
+
+
+def test_a_pace_that_saw_no_answer_in_the_engines_time_waits_no_more_until_one_comes():
+    """``Pacer``: a thread making many requests waits while too many are unanswered; when a wait ends with
+    no answer at all (a stalled engine), the requests after it are made at once, not each after a wait of
+    its own (300 waits of the engine's time), and an answer starts the pace again."""
+    import concurrent.futures
+    import time
+    from types import SimpleNamespace
+
+    from xladdin.core.resolver import ROWS_AHEAD, Pacer
+
+    batcher = SimpleNamespace(window=SimpleNamespace(limit=1), request_timeout=0.05)
+    pacer = Pacer(batcher)
+    tickets = [concurrent.futures.Future() for _ in range(1 + ROWS_AHEAD + 300)]
+    t0 = time.monotonic()
+    for ticket in tickets:
+        pacer.add([ticket])
+    assert time.monotonic() - t0 < 10  # one wait of 0.05 s, not 300 of them (15 s)
+    tickets[0].set_result(None)  # an answer: the pace again
+    assert not pacer._stalled

@@ -392,12 +392,15 @@ class Pacer:
     it can, they would pile up in the disk thread's and the loop's queues, the preparing thread holding the
     GIL the loop needs to take the answers in and send the next: against a server answering in 10-50 ms the
     engine got ~200 requests a second while a 5,400-row table was prepared, and ~1,000 once it was. A wait
-    is bounded by the engine's ``request_timeout`` (a stalled engine is its rows' errors, not a hang)."""
+    is bounded by the engine's ``request_timeout``; one that ends with no answer (a stalled engine) ends the
+    pacing until an answer comes: the calls then go on at once, each its own error in its time, not one
+    wait after another."""
 
     def __init__(self, batcher: Batcher):
         self.batcher = batcher
         self._out: set[concurrent.futures.Future] = set()
         self._changed = threading.Condition()
+        self._stalled = False  # a wait saw no answer within the engine's time: no pacing until one comes
 
     def add(self, tickets: Iterable[concurrent.futures.Future]) -> None:
         """``tickets`` are the thread's too; returns once few enough of its requests are unanswered."""
@@ -408,13 +411,14 @@ class Pacer:
                 self._out.add(ticket)
             ticket.add_done_callback(self._answered)
         with self._changed:
-            while len(self._out) >= self.batcher.window.limit + ROWS_AHEAD:
+            while not self._stalled and len(self._out) >= self.batcher.window.limit + ROWS_AHEAD:
                 if not self._changed.wait(self.batcher.request_timeout):
-                    return
+                    self._stalled = True
 
     def _answered(self, ticket: concurrent.futures.Future) -> None:
         with self._changed:
             self._out.discard(ticket)
+            self._stalled = False
             self._changed.notify()
 
 
