@@ -3,11 +3,11 @@
 A request allocates thousands of short-lived containers (pydantic models, dicts, futures) that its
 reference counts free; they are no cycles, yet with Python's default threshold (700) the youngest
 generation is collected every few rows, and the older generations, collected in turn, walk every
-live object each time (the results a table keeps, the cache's pages). The processes the cell doors
-own (Excel's UDF server, LibreOffice's Python for Calc, the cell service) raise the youngest
-generation's threshold to ``YOUNG`` once (``for_many_requests``); a table (``Resolver.map``: the CLI,
-pandas, eval, the nightly run) raises it for its own duration and puts it back (``relaxed``), since it
-may run in a user's process. Measured side by side: ``python -m bench collector``."""
+live object each time (the results a table keeps, the cache's pages). The processes the doors own
+(the ``xladdin`` command; a cell door's: Excel's UDF server, LibreOffice's Python for Calc, the cell
+service) raise the youngest generation's threshold to ``YOUNG`` once (``for_many_requests``); a table
+(``Resolver.map``: the CLI, pandas, eval, the nightly run) raises it for its own duration and puts it back
+(``relaxed``), since it may run in a user's process. Measured side by side: ``python -m bench collector``."""
 
 from __future__ import annotations
 
