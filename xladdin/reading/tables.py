@@ -72,6 +72,18 @@ PER_SHARE_ROWS = ("eps",)
 _BANK = re.compile(r"利息净收入|归属于本行|净息差|不良贷款率|已赚保费|保险业务收入")
 
 
+def unit_line(line: str, norm: str) -> str | None:
+    """The unit a table's 单位 / 币种 line (``norm``: it normalised) states: a 人民币 unit (元 … 亿元, a
+    ``MONEY_UNITS`` key), or the currency code of another (``HKD``, ``USD``: 单位：港币千元, 币种：美元);
+    ``None`` for a line that states none."""
+    if "单位" not in line and "币种" not in line:
+        return None
+    if (currency := currency_of(norm)) != "CNY":
+        return currency
+    m = _UNIT.search(norm) if "单位" in line else None
+    return m.group(2) if m is not None else None
+
+
 @dataclass(frozen=True)
 class TableRow:
     """One figure of a key-figure table: this year, last year and the stated change (percent, or
@@ -278,11 +290,8 @@ class _Reader:
             norm = _norm(line)
             if _PAGE_HEAD.search(norm):  # a running header or a folio (8 / 200) between a table's rows: a
                 continue  # label cut by the page break goes on after it
-            if ("单位" in line or "币种" in line) and (foreign := currency_of(norm)) != "CNY":
-                self.unit, self.label = foreign, []  # 单位：港币千元, 币种：美元
-                continue
-            if "单位" in line and (m := _UNIT.search(norm)) is not None:
-                self.unit, self.label = m.group(2), []
+            if (stated := unit_line(line, norm)) is not None:  # 单位：元, or 单位：港币千元, 币种：美元
+                self.unit, self.label = stated, []
                 continue
             if line.startswith("['") and line.endswith("']"):  # a table row as a parsed report lists its cells
                 listed = _listed(line)
@@ -327,11 +336,8 @@ class _Reader:
                 if table:
                     grid = self._table(table, grid if first else None, page_no if self.paged else None, first)
                     table, first = [], False
-                norm = _norm(line)
-                if ("单位" in line or "币种" in line) and (foreign := currency_of(norm)) != "CNY":
-                    self.unit = foreign
-                elif "单位" in line and (m := _UNIT.search(norm)) is not None:
-                    self.unit = m.group(2)
+                if (stated := unit_line(line, _norm(line))) is not None:
+                    self.unit = stated
 
     def _table(self, rows: list[list[str]], grid: list[_Column] | None, page_no: int | None,
                first: bool) -> list[_Column] | None:
@@ -705,13 +711,13 @@ def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Patter
                 continue
             if end.search(line) and not title.match(line):
                 return
-            if ("单位" in line or "币种" in line) and (currency := currency_of(_norm(line))) != "CNY":
-                foreign.append((currency, line, page_no))
+            if (stated := unit_line(line, _norm(line))) in MONEY_UNITS:
+                unit = stated
+                continue
+            if stated is not None:  # another currency
+                foreign.append((stated, line, page_no))
                 inside = False
                 break
-            if "单位" in line and (m := _UNIT.search(_norm(line))) is not None:
-                unit = m.group(2)
-                continue
             group_first = group_first or bool(_GROUP_FIRST.search(line))
             yield page_no, line, unit, group_first
 
@@ -935,12 +941,9 @@ class _SegmentReader:
         it, for a table's unit line can end the page before the table (the page broken between them: 华能水电
         2024)."""
         for raw in reversed(page.split("\n")):
-            if "单位" in raw or "币种" in raw:
-                norm = _norm(raw.strip())
-                m = _UNIT.search(norm) if currency_of(norm) == "CNY" else None
-                if m is not None or currency_of(norm) != "CNY":
-                    self.unit, self.head, self.kind = (m.group(2) if m else None), [], None
-                    return
+            if (stated := unit_line(raw, _norm(raw))) is not None:
+                self.unit, self.head, self.kind = (stated if stated in MONEY_UNITS else None), [], None
+                return
 
     def _line(self, line: str, page_no: int | None) -> bool:
         """One line; True at the end of the table."""
@@ -949,15 +952,11 @@ class _SegmentReader:
         norm = _norm(line)
         if _PAGE_HEAD.search(norm):  # a page's running head or number, inside a table going over the page
             return False
-        if ("单位" in line or "币种" in line) and currency_of(norm) != "CNY":  # a table in 港元 / 美元: not read
+        if (stated := unit_line(line, norm)) is not None:  # a table in 港元 / 美元 is not read
             if self.rows:
                 return True
-            self.unit, self.head, self.inside, self.kind = None, [], False, None
-            return False
-        if "单位" in line and (m := _UNIT.search(norm)) is not None:
-            if self.rows:
-                return True
-            self.unit, self.head, self.inside, self.kind = m.group(2), [], False, None
+            self.unit = stated if stated in MONEY_UNITS else None
+            self.head, self.inside, self.kind = [], False, None
             return False
         if not self.inside:
             if "。" in line or "，" in line:
