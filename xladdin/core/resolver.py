@@ -118,14 +118,6 @@ class Fates:
         with self._lock:
             return len(self._waiters)
 
-    @property
-    def ttl(self) -> float:
-        return self.failures.ttl
-
-    @ttl.setter
-    def ttl(self, seconds: float) -> None:
-        self.failures.ttl = seconds
-
     def get(self, key: Hashable | None) -> Outcome | None:
         if key is None:
             return None
@@ -198,11 +190,11 @@ class Resolver:
 
     @property
     def error_ttl(self) -> float:
-        return self.fates.ttl
+        return self.fates.failures.ttl
 
     @error_ttl.setter
     def error_ttl(self, seconds: float) -> None:
-        self.fates.ttl = seconds
+        self.fates.failures.ttl = seconds
 
     def resolve(self, task: Task, record: Any) -> Outcome:
         """What ``record`` comes to now. A report file is known by a stat: an answered one is found in

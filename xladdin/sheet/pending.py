@@ -211,11 +211,12 @@ class CellRuntime:
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
             # the call waits in the fate table; its door is told once all its tickets have settled
-            resolver.fates.watch(caller_key(caller), list(waiting.values()),
-                                 functools.partial(self._recalculate, caller, value, list(waiting.values())))
+            tickets = list(waiting.values())
+            resolver.fates.watch(caller_key(caller), tickets,
+                                 functools.partial(self._recalculate, caller, value, tickets))
             pacer = getattr(self._reads, "pacer", None)
             if pacer is not None:  # a call made after its cell shows pending: it may wait its turn (``later``)
-                pacer.add(waiting.values())
+                pacer.add(tickets)
         elif waiting:  # outside Excel (a script, a test): wait for the answers, within the timeout
             timeout = resolver.batcher.request_timeout
             done, _ = concurrent.futures.wait(waiting.values(), timeout=timeout)
