@@ -23,10 +23,9 @@ from typing import Any
 from xladdin.calc import build
 from xladdin.calc.headless import column
 from xladdin.sheet import cells, functions
-from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows, write_run
-from .excel_path import FIELDS, HEADER, _server, cli, side_by_side
+from .common import RESULTS, write_run
+from .excel_path import FIELDS, HEADER, cli, on_stand_in
 
 LOOK = "the look that found no placeholder"  # what a run's time ends at (earlier runs: their note)
 HEADLINE = ('calc_over_cli_time', 'table_over_cli_time')  # the numbers docs/BENCHMARKS.md gives for each earlier run
@@ -68,22 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
     p.add_argument("--out", default=str(RESULTS / "calc.json"))
     args = p.parse_args(argv)
-    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
-    data = rows(args.rows, seed=900)
-    server, url = _server(low, high)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            oxt = build.build(Path(tmp) / "xladdin.oxt")
-            runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
-                                       "calc": lambda work: calc(url, work, data, oxt),
-                                       "calc, one table formula": lambda work: calc(url, work, data, oxt, True)})
-    finally:
-        server.kill()
-        server.join()
-    out = {"task_version": ScreenTask.version, "rows": args.rows, "timed_to": LOOK,
-           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
-           "calc_over_cli_time": round(best["calc"] / best["cli"], 3),
-           "table_over_cli_time": round(best["calc, one table formula"] / best["cli"], 3)}
+    with tempfile.TemporaryDirectory() as tmp:
+        oxt = build.build(Path(tmp) / "xladdin.oxt")
+        out, best = on_stand_in({"cli": cli,
+                                 "calc": lambda url, work, data: calc(url, work, data, oxt),
+                                 "calc, one table formula": lambda url, work, data: calc(url, work, data, oxt, True)},
+                                args.rows, args.delay_ms)
+    out |= {"timed_to": LOOK, "calc_over_cli_time": round(best["calc"] / best["cli"], 3),
+            "table_over_cli_time": round(best["calc, one table formula"] / best["cli"], 3)}
     write_run(args.out, out)
     print(f"Calc fills the sheet in {out['calc_over_cli_time']}x the CLI's time, {out['table_over_cli_time']}x "
           f"with one table formula ({args.rows} rows, best of two each)")

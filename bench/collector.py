@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import subprocess
@@ -19,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from xladdin import collector
-from xladdin.tasks import ScreenTask
 
-from .common import RESULTS, machine, rows, write_run
-from .excel_path import _server, side_by_side, write_pool
+from .common import RESULTS, write_run
+from .excel_path import on_stand_in, write_pool
 
 HEADLINE = ("raised_over_default_time",)
 DEFAULT = 700  # Python's own threshold of the youngest generation
@@ -62,18 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay-ms", default="10,50", help="the stand-in server's answer delay, low,high")
     p.add_argument("--out", default=str(RESULTS / "collector.json"))
     args = p.parse_args(argv)
-    low, high = (float(x) / 1000 for x in args.delay_ms.split(","))
-    data = rows(args.rows, seed=0)
-    server, url = _server(low, high)
-    try:
-        runs, best = side_by_side({"python's default": lambda work: run(DEFAULT, url, work, data),
-                                   "raised": lambda work: run(collector.YOUNG, url, work, data)})
-    finally:
-        server.kill()
-        server.join()
-    out = {"task_version": ScreenTask.version, "rows": args.rows,
-           "server": f"bench/answer_server.py, {args.delay_ms} ms", "machine": machine(), "runs": runs,
-           "raised_over_default_time": round(best["raised"] / best["python's default"], 3)}
+    out, best = on_stand_in({"python's default": functools.partial(run, DEFAULT),
+                             "raised": functools.partial(run, collector.YOUNG)}, args.rows, args.delay_ms, seed=0)
+    out["raised_over_default_time"] = round(best["raised"] / best["python's default"], 3)
     write_run(args.out, out)
     print(f"the CLI with the collector raised to {collector.YOUNG}: {out['raised_over_default_time']}x the time "
           f"with Python's default ({args.rows} rows, best of two each)")

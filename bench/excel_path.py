@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import multiprocessing
 import queue
@@ -162,21 +163,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def against_cli(name: str, arm: Any, rows_n: int, delay_ms: str, out_path: str, label: str) -> dict[str, Any]:
-    """``arm(url, work, data)`` beside the CLI on the same rows and the stand-in server (answers after
-    ``delay_ms`` "low,high"), side by side; the results, with ``cli_over_NAME``, written to ``out_path``."""
+def on_stand_in(arms: dict[str, Any], rows_n: int, delay_ms: str, seed: int = 900) -> tuple[dict[str, Any],
+                                                                                            dict[str, float]]:
+    """Each arm (``arm(url, work, data)``) side by side on the same ``rows_n`` rows and the stand-in server
+    (answers after ``delay_ms`` "low,high"): the run's record (task version, rows, server, machine, runs)
+    and each arm's best seconds."""
     low, high = (float(x) / 1000 for x in delay_ms.split(","))
-    data = rows(rows_n, seed=900)
+    data = rows(rows_n, seed=seed)
     server, url = _server(low, high)
     try:
-        runs, best = side_by_side({"cli": lambda work: cli(url, work, data),
-                                   name: lambda work: arm(url, work, data)})
+        runs, best = side_by_side({name: functools.partial(arm, url, data=data) for name, arm in arms.items()})
     finally:
         server.kill()
         server.join()
+    return {"task_version": ScreenTask.version, "rows": rows_n, "server": f"bench/answer_server.py, {delay_ms} ms",
+            "machine": machine(), "runs": runs}, best
+
+
+def against_cli(name: str, arm: Any, rows_n: int, delay_ms: str, out_path: str, label: str) -> dict[str, Any]:
+    """``arm(url, work, data)`` beside the CLI on the same rows and the stand-in server (answers after
+    ``delay_ms`` "low,high"), side by side; the results, with ``cli_over_NAME``, written to ``out_path``."""
+    out, best = on_stand_in({"cli": cli, name: arm}, rows_n, delay_ms)
     ratio = f"cli_over_{name}"
-    out = {"task_version": ScreenTask.version, "rows": rows_n, "server": f"bench/answer_server.py, {delay_ms} ms",
-           "machine": machine(), "runs": runs, ratio: round(best["cli"] / best[name], 3)}
+    out[ratio] = round(best["cli"] / best[name], 3)
     write_run(out_path, out)
     print(f"{label} at {out[ratio]} of the CLI's speed ({rows_n} rows, best of two each)")
     return out
