@@ -4,8 +4,8 @@ The browser arm is the Office add-in's path: a stand-in for Excel's host (``test
 the runtime's native bridge) sends one recalculation's invocations, a ``QWEN_SCREEN`` per cell, to
 Microsoft's custom functions runtime in headless Chromium (Playwright, the system's browser), which
 calls ``functions.js`` with its invocation object last, as Excel's host does; the client gathers the
-calls into POSTs to the cell service (HTTPS on 127.0.0.1, in this process) and settles the pending
-ones over long polls. Its time is the page's own clock from the recalculation to the last cell's
+calls into POSTs to the cell service (``xladdin cells serve`` in its own process, as the user starts it;
+HTTPS on 127.0.0.1) and settles the pending ones over long polls. Its time is the page's own clock from the recalculation to the last cell's
 value (what the user waits for; Playwright's carrying of the rows into the page and the values out is
 no part of it, and is kept beside as ``seconds_with_transfer``); then the same cells are recalculated
 once more (``cached_seconds``: every value from the service's memory). The CLI arm is ``screen_file``
@@ -16,16 +16,23 @@ process) with a fresh cache each. Results: ``bench/results/cells.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
+import re
 import shutil
+import signal
+import ssl
+import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xladdin.core.batcher import Batcher
-from xladdin.sheet.pending import CellRuntime
-
 from .common import RESULTS
-from .excel_path import FIELDS, _settings, against_cli
+from .excel_path import FIELDS, against_cli
 
 HEADLINE = ('cli_over_browser',)  # the numbers docs/BENCHMARKS.md gives for each earlier run
 
@@ -48,37 +55,65 @@ RECALCULATE = """async (rows) => {
 }"""
 
 
+@contextlib.contextmanager
+def serving(engine_url: str, workdir: Path) -> Iterator[str]:
+    """``xladdin cells serve`` in its own process, as the user starts it (any free port, its certificate in
+    ``workdir``, the engine at ``engine_url``, a fresh cache, no user config): its URL while the block runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLADDIN_")}
+    env.update(XLADDIN_ENGINE_URL=engine_url, XLADDIN_CACHE_DIR=str(workdir / "browser-cache"),
+               XDG_CONFIG_HOME=str(workdir / "config"), PYTHONUNBUFFERED="1")
+    command = [sys.executable, "-c", "import sys; from xladdin.cli.main import main; sys.exit(main())", "cells",
+               "serve", "--port", "0", "--cert-dir", str(workdir / "cert"), "--rate", "1000"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = proc.stdout.readline()  # "cell service on https://HOST:PORT (the add-in: …)"
+        m = re.search(r"on (https://\S+)", first)
+        if m is None:
+            proc.kill()
+            raise RuntimeError(f"xladdin cells serve did not start: {first}{proc.communicate()[0]}")
+        yield m.group(1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _engine_requests(url: str) -> int:
+    """The service's count of requests asked of the engine (``/api/status``, its QWEN_STATUS table)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # the service's own certificate, on loopback
+    with urllib.request.urlopen(url + "/api/status", context=ctx, timeout=30) as r:
+        table = json.load(r)["status"]
+    return int(dict((row[0], row[1]) for row in table)["asked of the engine"])
+
+
 def browser(url: str, workdir: Path, data: list[dict[str, Any]], chromium: str) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    from xladdin.cells import certs, service
-
-    runtime = CellRuntime(batcher=Batcher.from_settings(_settings(url, workdir, "browser")))
-    cert = certs.ensure(workdir / "cert")
-    svc = service.CellService(runtime, port=0, rate=1000, burst=1000)
-    running = service.Running(svc, service.tls(cert.cert, cert.key))
     values = [[r[k] for k in FIELDS] for r in data]
-    pw = sync_playwright().start()
-    try:
-        b = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
-        page = b.new_context(ignore_https_errors=True).new_page()
-        page.route("**/test/page.html", lambda r: r.fulfill(status=200, content_type="text/html", body=PAGE))
-        page.route("**/test/office_host.js",
-                   lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(HOST)))
-        page.route("**/test/custom-functions-runtime.js",
-                   lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(RUNTIME)))
-        page.goto(running.url.replace("127.0.0.1", "localhost") + "/test/page.html")
-        page.wait_for_function("window.XladdinCells && window.XladdinCells.client")
-        page.unroute_all()  # the harness's files are in: the add-in's requests go to the service unintercepted
-        t0 = time.perf_counter()
-        out = page.evaluate(RECALCULATE, values)
-        with_transfer = time.perf_counter() - t0
-        b.close()
-        engine_requests = runtime.batcher.snapshot()["engine_requests"]
-    finally:
-        pw.stop()
-        running.stop()
-        runtime.close()
+    with serving(url, workdir) as service_url:
+        pw = sync_playwright().start()
+        try:
+            b = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+            page = b.new_context(ignore_https_errors=True).new_page()
+            page.route("**/test/page.html", lambda r: r.fulfill(status=200, content_type="text/html", body=PAGE))
+            page.route("**/test/office_host.js",
+                       lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(HOST)))
+            page.route("**/test/custom-functions-runtime.js",
+                       lambda r: r.fulfill(status=200, content_type="application/javascript", path=str(RUNTIME)))
+            page.goto(service_url.replace("127.0.0.1", "localhost") + "/test/page.html")
+            page.wait_for_function("window.XladdinCells && window.XladdinCells.client")
+            page.unroute_all()  # the harness's files are in: the add-in's requests go to the service unintercepted
+            t0 = time.perf_counter()
+            out = page.evaluate(RECALCULATE, values)
+            with_transfer = time.perf_counter() - t0
+            b.close()
+        finally:
+            pw.stop()
+        engine_requests = _engine_requests(service_url)
     stats = out["stats"]
     if out["changed"]:
         raise AssertionError(f"{out['changed']} cells changed on the cached recalculation")
@@ -94,7 +129,8 @@ def render(d: dict[str, Any]) -> list[str]:
              f"{d['rows']} `QWEN_SCREEN` cells, the same rows and the same stand-in server ({d['server']}), a fresh "
              "cache per run. The browser arm is the Office add-in in headless Chromium: Microsoft's custom functions "
              "runtime dispatching one recalculation as Excel's host does (the invocation object last), functions.js "
-             "gathering the calls into POSTs to the cell service (HTTPS on 127.0.0.1) and settling the pending ones "
+             "gathering the calls into POSTs to the cell service (`xladdin cells serve` in its own process, HTTPS on "
+             "127.0.0.1) and settling the pending ones "
              "over long polls; timed by the page's clock from the recalculation to the last cell's value, then the "
              "same cells recalculated once more (every value from the service's memory). The CLI arm is "
              f"`xladdin screen` on a CSV of the same rows. One run on {d['machine'].get('cpus')} CPUs, each arm "

@@ -56,7 +56,9 @@ MAX_REQUEST_BYTES = 8 << 20
 MAX_CALLS_PER_REQUEST = 5000
 MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later
 MAX_WAIT = 30.0  # seconds a poll is held at most
-GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it
+GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it …
+GATHER_PER_ID = 0.0001  # … and this long more for each id it asks (its round trip costs each id) …
+MAX_GATHER = 0.5  # … at most this long: a large recalculation's cells still fill twice a second
 ANSWER_BUDGET = 0.2  # seconds a POST runs its calls; those left then answer pending and run off the request
 MAX_DEPTH = 16  # JSON nesting: a call is {"calls": [{"fn", "args": [range [row [cell]]]}]}, 6 deep
 IDLE_TIMEOUT = 15.0  # seconds a connection may wait for a request's headers, or idle between requests
@@ -95,6 +97,13 @@ def _lasting(fn: Any, args: list[Any]) -> bool:
         elif isinstance(v, str) and looks_like_path(v):
             return False
     return True
+
+
+def gather_for(ids: int) -> float:
+    """How long a poll of ``ids`` ids waits, after its first call settles, for others to settle with it:
+    a poll and its answer carry every id it asks, so a large one gathers longer (fewer round trips, each
+    one's cost spread over more settled calls); the last of its calls to settle answers it at once."""
+    return min(MAX_GATHER, GATHER + GATHER_PER_ID * ids)
 
 
 class _Poll:
@@ -336,7 +345,7 @@ class CellService:
             pass
 
     async def settle(self, ids: list[str], wait: float) -> dict[str, Any]:
-        """The calls of ``ids`` that have settled (waiting up to ``wait`` s for the first, then ``GATHER``
+        """The calls of ``ids`` that have settled (waiting up to ``wait`` s for the first, then ``gather_for(ids)``
         for those that settle with it), and those still pending; an id this service does not know is
         ``unknown`` (ask the call again). The ids are looked up once; after that the poll hears of each
         call that settles (``_settle``), so a wake costs what settled since, not a look at every id again;
@@ -365,7 +374,7 @@ class CellService:
                 waiting = len(poll.ids) - len(done) - len(unknown)
                 now = time.monotonic()
                 if (done or unknown) and gathering is None and waiting:
-                    gathering = min(deadline, now + GATHER)
+                    gathering = min(deadline, now + gather_for(len(poll.ids)))
                 end = gathering if gathering is not None else deadline
                 if not waiting or now >= end or self.stopping:
                     break
@@ -524,7 +533,7 @@ class CellService:
             return refused
         ids = body.get("ids")
         wait = body.get("wait", 20)
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
             return _json_error(400, "the request is {\"ids\": [ID, ...], \"wait\": SECONDS}")
         if not isinstance(wait, int | float) or isinstance(wait, bool):
             return _json_error(400, "wait: seconds, a number")
