@@ -1,16 +1,18 @@
-"""The browser path against the CLI on the same rows and the same stand-in server (``python -m bench cells``).
+"""The browser path against the CLI on the same rows and the same stand-in server (``python -m bench
+cells``).
 
-The browser arm is the Office add-in's path: a stand-in for Excel's host (``tests/office_host.js``,
-the runtime's native bridge) sends one recalculation's invocations, a ``QWEN_SCREEN`` per cell, to
+The browser arm is the Office add-in's path: a stand-in for Excel's host (``tests/office_host.js``, the
+runtime's native bridge) sends one recalculation's invocations, a ``QWEN_SCREEN`` per cell, to
 Microsoft's custom functions runtime in headless Chromium (Playwright, the system's browser), which
 calls ``functions.js`` with its invocation object last, as Excel's host does; the client gathers the
 calls into POSTs to the cell service (``xladdin cells serve`` in its own process, as the user starts it;
-HTTPS on 127.0.0.1) and settles the pending ones over long polls. Its time is the page's own clock from the recalculation to the last cell's
-value (what the user waits for; Playwright's carrying of the rows into the page and the values out is
-no part of it, and is kept beside as ``seconds_with_transfer``); then the same cells are recalculated
-once more (``cached_seconds``: every value from the service's memory). The CLI arm is ``screen_file``
-on a CSV of the same rows. Both reach ``bench/answer_server.py`` (answers after 10-50 ms, in its own
-process) with a fresh cache each. Results: ``bench/results/cells.json``.
+HTTPS on 127.0.0.1) and settles the pending ones over long polls. Its time is the page's own clock from
+the recalculation to the last cell's value (what the user waits for; Playwright's carrying of the rows
+into the page and the values out is no part of it, and is kept beside as ``seconds_with_transfer``);
+then the same cells are recalculated once more (``cached_seconds``: every value from the service's
+memory). The CLI arm is ``screen_file`` on a CSV of the same rows. Both reach ``bench/answer_server.py``
+(answers after 10-50 ms, in its own process) with a fresh cache each. Results:
+``bench/results/cells.json``.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from .failures import ERROR_TTL, Failures
 
 MEMO_ROWS = 50_000
 ROWS_AHEAD = 256  # requests a thread making many asks beyond the engine's window (``map``, ``Pacer``)
+PACE_RESUME = 32  # a paced thread (``Pacer``) is woken once this many of its requests are answered, not by each
 FILES_AHEAD = 64  # report-file rows a table asks beyond the engine's window, at least (``Resolver.map``)
 
 
@@ -380,7 +381,9 @@ class Resolver:
 
 class Pacer:
     """A thread making many requests in a row (a table, the cell service's calls run after their POST) waits
-    while more than the engine's window and ``ROWS_AHEAD`` of its requests are unanswered. Made as fast as
+    while more than the engine's window and ``ROWS_AHEAD`` of its requests are unanswered, and goes on once
+    ``PACE_RESUME`` of them are (woken by each answer, it went to sleep and woke again for every row, each
+    wake a hand-over of the GIL between threads). Made as fast as
     it can, they would pile up in the disk thread's and the loop's queues, the preparing thread holding the
     GIL the loop needs to take the answers in and send the next: against a server answering in 10-50 ms the
     engine got ~200 requests a second while a 5,400-row table was prepared, and ~1,000 once it was. A wait
@@ -411,7 +414,8 @@ class Pacer:
         with self._changed:
             self._out.discard(ticket)
             self._stalled = False
-            self._changed.notify()
+            if len(self._out) <= self.batcher.window.limit + ROWS_AHEAD - PACE_RESUME:
+                self._changed.notify()
 
 
 def _names_file(row: Any) -> bool:
