@@ -239,6 +239,15 @@ class Ticket(Future):
             settle(self.read, None)
 
 
+_serial = threading.local()
+
+
+def on_serial_thread() -> bool:
+    """Whether the calling thread is a ``SerialThread``'s (a disk or reader thread: what runs on it holds
+    up what was given to it next)."""
+    return getattr(_serial, "on", False)
+
+
 class SerialThread:
     """One thread that runs what is given to it, one thing at a time: a batcher's disk thread (its answers
     read and written there: a slow or locked disk holds up only this thread), a reader's texts thread (a
@@ -283,6 +292,7 @@ class SerialThread:
         return done
 
     def _next(self) -> None:
+        _serial.on = True
         with self._lock:
             fn, args, done = (self._first or self._rest).popleft()
         if not done.set_running_or_notify_cancel():
