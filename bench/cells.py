@@ -6,13 +6,13 @@ runtime's native bridge) sends one recalculation's invocations, a ``QWEN_SCREEN`
 Microsoft's custom functions runtime in headless Chromium (Playwright, the system's browser), which
 calls ``functions.js`` with its invocation object last, as Excel's host does; the client gathers the
 calls into POSTs to the cell service (``xladdin cells serve`` in its own process, as the user starts it;
-HTTPS on 127.0.0.1) and settles the pending ones over long polls. Its time is the page's own clock from
-the recalculation to the last cell's value (what the user waits for; Playwright's carrying of the rows
-into the page and the values out is no part of it, and is kept beside as ``seconds_with_transfer``);
-then the same cells are recalculated once more (``cached_seconds``: every value from the service's
-memory). The CLI arm is ``screen_file`` on a CSV of the same rows. Both reach ``bench/answer_server.py``
-(answers after 10-50 ms, in its own process) with a fresh cache each. Results:
-``bench/results/cells.json``.
+HTTPS on 127.0.0.1) and settles the pending ones over a settle stream per batch. Its time is the page's
+own clock from the recalculation to the last cell's value (what the user waits for; Playwright's
+carrying of the rows into the page and the values out is no part of it, and is kept beside as
+``seconds_with_transfer``); then the same cells are recalculated once more (``cached_seconds``: every
+value from the service's memory). The CLI arm is ``screen_file`` on a CSV of the same rows. Both reach
+``bench/answer_server.py`` (answers after 10-50 ms, in its own process) with a fresh cache each.
+Results: ``bench/results/cells.json``.
 """
 
 from __future__ import annotations
@@ -133,11 +133,12 @@ def render(d: dict[str, Any]) -> list[str]:
              "runtime dispatching one recalculation as Excel's host does (the invocation object last), functions.js "
              "gathering the calls into POSTs to the cell service (`xladdin cells serve` in its own process, HTTPS on "
              "127.0.0.1) and settling the pending ones "
-             "over long polls; timed by the page's clock from the recalculation to the last cell's value, then the "
+             "over a settle stream per batch; timed by the page's clock from the "
+             "recalculation to the last cell's value, then the "
              "same cells recalculated once more (every value from the service's memory). The CLI arm is "
              f"`xladdin screen` on a CSV of the same rows. One run on {d['machine'].get('cpus')} CPUs, each arm "
              "first once and second once.", "",
-             "| arm | seconds | errors | POSTs | long polls | engine requests | recalculated again |",
+             "| arm | seconds | errors | POSTs | settles | engine requests | recalculated again |",
              "|---|---|---|---|---|---|---|"]
     for r in d["runs"]:
         lines.append(f"| {r['arm']} | {r['seconds']} | {r['errors']} | {r.get('posts', '')} | {r.get('polls', '')} "

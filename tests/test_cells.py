@@ -6,6 +6,7 @@ bound, WPS's page at its folder URL; and the one function table every grid's dec
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import os
@@ -95,6 +96,45 @@ def scripted(tmp_path):
     yield running, Client(running.url, cert.ca), engine
     running.stop()
     runtime.close()
+
+
+def test_a_settle_asked_as_a_stream_sends_each_value_as_it_settles_and_ends_when_all_have(tmp_path):
+    """``stream``: the ids sent once, their values in JSON lines as they settle (one call held by the engine
+    while the others' line is read), the last line ``end`` with none pending."""
+    gate = threading.Event()
+
+    class Held(ScriptedEngine):
+        async def complete(self, messages, schema, params):
+            while "公司7" in messages[-1]["content"] and not gate.is_set():  # held, the loop free for the others
+                await asyncio.sleep(0.02)
+            return await super().complete(messages, schema, params)
+
+    engine = Held(lambda m: screen_answer(), delay=0.01)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        first = client.calls([{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(8)])
+        ids = [r["id"] for r in first]
+        req = urllib.request.Request(client.url + "/api/settle", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"ids": ids, "wait": 20, "stream": True}).encode())
+        with urllib.request.urlopen(req, context=client.context, timeout=60) as r:
+            assert r.headers["Content-Type"].startswith("application/x-ndjson")
+            parts = [json.loads(r.readline())]
+            while sum(len(p["results"]) for p in parts) < 7:
+                parts.append(json.loads(r.readline()))
+            assert ids[7] not in [cid for p in parts for cid in p["results"]] and not gate.is_set()
+            gate.set()  # the held call answers: its line, and the end
+            parts += [json.loads(line) for line in r.read().decode().splitlines()]
+        assert parts[-1]["end"] is True and parts[-1]["pending"] == [] and not parts[-1]["stopping"]
+        assert not any("end" in p for p in parts[:-1])
+        got = [cid for p in parts for cid in p["results"]]
+        assert sorted(got) == sorted(ids)  # each value once
+        assert all(v["state"] == "done" and len(v["value"][0]) == WIDTH for p in parts for v in p["results"].values())
+    finally:
+        gate.set()
+        running.stop()
+        runtime.close()
 
 
 def test_a_batch_is_answered_pending_settles_over_a_poll_and_then_comes_from_memory(scripted):

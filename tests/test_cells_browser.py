@@ -132,6 +132,30 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
         runtime.close(abort=True)
 
 
+def test_a_host_whose_fetch_reads_no_stream_settles_over_long_polls_to_the_same_values(tmp_path):
+    """Chromium's fetch reads a response as it arrives: the client settles its pending calls over one stream
+    each batch. A host without that (no ReadableStream / TextDecoder) long-polls instead: the same values."""
+    engine = ScriptedEngine(lambda messages: screen_answer(), delay=0.05, max_parallel=4)  # longer than a POST's 0.2 s
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, _ = start(runtime, tmp_path)
+    pw, browser, page, sent = browser_page(running.url)
+    try:
+        assert page.evaluate("XladdinCells.client.stream") is True
+        streamed = page.evaluate(RECALCULATE, [row(i) for i in range(40)])
+        assert sent.count("api/settle") == 1, sent  # one stream for the batch's 40 pending calls
+        page.evaluate("XladdinCells.client.stream = false")
+        sent.clear()
+        polled = page.evaluate(RECALCULATE, [row(i) for i in range(40, 80)])
+        assert sent.count("api/settle") >= 1 and len(engine.calls) == 80
+        assert [v[0][0] for v in streamed + polled] == [f"{600000 + i}.SH" for i in range(80)]
+        assert all(len(v[0]) == WIDTH and v[0][2] in ("低", "中", "高") for v in streamed + polled)
+    finally:
+        browser.close()
+        pw.stop()
+        running.stop()
+        runtime.close(abort=True)
+
+
 def test_wps_s_page_at_the_entry_s_url_calls_with_the_key_the_entry_carries(tmp_path, monkeypatch):
     """WPS opens the URL ``xladdin cells wps`` writes in jsplugins.xml: with a key set, the page at it
     (``/addin/wps/``: main.js, then functions.js) sends the key from the URL's fragment, so its calls

@@ -6,7 +6,9 @@ each call at once: ``{"state": "done" | "error", "value": …}`` (from memory or
 ``#QWEN! …`` value) or ``{"state": "pending", "id": …}`` (waiting for the engine, or not yet run when
 the POST's ``ANSWER_BUDGET`` was spent: a large POST answers without waiting for all of its calls).
 ``POST /api/settle`` with ``{"ids": […]}`` waits (a long poll, ``wait`` seconds at most) until some of
-them settle and returns them, with the ids still pending. A pending call is watched by the runtime as
+them settle and returns them, with the ids still pending; with ``"stream": true`` it answers JSON lines
+(``application/x-ndjson``), each the calls settled since the last, as they settle, the last one ``end``
+with those still pending: the ids are sent once, not again on every poll. A pending call is watched by the runtime as
 a waiting cell is in Excel: when its answers arrive the runtime calls ``recalculate``, and the call is
 run again (now from memory). The same call from any client is one call (its id is its function and
 arguments); once settled with a value that cannot go stale (``_lasting``), it is answered from the
@@ -35,7 +37,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -362,9 +364,25 @@ class CellService:
         call that settles (``_settle``), so a wake costs what settled since, not a look at every id again;
         and it is woken for its first call, then while it gathers only by its last (thousands of calls
         settling over a poll do not wake it, nor the service's loop, thousands of times)."""
+        answer: dict[str, Any] = {}
+        async for part in self._heard(ids, wait, lambda n: gather_for(n), once=True):
+            answer = part
+        return answer
+
+    async def settle_stream(self, ids: list[str], wait: float) -> AsyncIterator[dict[str, Any]]:
+        """``settle`` as a stream: the calls of ``ids`` as they settle (each part those heard of within
+        ``GATHER`` of one another), until every one has or ``wait`` s have passed; the ids are sent once,
+        not again on every poll. The last part has ``end`` and, as ``settle``'s answer, ``pending``,
+        ``unknown`` and ``stopping``; an earlier one may carry ``unknown`` too."""
+        async for part in self._heard(ids, wait, lambda n: GATHER, once=False):
+            yield part
+
+    async def _heard(self, ids: list[str], wait: float, gather: Callable[[int], float],
+                     once: bool) -> AsyncIterator[dict[str, Any]]:
         deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT))
         gathering: float | None = None
-        done: dict[str, Any] = {}
+        done: set[str] = set()
+        fresh: dict[str, Any] = {}  # settled, not yet in a part
         unknown: list[str] = []
         poll = _Poll(ids)
         with self._lock:
@@ -373,21 +391,32 @@ class CellService:
                 if entry is None:
                     unknown.append(cid)
                 elif entry.settled:
-                    done[cid] = entry.value
-            poll.left -= len(done) + len(unknown)
+                    fresh[cid] = entry.value
+            poll.left -= len(fresh) + len(unknown)
             self._polls.add(poll)
+        done.update(fresh)
         gone = set(unknown)
         try:
             while True:
                 with self._lock:
                     heard, poll.heard = poll.heard, []
-                done.update((cid, v) for cid, v in heard if cid not in gone)
-                waiting = len(poll.ids) - len(done) - len(unknown)
+                    poll.gathering = gathering is not None
+                for cid, v in heard:
+                    if cid not in gone:
+                        fresh[cid] = v
+                        done.add(cid)
+                waiting = len(poll.ids) - len(done) - len(gone)
                 now = time.monotonic()
-                if (done or unknown) and gathering is None and waiting:
-                    gathering = min(deadline, now + gather_for(len(poll.ids)))
+                if (fresh or unknown) and gathering is None and waiting:
+                    gathering = min(deadline, now + gather(len(poll.ids)))
                 end = gathering if gathering is not None else deadline
-                if not waiting or now >= end or self.stopping:
+                if not waiting or now >= deadline or self.stopping:
+                    break
+                if now >= end:  # a part: what settled with the first since the last
+                    if not once:
+                        yield {"results": {cid: self._result(v) for cid, v in fresh.items()}, "unknown": unknown}
+                        fresh, unknown, gathering = {}, [], None
+                        continue
                     break
                 if gathering is not None and not poll.gathering:
                     with self._lock:
@@ -400,9 +429,9 @@ class CellService:
         finally:
             with self._lock:
                 self._polls.discard(poll)
-        return {"results": {cid: self._result(v) for cid, v in done.items()},
-                "pending": [cid for cid in ids if cid not in done and cid not in gone],
-                "unknown": unknown, "stopping": self.stopping}
+        yield {"results": {cid: self._result(v) for cid, v in fresh.items()},
+               "pending": [cid for cid in poll.ids if cid not in done and cid not in gone],
+               "unknown": unknown, "stopping": self.stopping, **({} if once else {"end": True})}
 
     # -- HTTP -----------------------------------------------------------------------------------
     def app(self):
@@ -477,7 +506,8 @@ class CellService:
         except Exception as e:  # a request's failure is its answer, never the service's end
             log.exception("cell service request failed")
             response = _json_error(500, f"internal error: {e}")
-        self._cors(request, response)
+        if not response.prepared:  # (a stream sets its own before its first part)
+            self._cors(request, response)
         return response
 
     async def _home(self, request):
@@ -548,7 +578,16 @@ class CellService:
             return _json_error(400, "the request is {\"ids\": [ID, ...], \"wait\": SECONDS}")
         if not isinstance(wait, int | float) or isinstance(wait, bool):
             return _json_error(400, "wait: seconds, a number")
-        return web.json_response(await self.settle(ids, float(wait)), dumps=_dumps)
+        if body.get("stream") is not True:
+            return web.json_response(await self.settle(ids, float(wait)), dumps=_dumps)
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson; charset=utf-8",
+                                               "Cache-Control": "no-store"})
+        self._cors(request, response)
+        await response.prepare(request)
+        async for part in self.settle_stream(ids, float(wait)):
+            await response.write(_dumps(part).encode() + b"\n")
+        await response.write_eof()
+        return response
 
     async def _status(self, request):
         from ..sheet import functions

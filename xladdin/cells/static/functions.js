@@ -3,7 +3,8 @@
  * Every call a recalculation makes is gathered for WINDOW_MS into one POST to the cell service
  * (`xladdin cells serve`, which serves this file); the same call twice in a window is sent once.
  * Answered calls come back at once (memory or the disk cache, no engine); pending ones settle over
- * one long poll. Every failure is a `#QWEN! …` value: a call never hangs, even when the service stops.
+ * one settle request: a stream of their values as they settle where the host's fetch can read one, else a
+ * long poll. Every failure is a `#QWEN! …` value: a call never hangs, even when the service stops.
  * The names and how many arguments each declares are the function table's (xladdin/sheet/table.py,
  * functions.json; a test checks them). A host passes more than the declared arguments: Office adds its
  * invocation object last to every call (with every declared parameter, null where the cell left one
@@ -53,6 +54,7 @@
     this.maxCallBytes = options.maxCallBytes || MAX_CALL_BYTES;
     this.pollSeconds = options.pollSeconds || POLL_S;
     this.fetch = options.fetch || root.fetch.bind(root);
+    this.stream = options.stream !== undefined ? options.stream : canStream();  // settle as a stream
     this.queue = [];      // calls to send: {name, args, text, settle: [fn]}
     this.queued = {};     // text -> its queued call (one call per window)
     this.waiting = {};    // id -> pending call
@@ -98,30 +100,66 @@
     call.settle = [];
   };
 
-  CellClient.prototype.request = function (path, body, seconds, attempt) {
+  CellClient.prototype.request = function (path, body, seconds, attempt, onPart) {
+    // onPart: a settle stream's parts, each handed over as it arrives (an answer of one JSON is its one part)
     var self = this;
     attempt = attempt || 0;
     var abort = typeof AbortController !== "undefined" ? new AbortController() : null;
     var timer = abort ? setTimeout(function () { abort.abort(); }, seconds * 1000) : null;
+    function done() { if (timer) clearTimeout(timer); }
+    function unreachable(e) {
+      return new Error("cell service unreachable (" + (e && e.name === "AbortError" ? "no answer" : e.message) +
+        "): start it with xladdin cells serve, then recalculate");
+    }
     return self.fetch(self.base + path, {
       method: "POST", headers: self.headers(), body: JSON.stringify(body), signal: abort ? abort.signal : undefined,
     }).then(function (r) {
-      if (timer) clearTimeout(timer);
       if (r.status === 429 && attempt < 3) {
+        done();
         var wait = Number(r.headers.get("Retry-After") || 1);
         return new Promise(function (ok) { setTimeout(ok, wait * 1000); })
-          .then(function () { return self.request(path, body, seconds, attempt + 1); });
+          .then(function () { return self.request(path, body, seconds, attempt + 1, onPart); });
       }
+      var type = (r.headers && r.headers.get("Content-Type")) || "";
+      if (onPart && r.ok && type.indexOf("ndjson") >= 0 && r.body && r.body.getReader) {
+        return readParts(r.body.getReader(), onPart).then(done, function (e) { done(); throw unreachable(e); });
+      }
+      done();
       return r.json().catch(function () { return {}; }).then(function (data) {
         if (!r.ok) throw new Error("cell service: " + (data.error || ("HTTP " + r.status)));
+        if (onPart) onPart(data);
         return data;
       });
     }, function (e) {
-      if (timer) clearTimeout(timer);
-      throw new Error("cell service unreachable (" + (e && e.name === "AbortError" ? "no answer" : e.message) +
-        "): start it with xladdin cells serve, then recalculate");
+      done();
+      throw unreachable(e);
     });
   };
+
+  function readParts(reader, onPart) {
+    // a stream of JSON lines, each handed to onPart as it is complete
+    var decoder = new TextDecoder();
+    var buffer = "";
+    function pump() {
+      return reader.read().then(function (chunk) {
+        if (chunk.done) {
+          if (buffer.trim()) onPart(JSON.parse(buffer));
+          return;
+        }
+        buffer += decoder.decode(chunk.value, { stream: true });
+        var lines = buffer.split("\n");
+        buffer = lines.pop();
+        lines.forEach(function (line) { if (line.trim()) onPart(JSON.parse(line)); });
+        return pump();
+      });
+    }
+    return pump();
+  }
+
+  function canStream() {
+    // whether the host's fetch gives a response's body as it arrives (else a settle is a long poll)
+    return typeof TextDecoder !== "undefined" && typeof ReadableStream !== "undefined";
+  }
 
   CellClient.prototype.flush = function () {
     var self = this;
@@ -156,13 +194,16 @@
   };
 
   CellClient.prototype.poll = function () {
-    // one long poll for the pending calls no poll covers yet (a new batch's do not wait for an older poll)
+    // one settle for the pending calls no settle covers yet (a new batch's do not wait for an older one): a
+    // stream of their values as they settle where the host can read one, else a long poll; the calls still
+    // pending at its end are asked for again
     var self = this;
     var ids = Object.keys(self.waiting).filter(function (id) { return !self.covered[id]; });
     if (!ids.length) return;
     ids.forEach(function (id) { self.covered[id] = true; });
     self.stats.polls += 1;
-    self.request("/api/settle", { ids: ids, wait: self.pollSeconds }, self.pollSeconds + 30).then(function (data) {
+    var stopping = false;
+    function take(data) {
       var results = data.results || {};
       Object.keys(results).forEach(function (id) {
         var call = self.waiting[id];
@@ -180,7 +221,12 @@
           self.finish(call, "#QWEN! the cell service lost this call: recalculate");
         }
       });
-      if (data.stopping) throw new Error("the cell service stopped: start it with xladdin cells serve, then recalculate");
+      if (data.stopping) stopping = true;
+    }
+    var body = { ids: ids, wait: self.pollSeconds };
+    if (self.stream) body.stream = true;
+    self.request("/api/settle", body, self.pollSeconds + 30, 0, take).then(function () {
+      if (stopping) throw new Error("the cell service stopped: start it with xladdin cells serve, then recalculate");
     }).catch(function (e) {
       ids.forEach(function (id) {
         var call = self.waiting[id];
