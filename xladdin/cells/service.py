@@ -584,9 +584,12 @@ class CellService:
                                                "Cache-Control": "no-store"})
         self._cors(request, response)
         await response.prepare(request)
-        async for part in self.settle_stream(ids, float(wait)):
-            await response.write(_dumps(part).encode() + b"\n")
-        await response.write_eof()
+        try:
+            async for part in self.settle_stream(ids, float(wait)):
+                await response.write(_dumps(part).encode() + b"\n")
+            await response.write_eof()
+        except ConnectionError:  # the client went away: its calls are asked again if it comes back
+            pass
         return response
 
     async def _status(self, request):
