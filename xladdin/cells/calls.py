@@ -92,7 +92,8 @@ def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any
     def run() -> Any:
         return body(rt, arguments(fn, args), caller)
 
-    return _plain(run())
+    value = run()
+    return value if is_pending(value) else _plain(value)  # a pending call's placeholder rows are the runtime's
 
 
 def finished(rt: CellRuntime, fn: Function, value: Callable[[], Any]) -> Any:
