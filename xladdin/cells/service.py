@@ -365,7 +365,7 @@ class CellService:
         and it is woken for its first call, then while it gathers only by its last (thousands of calls
         settling over a poll do not wake it, nor the service's loop, thousands of times)."""
         answer: dict[str, Any] = {}
-        async for part in self._heard(ids, wait, lambda n: gather_for(n), once=True):
+        async for part in self._heard(ids, wait, gather_for, once=True):
             answer = part
         return answer
 
@@ -400,7 +400,7 @@ class CellService:
             while True:
                 with self._lock:
                     heard, poll.heard = poll.heard, []
-                    poll.gathering = gathering is not None
+                    poll.gathering = gathering is not None  # a stream's next part: woken by its first again
                 for cid, v in heard:
                     if cid not in gone:
                         fresh[cid] = v
@@ -418,7 +418,7 @@ class CellService:
                         fresh, unknown, gathering = {}, [], None
                         continue
                     break
-                if gathering is not None and not poll.gathering:
+                if gathering is not None and not poll.gathering:  # from now on only its last wakes it
                     with self._lock:
                         poll.gathering = True
                 poll.woken.clear()  # nothing heard since the look above: the loop ran nothing between
