@@ -144,7 +144,7 @@ def render(d: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['arm']} | {r['seconds']} | {r['errors']} | {r.get('posts', '')} | {r.get('polls', '')} "
                      f"| {r.get('engine_requests', '')} | {r.get('cached_seconds', '')} |")
     lines += ["", f"The browser path runs at **{d['cli_over_browser']}** of the CLI's speed (best run of each; "
-              "goal 0.9).", ""]
+              "goal 0.9)" + (f": {d['note']}." if d.get("note") else "."), ""]
     return lines
 
 
