@@ -21,7 +21,7 @@ pytest.importorskip("cryptography")
 playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 
 from conftest import tiny_settings  # noqa: E402
-from test_cells import WIDTH, row, start  # noqa: E402
+from test_cells import WIDTH, overloaded_while, row, start  # noqa: E402
 
 from xladdin.core.batcher import Batcher  # noqa: E402
 from xladdin.sheet import cells  # noqa: E402
@@ -149,6 +149,32 @@ def test_a_host_whose_fetch_reads_no_stream_settles_over_long_polls_to_the_same_
         assert sent.count("api/settle") >= 1 and len(engine.calls) == 80
         assert [v[0][0] for v in streamed + polled] == [f"{600000 + i}.SH" for i in range(80)]
         assert all(len(v[0]) == WIDTH and v[0][2] in ("低", "中", "高") for v in streamed + polled)
+    finally:
+        browser.close()
+        pw.stop()
+        running.stop()
+        runtime.close(abort=True)
+
+
+def test_a_cell_whose_engine_was_down_gets_its_verdict_on_one_recalculation_once_it_is_back(tmp_path):
+    """Through the runtime's dispatch and the settle stream: the engine down, the cell an error value;
+    the engine back and the error's time over, one recalculation gives the verdict (the stream waits for
+    the call's new outcome, never the old error: issue 45's stale error)."""
+    fail = threading.Event()
+    fail.set()
+    engine = ScriptedEngine(overloaded_while(fail), delay=0.05)
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path, retries=0), engine, own_engine=True))
+    running, _ = start(runtime, tmp_path)
+    pw, browser, page, sent = browser_page(running.url)
+    try:
+        error = page.evaluate(RECALCULATE, [row(1)])[0]
+        assert error[0][0].startswith("#QWEN! engine error 503"), error
+        fail.clear()  # the engine is back
+        runtime.error_ttl = 0  # and the error's 30 s are over
+        sent.clear()
+        verdict = page.evaluate(RECALCULATE, [row(1)])[0]
+        assert verdict[0][0] == "600001.SH" and verdict[0][2] in ("低", "中", "高"), verdict
+        assert "api/settle" in sent and len(engine.calls) == 2  # pending, then settled over the stream
     finally:
         browser.close()
         pw.stop()
