@@ -137,6 +137,26 @@ def test_a_settle_asked_as_a_stream_sends_each_value_as_it_settles_and_ends_when
         runtime.close()
 
 
+def test_a_settled_call_leaves_no_cycle_for_the_garbage_collector(scripted):
+    """A call's tickets let go of their callbacks once run (``cache.Ticket``): what a request made (its
+    futures, closures, the engine's task) is freed by reference counting when it settles. Kept, they made
+    ~90 objects a request that only the cyclic collector freed, its collections a tenth of the service's
+    time in a 5,400-cell recalculation."""
+    import gc
+
+    running, client, engine = scripted
+    client.settle_all(client.calls([{"fn": "QWEN_SCREEN", "args": [[row(1000)]]}]))  # the engine started
+    gc.collect()
+    gc.disable()
+    try:
+        values = client.settle_all(client.calls([{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(100)]))
+        assert len(values) == 100 and len(engine.calls) == 101
+        unreachable = gc.collect()
+    finally:
+        gc.enable()
+    assert unreachable < 2000, f"{unreachable} objects in cycles after 100 calls"
+
+
 def test_a_batch_is_answered_pending_settles_over_a_poll_and_then_comes_from_memory(scripted):
     running, client, engine = scripted
     batch = [{"fn": "QWEN_SCREEN", "args": [[row(i)]]} for i in range(30)]

@@ -238,6 +238,18 @@ class Ticket(Future):
         if self.read is not None:
             settle(self.read, None)
 
+    def _invoke_callbacks(self) -> None:
+        """Each callback run once, then let go (``Future`` keeps them): the callbacks of a ticket hold it
+        (a waiting call's, the engine's forward), and kept they made every request's futures, closures and
+        task a cycle only the garbage collector freed (~90 objects a request; in a 5,400-cell
+        recalculation its collections took a tenth of the cell service's time)."""
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("exception calling callback for %r", self)
+
 
 _serial = threading.local()
 
