@@ -202,5 +202,6 @@ def render(d: dict[str, Any]) -> list[str]:
     for r in d["runs"]:
         lines.append(f"| {r['arm']} | {r['seconds']} | {r['errors']} | {r.get('udf_calls', '')} "
                      f"| {r.get('engine_requests', '')} |")
-    lines += ["", f"The Excel path runs at **{d['cli_over_excel']}** of the CLI's speed (best run of each).", ""]
+    lines += ["", f"The Excel path runs at **{d['cli_over_excel']}** of the CLI's speed (best run of each)"
+              + (f": {d['note']}." if d.get("note") else "."), ""]
     return lines
