@@ -8,23 +8,22 @@ the POST's ``ANSWER_BUDGET`` was spent: a large POST answers without waiting for
 ``POST /api/settle`` with ``{"ids": […]}`` waits (a long poll, ``wait`` seconds at most) until some of
 them settle and returns them, with the ids still pending; with ``"stream": true`` it answers JSON lines
 (``application/x-ndjson``), each the calls settled since the last, as they settle, the last one ``end``
-with those still pending: the ids are sent once, not again on every poll. A pending call is watched by the runtime as
-a waiting cell is in Excel: when its answers arrive the runtime calls ``recalculate``, and the call is
-run again (now from memory). The same call from any client is one call (its id is its function and
-arguments); once settled with a value that cannot go stale (``_lasting``), it is answered from the
-service's memory without running it.
+with those still pending: the ids are sent once, not again on every poll. A pending call is watched by
+the runtime as a waiting cell is in Excel: when its answers arrive the runtime gives the service its
+value made from them (``recalculate``; the call is not run again). The same call from any client is one
+call (its id is its function and arguments); once settled with a value that cannot go stale
+(``_lasting``), it is answered from the service's memory without running it.
 
 Every request is bounded: its size (413), calls per request (413), JSON it cannot take (400: not JSON,
 ``NaN``, nested deeper than ``MAX_DEPTH``), requests per second per client (429 with Retry-After);
-``/api`` needs the key when one is set (always when bound beyond loopback), checked before anything
-else costs (a request without it takes nothing from the rate bucket, which is the key's, else the
-client address's), and a browser's request from any origin but the add-in's own is refused (403).
-Every connection is bounded: a TLS handshake finishes within ``HANDSHAKE_TIMEOUT``, a request's
-headers arrive within ``IDLE_TIMEOUT`` of the connection's start or its last answer (and an idle
-connection is closed after as long), and at most ``MAX_CONNECTIONS`` are open: a new one closes the
-oldest that is not in a request. The add-in's files are
-served under ``/addin/`` (``functions.json`` and the manifests made from the function table; WPS's
-page, ``wps/index.html``, at its folder's URL ``/addin/wps/``)."""
+``/api`` needs the key when one is set (always when bound beyond loopback), checked before anything else
+costs (a request without it takes nothing from the rate bucket, which is the key's, else the client
+address's), and a browser's request from any origin but the add-in's own is refused (403). Every
+connection is bounded: a TLS handshake finishes within ``HANDSHAKE_TIMEOUT``, a request's headers arrive
+within ``IDLE_TIMEOUT`` of the connection's start or its last answer (and an idle connection is closed
+after as long), and at most ``MAX_CONNECTIONS`` are open: a new one closes the oldest that is not in a
+request. The add-in's files are served under ``/addin/`` (``functions.json`` and the manifests made from
+the function table; WPS's page, ``wps/index.html``, at its folder's URL ``/addin/wps/``)."""
 
 from __future__ import annotations
 
