@@ -17,6 +17,9 @@ from ..sheet.table import BY_NAME, Function, Param
 MAX_CALL_BYTES = 1 << 20  # one call's arguments as JSON (a whole annual report's text fits)
 
 
+WAITING = object()  # ``evaluate``'s answer for a call still waiting (its placeholder rows are the runtime's)
+
+
 class CallError(XladdinError):
     """A call the service cannot make: an unknown function, or arguments not of its form."""
 
@@ -84,8 +87,9 @@ def function(name: Any) -> Function:
 
 
 def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any:
-    """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it; ``caller``: what
-    the call waits under (its ``call_id``), and what the runtime's recalculation names."""
+    """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it, or ``WAITING``
+    while it waits on the engine; ``caller``: what the call waits under (its ``call_id``), and what the
+    runtime's recalculation names."""
     body, width = functions.TABLE[fn.name]
 
     @functions.cell_errors(lambda: rt, width)
@@ -93,7 +97,7 @@ def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any
         return body(rt, arguments(fn, args), caller)
 
     value = run()
-    return value if is_pending(value) else _plain(value)  # a pending call's placeholder rows are the runtime's
+    return WAITING if is_pending(value) else _plain(value)
 
 
 def finished(rt: CellRuntime, fn: Function, value: Callable[[], Any]) -> Any:

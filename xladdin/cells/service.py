@@ -230,7 +230,7 @@ class CellService:
                 continue
             with self.runtime.reads_within(deadline - time.monotonic()):  # the POST's time is all its calls'
                 value = calls.evaluate(self.runtime, fn, args, cid)
-            if calls.is_pending(value):
+            if value is calls.WAITING:
                 self.counts["pending"] += 1
                 self._unsettle(entry, settles)
                 out.append({"state": "pending", "id": cid})
@@ -265,7 +265,7 @@ class CellService:
         if entry is None:
             return
         value = calls.evaluate(self.runtime, entry.fn, entry.args, cid)
-        if not calls.is_pending(value):
+        if value is not calls.WAITING:
             self.counts["settled"] += 1
             self._settle(cid, value)
 
