@@ -27,6 +27,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -73,6 +74,8 @@ def serving(engine_url: str, workdir: Path) -> Iterator[str]:
         if m is None:
             proc.kill()
             raise RuntimeError(f"xladdin cells serve did not start: {first}{proc.communicate()[0]}")
+        # the rest of its output read as it comes (a full pipe would stop the service at its next line)
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         yield m.group(1)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -83,10 +86,10 @@ def serving(engine_url: str, workdir: Path) -> Iterator[str]:
             proc.wait()
 
 
-def _engine_requests(url: str) -> int:
-    """The service's count of requests asked of the engine (``/api/status``, its QWEN_STATUS table)."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # the service's own certificate, on loopback
+def _engine_requests(url: str, ca: Path) -> int:
+    """The service's count of requests asked of the engine (``/api/status``, its QWEN_STATUS table), over
+    HTTPS verified by the service's own authority (``ca``)."""
+    ctx = ssl.create_default_context(cafile=str(ca))
     with urllib.request.urlopen(url + "/api/status", context=ctx, timeout=30) as r:
         table = json.load(r)["status"]
     return int(dict((row[0], row[1]) for row in table)["asked of the engine"])
@@ -115,7 +118,7 @@ def browser(url: str, workdir: Path, data: list[dict[str, Any]], chromium: str) 
             b.close()
         finally:
             pw.stop()
-        engine_requests = _engine_requests(service_url)
+        engine_requests = _engine_requests(service_url, workdir / "cert" / "ca.pem")
     stats = out["stats"]
     if out["changed"]:
         raise AssertionError(f"{out['changed']} cells changed on the cached recalculation")
@@ -132,10 +135,9 @@ def render(d: dict[str, Any]) -> list[str]:
              "cache per run. The browser arm is the Office add-in in headless Chromium: Microsoft's custom functions "
              "runtime dispatching one recalculation as Excel's host does (the invocation object last), functions.js "
              "gathering the calls into POSTs to the cell service (`xladdin cells serve` in its own process, HTTPS on "
-             "127.0.0.1) and settling the pending ones "
-             "over a settle stream per batch; timed by the page's clock from the "
-             "recalculation to the last cell's value, then the "
-             "same cells recalculated once more (every value from the service's memory). The CLI arm is "
+             "127.0.0.1) and settling the pending ones over a settle stream per batch; timed by the page's clock "
+             "from the recalculation to the last cell's value, then the same cells recalculated once more (every "
+             "value from the service's memory). The CLI arm is "
              f"`xladdin screen` on a CSV of the same rows. One run on {d['machine'].get('cpus')} CPUs, each arm "
              "first once and second once.", "",
              "| arm | seconds | errors | POSTs | settles | engine requests | recalculated again |",
