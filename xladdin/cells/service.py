@@ -364,7 +364,7 @@ class CellService:
         and it is woken for its first call, then while it gathers only by its last (thousands of calls
         settling over a poll do not wake it, nor the service's loop, thousands of times)."""
         answer: dict[str, Any] = {}
-        async for part in self._heard(ids, wait, gather_for, once=True):
+        async for part in self._heard(ids, wait, once=True):
             answer = part
         return answer
 
@@ -373,11 +373,12 @@ class CellService:
         ``GATHER`` of one another), until every one has or ``wait`` s have passed; the ids are sent once,
         not again on every poll. The last part has ``end`` and, as ``settle``'s answer, ``pending``,
         ``unknown`` and ``stopping``; an earlier one may carry ``unknown`` too."""
-        async for part in self._heard(ids, wait, lambda n: GATHER, once=False):
+        async for part in self._heard(ids, wait, once=False):
             yield part
 
-    async def _heard(self, ids: list[str], wait: float, gather: Callable[[int], float],
-                     once: bool) -> AsyncIterator[dict[str, Any]]:
+    async def _heard(self, ids: list[str], wait: float, once: bool) -> AsyncIterator[dict[str, Any]]:
+        """``settle`` (``once``: one answer, after ``gather_for(ids)``) and ``settle_stream`` (a part each
+        ``GATHER``): the one wait both are."""
         deadline = time.monotonic() + max(0.0, min(wait, MAX_WAIT))
         gathering: float | None = None
         done: set[str] = set()
@@ -407,7 +408,7 @@ class CellService:
                 waiting = len(poll.ids) - len(done) - len(gone)
                 now = time.monotonic()
                 if (fresh or unknown) and gathering is None and waiting:
-                    gathering = min(deadline, now + gather(len(poll.ids)))
+                    gathering = min(deadline, now + (gather_for(len(poll.ids)) if once else GATHER))
                 end = gathering if gathering is not None else deadline
                 if not waiting or now >= deadline or self.stopping:
                     break
