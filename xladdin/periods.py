@@ -315,8 +315,3 @@ def from_text(text: str | None) -> ReportDates:
     days = text_days(text, period)
     published, source = days[0] if days else (None, None)
     return ReportDates(period, "正文: 封面标题" if period else None, published, source)
-
-
-def from_report(name: str | None, text: str | None) -> ReportDates:
-    """A report's dates from its file name and its text (``ReportDates.combined``)."""
-    return from_name(name).combined(from_text(text))

@@ -30,6 +30,7 @@ from typing import Any
 from .. import periods
 from ..errors import InputError, XladdinError
 from ..reading.documents import FIELD, read_document
+from ..reading.figures import report_dates
 from ..reading.pool import Pool
 from ..tasks.rules import Flag
 from ..tasks.screen import ScreenResult
@@ -110,10 +111,10 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
         has_text = isinstance(text, str) and bool(text.strip())
         found = [periods.from_name(Path(path).name if path else None)]
         if has_text:
-            found.append(periods.from_text(text))
+            found.append(report_dates(text))
         if as_of is not None and path:
             try:
-                found.append(periods.from_text((read or read_document)(path)))
+                found.append(report_dates((read or read_document)(path)))
             except XladdinError:
                 pass  # the row's own reading says why
         dates = own.combined(*found)

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import StringConstraints
 
+from .. import periods
 from .document import Document, read_once
 from .tables import MONEY_UNITS, StatementRow, TableRow, page_of, read_key_tables, read_segments
 
@@ -314,10 +315,11 @@ def _line(name: str, quote: str) -> str:
 
 
 @read_once
-def _offsets(text: str) -> tuple[int, ...] | None:
+def _offsets(text: str) -> array.array | None:
     """For each character of ``normalize(text)``, its index in ``text`` (``None`` when the
-    character-wise fold does not give the same string)."""
-    offsets: list[int] = []
+    character-wise fold does not give the same string). An array of machine integers, as
+    ``_whitespace_runs``: kept with the text's readings, on disk and in memory."""
+    offsets = array.array("i")
     fold = unicodedata.normalize
     for i, ch in enumerate(text):
         piece = fold("NFKC", ch)
@@ -327,7 +329,7 @@ def _offsets(text: str) -> tuple[int, ...] | None:
             continue
         piece = re.sub(r"\s+", "", piece).replace("−", "-")
         offsets.extend([i] * len(piece))
-    return tuple(offsets) if len(offsets) == len(normalize(text)) else None
+    return offsets if len(offsets) == len(normalize(text)) else None
 
 
 @read_once
@@ -599,16 +601,25 @@ def readings(text: str) -> dict[str, Any]:
     """What code reads of ``text`` (as a row holds it: stripped), made in a report reader process and
     sent with the text: a ``Document(text, readings)`` in the process that asks the engine scans the
     whole text for none of them again (its key-figure tables, prose figures, segments, normalized text
-    and where its whitespace was); what combines them, a lookup or two, is made there."""
+    and where its whitespace was, the figures it names, its share count, its own dates); what combines
+    them, a lookup or two, is made there."""
     doc = with_readings(text, None)
     # the scans of the whole text (what combines them is left to the asking process, which waits on the
     # readers); the folded text only serves the last two, so it is not sent: one copy of the text fewer
     # in the pipe, the disk store and the memory of every row waiting for its answer
-    for read in (read_key_tables, _read_prose, read_segments, normalize, _whitespace_runs):
+    for read in (read_key_tables, _read_prose, read_segments, normalize, _whitespace_runs, named_figures,
+                 read_shares, report_dates):
         read(doc)
     made = doc.readings
     made.pop(_folded.__name__, None)
     return made
+
+
+@read_once
+def report_dates(text: str) -> periods.ReportDates:
+    """What a report's text says of its period and the day it was approved (``periods.from_text``: scans
+    of the whole text), read once per ``Document``."""
+    return periods.from_text(text)
 
 
 def with_readings(text: str, made: dict[str, Any] | None) -> Document:
@@ -626,6 +637,6 @@ def readings_version() -> str:
     from . import document, tables
 
     digest = hashlib.sha256()
-    for module in (tables.__file__, __file__, document.__file__):
+    for module in (tables.__file__, __file__, document.__file__, periods.__file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:16]

@@ -25,10 +25,19 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import XladdinError
-from ..periods import from_report
+from ..periods import from_name
 from ..reading.cell_values import is_st_name, normalize_code, parse_flag, parse_number, required_text, text_or_none
 from ..reading.document import DocumentText, stripped
-from ..reading.figures import FIGURES, Figure, in_text, named_figures, only_read_figures, read_figures, withheld_figures
+from ..reading.figures import (
+    FIGURES,
+    Figure,
+    in_text,
+    named_figures,
+    only_read_figures,
+    read_figures,
+    report_dates,
+    withheld_figures,
+)
 from ..reading.tables import read_tables, shown_segments
 from .audit import audit_figures, loss_against_fields
 from .base import Provenance, ResultRow, Task, plain, plain_text
@@ -316,7 +325,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         if not inp.report_text:
             flags.add(Flag.MISSING)
             notes.append("缺财报摘要: 未抽取数字")
-        dates = from_report(inp.report_file, inp.report_text)
+        dates = from_name(inp.report_file).combined(report_dates(inp.report_text))
         return ScreenResult(
             code=inp.code,
             name=inp.name,
