@@ -1,5 +1,8 @@
 import json
+import re
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 
 from xladdin.errors import InputError
@@ -163,6 +166,30 @@ def test_long_text_is_trimmed_keeping_head_and_figures():
     assert trim_text("短文本", 1200) == ("短文本", False)
     res = finish(dict(ROW, report_text=text))
     assert Flag.TRIMMED in res.flags
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(st.lists(st.tuples(st.text(alphabet="ab12", max_size=15), st.sampled_from([*"。！？；;!?\n", ""])),
+                           max_size=40).map(lambda parts: "".join(words + mark for words, mark in parts)),
+                  st.integers(1, 80))
+def test_trimming_keeps_the_head_then_each_later_sentence_with_digits_that_fits(text, limit):
+    """``trim_text`` against the rule written out plainly: the text split after every sentence mark, the
+    sentence the head cut through dropped, each later one with a digit kept while it fits."""
+    def by_the_rule(text: str, limit: int) -> tuple[str, bool]:
+        if len(text) <= limit:
+            return text, False
+        head = text[: int(limit * 0.6)]
+        budget = limit - len(head) - 1
+        kept = []
+        for sentence in re.split(r"(?<=[。！？；;!?\n])", text[len(head):])[1:]:
+            if budget < 4:
+                break
+            if len(sentence) <= budget and re.search(r"\d", sentence):
+                kept.append(sentence)
+                budget -= len(sentence)
+        return head + "…" + "".join(kept), True
+
+    assert trim_text(text, limit) == by_the_rule(text, limit)
 
 
 def test_a_figure_without_its_quote_in_the_text_is_not_shown_or_used():

@@ -142,7 +142,8 @@ def is_st_name(name: str | None) -> bool:
     return _ST_NAME.match(unicodedata.normalize("NFKC", name).upper().replace(" ", "")) is not None
 
 
-_SENTENCE = re.compile(r"(?<=[。！？；;!?\n])")
+# a sentence: up to and including its end mark, or the text's last words without one
+_SENTENCE = re.compile(r"[^。！？；;!?\n]*[。！？；;!?\n]|[^。！？；;!?\n]+\Z")
 _DIGIT = re.compile(r"\d")
 
 
@@ -153,12 +154,13 @@ def trim_text(text: str, limit: int) -> tuple[str, bool]:
         return text, False
     head = text[: int(limit * 0.6)]
     budget = limit - len(head) - 1
-    rest = _SENTENCE.split(text[len(head) :])[1:]  # drop the sentence the head cut through
+    sentences = _SENTENCE.finditer(text, len(head))
+    next(sentences, None)  # drop the sentence the head cut through
     kept: list[str] = []
-    for sentence in rest:
+    for m in sentences:  # a sentence too long for what is left is passed by its length, never copied
         if budget < 4:
             break
-        if len(sentence) <= budget and _DIGIT.search(sentence):
-            kept.append(sentence)
-            budget -= len(sentence)
+        if m.end() - m.start() <= budget and _DIGIT.search(text, m.start(), m.end()):
+            kept.append(m.group())
+            budget -= m.end() - m.start()
     return head + "…" + "".join(kept), True
