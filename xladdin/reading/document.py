@@ -54,8 +54,9 @@ def document(text: str) -> Document:
 
 def stripped(text: str) -> str:
     """``text`` without the whitespace around it: itself (its readings kept) when it has none."""
-    s = text.strip()
-    return text if len(s) == len(text) else s
+    if not text or not (text[0].isspace() or text[-1].isspace()):  # a report's whole text is not copied to learn it
+        return text
+    return text.strip()
 
 
 def read_once(fn: Callable[[str], T]) -> Callable[[str], T]:

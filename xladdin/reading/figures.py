@@ -198,7 +198,7 @@ def read_figures(text: str) -> dict[str, Reading]:
 
 @read_once
 def _read_figures(text: str) -> dict[str, Reading]:
-    out = _from_tables(text)
+    out = dict(_from_tables(text))
     held = _table_held(text)
     for name, r in _read_prose(text).items():
         if name not in held:  # a prose figure never stands in for a figure of the report's own tables
@@ -230,7 +230,9 @@ def table_notes(text: str) -> list[str]:
     return list(read_key_tables(text).notes)
 
 
+@read_once
 def _from_tables(text: str) -> dict[str, Reading]:
+    """The key figures the report's tables give (read once per ``Document``: never changed by a caller)."""
     out: dict[str, Reading] = {}
     kt = read_key_tables(text)
     for name, row in kt.rows.items():
