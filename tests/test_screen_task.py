@@ -273,3 +273,22 @@ def test_the_length_keyword_form_the_grammar_bench_compares_with():
     assert (quote.pop("minLength"), quote.pop("maxLength")) == (1, 40) and "pattern" not in quote
     assert before["$defs"]["Read"]["properties"]["value"] == shipped["$defs"]["Read"]["properties"]["value"]
     assert "Length" not in json.dumps(shipped)  # the original is left as it was
+
+
+def test_a_long_report_is_given_from_its_sections_not_its_table_of_contents():
+    """The excerpt starts each section at its heading in the body, not at its line in the 目录 (dot
+    leaders), alike for a plain text and for a report's text with the readings its reader process made."""
+    from xladdin.reading.figures import readings, with_readings
+    from xladdin.tasks.excerpt import excerpt
+
+    filler = "公司坚持稳健经营，持续完善治理结构。" * 150
+    text = ("某某股份有限公司2023年年度报告\n目录\n主要会计数据和财务指标..........5\n管理层讨论与分析..........9\n"
+            + filler + "\n主要会计数据和财务指标\n营业收入（元） 1,000,000.00 900,000.00 11.11%\n" + filler
+            + "\n管理层讨论与分析\n报告期内公司主营业务稳步增长。\n" + filler)
+    for given in (text, with_readings(text, readings(text))):
+        e = excerpt(given, 1200)
+        assert e.trimmed and len(e.text) <= 1200
+        assert "营业收入（元） 1,000,000.00" in e.text and "报告期内公司主营业务稳步增长" in e.text
+        assert "主要会计数据和财务指标\n营业收入" in e.text and "管理层讨论与分析\n报告期内" in e.text
+        assert "主要会计数据" in e.scope and "经营情况讨论与分析" in e.scope
+    assert excerpt(text, 1200) == excerpt(with_readings(text, readings(text)), 1200)

@@ -22,6 +22,7 @@ from pydantic import StringConstraints
 
 from .. import periods
 from .document import Document, read_once
+from .sections import section_starts
 from .tables import MONEY_UNITS, StatementRow, TableRow, page_of, read_key_tables, read_segments
 
 ALL_UNITS = (*MONEY_UNITS, "%", "元/股")
@@ -603,14 +604,14 @@ def readings(text: str) -> dict[str, Any]:
     """What code reads of ``text`` (as a row holds it: stripped), made in a report reader process and
     sent with the text: a ``Document(text, readings)`` in the process that asks the engine scans the
     whole text for none of them again (its key-figure tables, prose figures, segments, normalized text
-    and where its whitespace was, the figures it names, its share count, its own dates); what combines
-    them, a lookup or two, is made there."""
+    and where its whitespace was, the figures it names, its share count, its own dates, where its
+    sections begin); what combines them, a lookup or two, is made there."""
     doc = with_readings(text, None)
     # the scans of the whole text (what combines them is left to the asking process, which waits on the
     # readers); the folded text only serves the last two, so it is not sent: one copy of the text fewer
     # in the pipe, the disk store and the memory of every row waiting for its answer
     for read in (read_key_tables, _read_prose, read_segments, normalize, _whitespace_runs, named_figures,
-                 read_shares, report_dates):
+                 read_shares, report_dates, section_starts):
         read(doc)
     made = doc.readings
     made.pop(_folded.__name__, None)
@@ -636,9 +637,9 @@ def readings_version() -> str:
     import hashlib
     from pathlib import Path
 
-    from . import document, tables
+    from . import document, sections, tables
 
     digest = hashlib.sha256()
-    for module in (tables.__file__, __file__, document.__file__, periods.__file__):
+    for module in (tables.__file__, __file__, document.__file__, periods.__file__, sections.__file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:16]

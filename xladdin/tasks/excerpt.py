@@ -9,19 +9,15 @@ the result says how much of the text that was and from where (``Excerpt.scope``)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..reading.cell_values import trim_text
 from ..reading.document import Document
+from ..reading.sections import section_starts
 from ..reading.tables import PAGE_BREAK, page_of
 
-# (label, heading pattern, share of the budget at most)
-SECTIONS: tuple[tuple[str, str, float], ...] = (
-    ("主要会计数据", r"主要会计数据和财务指标|主要会计数据", 0.35),
-    ("经营情况讨论与分析", r"经营情况讨论与分析|管理层讨论与分析|董事会报告|经营情况回顾|业绩回顾", 0.45),
-)
-_TOC = re.compile(r"(\.{4,}|…{2,}|·{4,})|第[一二三四五六七八九十]+节.{0,30}第[一二三四五六七八九十]+节", re.S)
+# (label, share of the budget at most): the sections ``reading.sections`` finds, in that order
+SHARES: tuple[tuple[str, float], ...] = (("主要会计数据", 0.35), ("经营情况讨论与分析", 0.45))
 
 
 @dataclass(frozen=True)
@@ -34,16 +30,6 @@ class Excerpt:
 def _pages(text: str, start: int, end: int) -> str:
     a, b = page_of(text, start), page_of(text, max(start, end - 1))
     return f"第{a}页" if a == b else f"第{a}-{b}页"
-
-
-def _section(text: str, pattern: str, budget: int) -> tuple[int, int] | None:
-    """Where a section's body starts and the budget ends: the first heading not in a table of contents."""
-    for m in re.finditer(pattern, text):
-        window = text[m.start() : m.start() + 400]
-        if _TOC.search(window):
-            continue
-        return m.start(), min(len(text), m.start() + budget)
-    return None
 
 
 def excerpt(text: str, limit: int, skip: frozenset[str] = frozenset()) -> Excerpt:
@@ -59,11 +45,12 @@ def _excerpt(text: str, limit: int, skip: frozenset[str]) -> Excerpt:
     if len(text) <= limit:
         return Excerpt(text.replace(PAGE_BREAK, "\n"), False, "")
     parts: list[tuple[int, int, str]] = []
-    for label, pattern, share in SECTIONS:
-        if label in skip:
+    starts = section_starts(text)
+    for label, share in SHARES:
+        if label in skip or label not in starts:
             continue
-        span = _section(text, pattern, int(limit * share))
-        if span is not None and not any(a <= span[0] < b for a, b, _ in parts):
+        span = starts[label], min(len(text), starts[label] + int(limit * share))
+        if not any(a <= span[0] < b for a, b, _ in parts):
             parts.append((*span, label))
     used = sum(b - a for a, b, _ in parts)
     rest = limit - used - 2 * len(parts)
