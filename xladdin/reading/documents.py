@@ -35,6 +35,7 @@ from typing import Any
 from .. import periods
 from ..errors import InputError
 from . import layout
+from .figures import report_dates
 from .tables import PAGE_BREAK
 
 SUFFIXES = (".pdf", ".txt", ".md", ".html", ".htm")
@@ -598,7 +599,7 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
             continue
         for p in paths:
             if read.get(p):
-                dates[p] = dates[p].combined(periods.from_text(read[p]))  # type: ignore[arg-type]
+                dates[p] = dates[p].combined(report_dates(read[p]))  # type: ignore[arg-type]
         why = {p: dates[p].not_public(as_of, undated=True) for p in paths}  # an undated file: date_rows decides
         public = [p for p in paths if why[p] is None]
         for p in paths:

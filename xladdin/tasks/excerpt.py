@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from ..reading.cell_values import trim_text
 from ..reading.document import Document
-from ..reading.sections import section_starts
+from ..reading.sections import HEADINGS, section_starts
 from ..reading.tables import PAGE_BREAK, page_of
 
-# (label, share of the budget at most): the sections ``reading.sections`` finds, in that order
-SHARES: tuple[tuple[str, float], ...] = (("主要会计数据", 0.35), ("经营情况讨论与分析", 0.45))
+# each section ``reading.sections`` finds (its label), the share of the budget it gets at most
+SHARES: dict[str, float] = {"主要会计数据": 0.35, "经营情况讨论与分析": 0.45}
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,10 @@ def _excerpt(text: str, limit: int, skip: frozenset[str]) -> Excerpt:
         return Excerpt(text.replace(PAGE_BREAK, "\n"), False, "")
     parts: list[tuple[int, int, str]] = []
     starts = section_starts(text)
-    for label, share in SHARES:
+    for label, _ in HEADINGS:  # in the order they are taken; one found without a share: a KeyError, not dropped
         if label in skip or label not in starts:
             continue
-        span = starts[label], min(len(text), starts[label] + int(limit * share))
+        span = starts[label], min(len(text), starts[label] + int(limit * SHARES[label]))
         if not any(a <= span[0] < b for a, b, _ in parts):
             parts.append((*span, label))
     used = sum(b - a for a, b, _ in parts)
