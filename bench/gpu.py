@@ -478,7 +478,7 @@ def files(url: str, workdir: Path, pool: Path, pdf_dir: Path, rerun: bool = True
         warm = cli_run(url, workdir / "files.csv", reports, workdir / "files-cache", workdir / "files-out-2.json",
                        readers)
         again = {f"rerun_{k}": warm[k] for k in ("seconds", "errors", "files_read", "files_from_store",
-                                                  "client_peak_rss_mib")}
+                                                  "results_recalled", "client_peak_rss_mib")}
         again["rerun_over_first"] = round(warm["seconds"] / run["seconds"], 4)
         print(f"  files rerun: {json.dumps(again)}", flush=True)
     shutil.rmtree(reports, ignore_errors=True)

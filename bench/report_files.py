@@ -178,6 +178,7 @@ def cli_run(url: str, pool: Path, reports: Path, cache: Path, out: Path, readers
     peak = next((int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("peak_rss_kib")), 0)
     return {"seconds": round(seconds, 3), "rows": run["rows"], "errors": run["errors"],
             "files_read": run["files_read"], "files_from_store": run["files_from_store"],
+            "results_recalled": run.get("results_recalled", 0),
             "rows_per_s": round(run["rows"] / seconds, 2), "client_peak_rss_mib": round(peak / 1024, 1)}
 
 

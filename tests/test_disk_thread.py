@@ -292,10 +292,15 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
     assert threads(side) == {DISK_THREAD}, side
 
 
-def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_disk_thread(tmp_path, monkeypatch):
-    """A row naming its report file, in a workbook opened again: the file's text comes from the store of texts
-    and its answer from the cache, both read on the disk thread (the cell's thread reads no disk: a stat of
-    the file only), and the cell shows its value on its first call, no reader process started."""
+@pytest.mark.parametrize("code_changed", [False, True])
+def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_disk_thread(tmp_path, monkeypatch,
+                                                                                         code_changed):
+    """A row naming its report file, in a workbook opened again: its result, kept on disk by its input (the
+    file by its stamp), is read on the disk thread, and nothing else (no text loaded, no answer read); after
+    an upgrade of the code (another ``source_digest``) the file's text comes from the store of texts and its
+    answer from the cache, both read on the disk thread. The cell's thread reads no disk (a stat of the file
+    only), and the cell shows its value on its first call, no reader process started."""
+    from xladdin.core import resolver
     from xladdin.core.cache import Cache as CacheClass
 
     book, row = report_book(tmp_path)
@@ -315,6 +320,8 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
         return get_document(self, key)
 
     monkeypatch.setattr(CacheClass, "get_document", reading)
+    if code_changed:
+        monkeypatch.setattr(resolver, "source_digest", lambda: "another version")
     disk = record_disk(monkeypatch)
     recalculated = Recalculated()
     rt = file_session(tmp_path, recalculated)
@@ -322,9 +329,15 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
         shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
         assert shown[0] == "688001.SH" and shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"  # at once
         assert recalculated == [] and rt.pending_cells == 0 and rt.batcher.engine.calls == []
-        assert rt.batcher.reader.files_read == 0 and rt.batcher.reader.from_store == 1  # no file parsed again
-        assert store and threads([("", "", t) for _, t in store]) == {DISK_THREAD}, store  # the store's reads
-        assert len(disk) == 1 and threads(disk) == {DISK_THREAD}, disk  # the answer's one read
+        assert rt.batcher.reader.files_read == 0  # no file parsed again
+        assert threads([("", "", t) for _, t in store]) == {DISK_THREAD}, store  # the store's reads
+        if code_changed:  # the kept result is another code's: the text from the store, the answer's one read
+            assert (rt.batcher.reader.from_store, rt.batcher.stats.recalled) == (1, 0)
+            assert [kind for kind, _ in store] == ["result", "stamp", "readings", "text"], store
+            assert len(disk) == 1 and threads(disk) == {DISK_THREAD}, disk
+        else:  # the result kept by its input: no text loaded, no answer read
+            assert (rt.batcher.reader.from_store, rt.batcher.stats.recalled) == (0, 1)
+            assert [kind for kind, _ in store] == ["result"] and disk == [], (store, disk)
     finally:
         udfs.set_runtime(None)
         rt.close()
@@ -345,7 +358,12 @@ def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monke
         return prepare(self, task, inp)
 
     monkeypatch.setattr(Batcher, "prepare", recorded)
+    from xladdin.core import resolver
+
+    version = ["first"]  # the code upgraded before the workbook is opened again: its kept result not used
+    monkeypatch.setattr(resolver, "source_digest", lambda: version[0])
     for reopened in (False, True):
+        version[0] = "another" if reopened else "first"
         recalculated = Recalculated() if reopened else None
         rt = file_session(tmp_path, recalculated)
         try:
@@ -415,15 +433,19 @@ def test_closing_while_a_stored_text_is_found_makes_the_row_its_error_and_leaves
     """Excel closes the workbook while the disk thread is finding a report file's text in the store: the row is
     its error ("the run ended first"), and no texts thread is started again after the close (the text is
     never handed to rows the close has failed)."""
+    from xladdin.core import resolver
     from xladdin.core.readers import Reader
 
     book, row = report_book(tmp_path)
+    version = ["first"]
+    monkeypatch.setattr(resolver, "source_digest", lambda: version[0])
     first = file_session(tmp_path)
     try:  # the file read, its text stored
         assert udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0][0] == "688001.SH"
     finally:
         udfs.set_runtime(None)
         first.close()
+    version[0] = "another"  # the code upgraded: the result kept by the first is not used, the text is found
     looking, closed, jobs = threading.Event(), threading.Event(), []
     real_look, real_keep, real_close = Reader._look, Reader._keep, Reader.close
 

@@ -59,7 +59,8 @@ def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny
                 tiny_model_path, tmp_path)
     assert again.returncode == 0 and "9 rows, 9 from cache" in again.stdout, again.stderr[-2000:]
     facts = run_facts(tmp_path / "b.json")
-    assert facts["files_read"] == 0 and facts["files_from_store"] == 8  # no file parsed again
+    # no file parsed again, no text loaded: each row's result kept by its input (the file by its stamp)
+    assert (facts["files_read"], facts["files_from_store"], facts["results_recalled"]) == (0, 0, 9)
     rows_b = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))["rows"]
     assert [r["净利润(亿元) net profit"] for r in rows_b] == [r["净利润(亿元) net profit"] for r in rows_a]
 
@@ -68,7 +69,10 @@ def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny
     third = cli(["screen", str(pool), "--reports", str(tmp_path / "reports"), "-o", str(tmp_path / "c.json")],
                 tiny_model_path, tmp_path)
     assert third.returncode == 0, third.stderr[-2000:]
-    assert run_facts(tmp_path / "c.json")["files_read"] == 1
+    facts = run_facts(tmp_path / "c.json")
+    assert (facts["files_read"], facts["results_recalled"]) == (1, 8)  # the eight rows of unchanged files
+    rows_c = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))["rows"]
+    assert [r["缓存命中 cached"] for r in rows_c] == [i != 1 for i in range(9)]  # the changed file's row asked
 
 
 def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_udfs, tmp_path,  # noqa: F811
@@ -344,13 +348,47 @@ def test_files_kept_by_an_earlier_version_of_the_reading_code_are_read_again_onc
         with diskcache.Cache(str(tmp_path / "cache" / "documents")) as store:  # as an earlier version kept them
             for key in [k for k in store.iterkeys() if str(k).startswith("readings:")]:
                 store.set("readings:earlier-version:" + key.rsplit(":", 1)[1], store.pop(key))
+            for key in [k for k in store.iterkeys() if str(k).startswith("result:")]:
+                store.pop(key)  # results are kept by the whole code's digest: another version finds none
         again = run("b.json")
         assert again["files_read"] == 3 and again["files_from_store"] == 0 and again["errors"] == 0
         third = run("c.json")
-        assert third["files_read"] == 0 and third["files_from_store"] == 3
+        assert (third["files_read"], third["files_from_store"], third["results_recalled"]) == (0, 0, 3)
     finally:
         server.close()
     rows = [[{k: v for k, v in row.items() if k != "缓存命中 cached"}
              for row in json.loads((tmp_path / n).read_text(encoding="utf-8"))["rows"]]
             for n in ("a.json", "b.json", "c.json")]
     assert rows[0] == rows[1] == rows[2]  # the same verdicts, the answers from the cache
+
+
+def test_a_kept_result_is_only_one_the_model_s_answer_made_under_the_same_rules(tmp_path):
+    """A report row's result is kept by its input (the file by its stamp) so that a rerun loads no text: but
+    only a result made from the model's answer (a row code answered alone, 模型未作答, is asked again), and
+    only for the same task: other rule thresholds make the rows again from the answers stored (no request)."""
+    pool = _text_reports(tmp_path, ["600001", "600002"])
+    broken, good = _answering_server("not json"), _answering_server(screen_answer())
+
+    def run(name: str, server, *extra) -> tuple[dict, list[dict]]:
+        r = run_cli("screen", pool, "--reports", tmp_path / "reports", "-o", tmp_path / name, "--no-progress",
+                    *extra, env=dict(os.environ, XLADDIN_ENGINE_URL=server.url,
+                                     XLADDIN_CACHE_DIR=str(tmp_path / "cache")))
+        assert r.returncode == 0, r.stderr[-2000:]
+        return run_facts(tmp_path / name), json.loads((tmp_path / name).read_text(encoding="utf-8"))["rows"]
+
+    try:
+        facts, rows = run("a.json", broken)
+        assert facts["without_answer"] == 2 and all("模型未作答" in r["标记 flags"] for r in rows)
+        facts, rows = run("b.json", good)  # asked again: nothing of the first run was kept
+        assert (facts["results_recalled"], facts["engine_requests"]) == (0, 2)
+        assert not any("模型未作答" in r["标记 flags"] for r in rows)
+        facts, _ = run("c.json", good)
+        assert (facts["results_recalled"], facts["engine_requests"]) == (2, 0)
+        (tmp_path / "rules.toml").write_text("roe_high_risk_below = 12\n", encoding="utf-8")  # ROE 10: 高
+        facts, strict = run("d.json", good, "--rules", tmp_path / "rules.toml")
+        assert (facts["results_recalled"], facts["engine_requests"], facts["cache_hits"]) == (0, 0, 2)
+        assert [r["风险等级 risk"] for r in rows] == ["中", "中"]
+        assert [r["风险等级 risk"] for r in strict] == ["高", "高"]
+    finally:
+        broken.close()
+        good.close()

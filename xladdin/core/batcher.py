@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 from ..engine import Engine, SamplingParams, Started, build_engine
 from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, internal_error
 from ..settings import Settings
-from ..tasks.base import Task
+from ..tasks.base import Provenance, Task
 from . import inflight
 from .cache import Cache, SerialThread, Ticket, settle
 from .fitting import ContextFit
@@ -53,6 +53,7 @@ from .scheduler import BatcherStats, JobQueue
 from .structured import structured_call
 
 RECENT = 4096  # answers stored lately, kept in memory by key (``Batcher._ask``)
+RESULT = "result:"  # a kept result's entry in the cache's documents store (``Batcher.keep``)
 
 
 @contextlib.contextmanager
@@ -108,6 +109,7 @@ class Batcher:
         self._writes_lock = threading.Lock()
         # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
         self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
+        self._kept: list[tuple[str, Any]] = []  # results to keep (``keep``), written by the next ``_flush_kept``
         self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
         self._closing_lock = threading.Lock()  # a miss is handed to the loop before ``close`` begins, or not at all
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens, disk=self.disk,
@@ -418,7 +420,11 @@ class Batcher:
                     return closed
                 self.loop.get()
                 self.shared_start.raise_recent_failure()
-                return self.loop.submit(self._start_then_ask(task, inp))
+                ticket = Ticket()
+                asked = self.loop.submit(self._start_then_ask(task, inp))
+                ticket.add_done_callback(lambda t: t.cancelled() and asked.cancel())
+                asked.add_done_callback(functools.partial(_forward, ticket))
+                return ticket
         request = self.prepare(task, inp)
         ticket = Ticket(request.key)
         ticket.read = self.disk.submit(self._read, request, ticket)
@@ -445,9 +451,41 @@ class Batcher:
         except Exception as e:  # a bug in one row fails only that row
             settle(ticket, internal_error(e), error=True)
         else:
+            ticket.answered = True
             settle(ticket, hit)
             return hit
         return None
+
+    def recall(self, key: str) -> Any | None:
+        """On the disk thread: the result kept under ``key`` (``keep``), counted as a cache hit, or ``None``."""
+        found = self.cache.get_document(RESULT + key)
+        if found is None:
+            return None
+        with self._lock:
+            self.stats.submitted += 1
+            self.stats.cache_hits += 1
+            self.stats.recalled += 1
+            self.stats.completed += 1
+        return found
+
+    def keep(self, key: str, result: Any) -> None:
+        """A result made from the model's answer kept on disk under ``key`` (a report row's input: its file by
+        its stamp), as a cache hit's, written with the others that arrive meanwhile (one transaction)."""
+        provenance = getattr(result, "provenance", None)
+        if not isinstance(result, BaseModel) or not isinstance(provenance, Provenance):
+            return
+        kept = result.model_copy(update={"provenance": provenance.model_copy(update={"cached": True})})
+        with self._writes_lock:
+            self._kept.append((RESULT + key, kept))
+            first = len(self._kept) == 1
+        if first:
+            self.disk.submit(self._flush_kept)
+
+    def _flush_kept(self) -> None:
+        """On the disk thread: every result waiting to be kept, kept."""
+        with self._writes_lock:
+            kept, self._kept = self._kept, []
+        self.cache.set_documents(kept)
 
     def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
         """A future of the task's result (``resolve``: a cache hit's is settled by its read, on the disk
@@ -478,10 +516,10 @@ class Batcher:
         return data
 
     # ---------------------------------------------------------------- async core
-    async def _start_then_ask(self, task: Task, inp: BaseModel) -> Any:
+    async def _start_then_ask(self, task: Task, inp: BaseModel) -> tuple[Any, bool]:
         await self._ensure_started()
         request, hit = await self.disk.run(self._prepared_read, task, inp)
-        return hit if hit is not None else await self._ask(request)
+        return (hit, True) if hit is not None else await self._ask(request)
 
     def _prepared_read(self, task: Task, inp: BaseModel) -> tuple[Prepared, Any | None]:
         """On the disk thread: a request asked before the start, prepared (keyed now the engine has named
@@ -490,9 +528,10 @@ class Batcher:
         request = self.prepare(task, inp)
         return request, self._from_cache(request)
 
-    async def _ask(self, request: Prepared) -> Any:
+    async def _ask(self, request: Prepared) -> tuple[Any, bool]:
         """``request``, a miss of its one read of the disk cache: joined to the same request in flight,
-        answered from the answers stored lately, or queued.
+        answered from the answers stored lately, or queued. Its result, and whether it was made from the
+        model's answer (not code's alone, ``Prepared.alone``).
 
         An identical request (from another thread) may have been answered and stored between this one's
         miss and now. Reads and writes run in order on the one disk thread, so this miss was read before
@@ -503,7 +542,7 @@ class Batcher:
         if self.queue is None or request.key not in self.queue.inflight:
             out = self._recent.get(request.key)
             if out is not None:
-                return self._hit(request, out)
+                return self._hit(request, out), True
         with self._lock:
             self.stats.submitted += 1
         try:
@@ -521,17 +560,19 @@ class Batcher:
                     self.stats.without_answer += 1
             if alone is None:
                 raise
-            return alone
+            return alone, False
         with self._lock:
             self.stats.completed += 1
-        return request.finish(out, False)
+        return request.finish(out, False), True
 
 
-def _forward(ticket: concurrent.futures.Future, asked: concurrent.futures.Future) -> None:
-    """The loop's outcome of a request (``asked``) as its ticket's."""
+def _forward(ticket: Ticket, asked: concurrent.futures.Future) -> None:
+    """The loop's outcome of a request (``asked``: its result and whether the model's answer made it) as
+    its ticket's."""
     if asked.cancelled():
         ticket.cancel()
     elif asked.exception() is not None:
         settle(ticket, asked.exception(), error=True)
     else:
-        settle(ticket, asked.result())
+        result, ticket.answered = asked.result()
+        settle(ticket, result)

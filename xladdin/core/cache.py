@@ -179,6 +179,17 @@ class Cache:
         except Exception as e:
             log.warning("cache write failed: %s", e)
 
+    def set_documents(self, items: list[tuple[str, Any]]) -> None:
+        """Several entries of the documents' store written in one transaction."""
+        if self._documents is None:
+            return
+        try:
+            with self._documents.transact():
+                for key, value in items:
+                    self._documents.set(key, value)
+        except Exception as e:
+            log.warning("cache write failed: %s", e)
+
     def stats(self) -> dict[str, Any]:
         entries = 0
         size = 0
@@ -232,6 +243,7 @@ class Ticket(Future):
         super().__init__()
         self.read: Future | None = None
         self.key = key  # the request's, where known
+        self.answered = False  # its result was made from the model's answer (not code's alone after a failure)
 
     def read_done(self) -> None:
         """``read`` done, once (the callbacks that may end it race)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
+import hashlib
 import queue
 import threading
 import time
@@ -29,8 +30,10 @@ from .. import collector
 from ..errors import EngineStalled, EngineTimeout, XladdinError, internal_error
 from ..reading import documents
 from ..tasks.base import Task
+from ..version import source_digest
+from . import readers
 from .batcher import Batcher
-from .cache import Ticket
+from .cache import Ticket, settle
 from .failures import ERROR_TTL, Failures
 
 MEMO_ROWS = 50_000
@@ -199,15 +202,15 @@ class Resolver:
 
     def resolve(self, task: Task, record: Any) -> Outcome:
         """What ``record`` comes to now. A report file is known by a stat: an answered one is found in
-        memory without opening it; one not read yet is read by the batcher's ``Reader`` (off this
-        thread) and its request follows when it is read."""
+        memory without opening it, or on disk by the same stamp (its result kept by its input: its text is
+        not loaded); one not read yet is read by the batcher's ``Reader`` (off this thread) and its request
+        follows when it is read."""
         try:
             record, path = documents.report_path(record)
             if path is None:
                 memo_key = _memo_key(task.identity(), record)
             else:
-                stamp, text = self.batcher.reader.text(path)
-                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: stamp})
+                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: readers.stamp_of(path)})
         except XladdinError as e:
             return Failed(e)
         fate = self.fates.get(memo_key)
@@ -216,44 +219,115 @@ class Resolver:
             return fate
         if path is None:
             return self._resolve(task, record, memo_key)
-        if isinstance(text, str):
-            return self._resolve(task, documents.with_text(record, path, text), memo_key)
-        ticket = Ticket()  # its read: the text's in the store, then (found) the answer's in the cache
+        # its read: the result kept by the input, the text's in the store, then (found) the answer's in the cache
+        ticket = Ticket()
         ticket.read = concurrent.futures.Future()
         self.fates.pending(memo_key, ticket)
+        kept = self._kept_key(task, memo_key)
+        if kept is None:
+            self._with_text(task, record, path, ticket, None)
+        else:
+            self.batcher.disk.submit(self._recall, task, record, path, ticket, kept)
+        return Pending(ticket)
+
+    def _kept_key(self, task: Task, memo_key: Hashable | None) -> str | None:
+        """The key a report row's result is kept under on disk: its input (the file by its stamp), the task as
+        fitted to the engine, the model and sampling, and the code that made it (``version.source_digest``);
+        ``None`` before the engine has named its model, without a disk cache, or for an input with no stable
+        spelling."""
+        batcher = self.batcher
+        if memo_key is None or not batcher.ready or not batcher.cache.enabled or batcher.reader.disk is None:
+            return None
+        spelled = repr((source_digest(), batcher.fit(task).identity(), batcher.learned.model_id, batcher.params,
+                        memo_key))
+        if " at 0x" in spelled:  # an object's address: another in the next process
+            return None
+        return hashlib.sha256(spelled.encode("utf-8")).hexdigest()
+
+    def _recall(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
+                kept: str) -> None:
+        """On the disk thread: the row's result kept under ``kept``, else its text (and then its answer)."""
+        if ticket.cancelled():
+            ticket.read_done()
+            return
+        try:
+            found = self.batcher.recall(kept)
+        except Exception:  # a kept result that does not load is made again
+            found = None
+        if found is None:
+            self._with_text(task, record, path, ticket, kept)
+            return
+        settle(ticket, found)
+        ticket.read_done()
+
+    def _with_text(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
+                   kept: str | None) -> None:
+        """The row with its report's text: at once when the reader has it in memory, else once it is read."""
+        try:
+            _, text = self.batcher.reader.text(path)
+        except XladdinError as e:
+            settle(ticket, e, error=True)
+            ticket.read_done()
+            return
+        if isinstance(text, str):
+            self._answer(task, record, path, text, ticket, kept)
+            return
         looked = getattr(text, "read", None)
         if looked is None:  # a reader process has it: no disk read to wait for
             ticket.read_done()
         else:  # not found in the store: the file goes to a reader, nothing more to wait for
             looked.add_done_callback(lambda _: text.done() or ticket.read_done())
-        text.add_done_callback(functools.partial(self._read, task, record, path, memo_key, ticket))
-        return Pending(ticket)
+        text.add_done_callback(functools.partial(self._read, task, record, path, ticket, kept))
 
-    def _read(self, task: Task, record: dict[str, Any], path: documents.ReportPath, memo_key: Hashable | None,
-              ticket: Ticket, text: concurrent.futures.Future) -> None:
-        """A report file read (or not): its row resolved, and ``ticket`` settled with its outcome (its
-        ``read`` done once the answer's read of the cache is)."""
-        if not ticket.set_running_or_notify_cancel():
+    def _read(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
+              kept: str | None, text: concurrent.futures.Future) -> None:
+        """A report file read (or not): its row resolved into ``ticket``."""
+        try:
+            value = text.result()
+        except XladdinError as e:
+            settle(ticket, e, error=True)
+            ticket.read_done()
+            return
+        except Exception as e:  # a bug on one row is that row's value
+            settle(ticket, internal_error(e), error=True)
+            ticket.read_done()
+            return
+        self._answer(task, record, path, value, ticket, kept)
+
+    def _answer(self, task: Task, record: dict[str, Any], path: documents.ReportPath, text: str, ticket: Ticket,
+                kept: str | None) -> None:
+        """A report row with its text resolved, and ``ticket`` settled with its outcome (its ``read`` done once
+        the answer's read of the cache is); a result the model's answer made is kept under ``kept``."""
+        if ticket.cancelled():
             ticket.read_done()
             return
         try:
-            outcome = self._resolve(task, documents.with_text(record, path, text.result()), None)
+            outcome = self._resolve(task, documents.with_text(record, path, text), None)
         except XladdinError as e:
             outcome = Failed(e)
         except Exception as e:  # a bug on one row is that row's value
             outcome = Failed(internal_error(e))
         if isinstance(outcome, Done):
-            ticket.set_result(outcome.result)
+            settle(ticket, outcome.result)
         elif isinstance(outcome, Failed):
-            ticket.set_exception(outcome.error)
+            settle(ticket, outcome.error, error=True)
         else:
-            ticket.key = getattr(outcome.ticket, "key", None)
-            outcome.ticket.add_done_callback(functools.partial(_forward, ticket))  # before the read is done
-            answer_read = getattr(outcome.ticket, "read", None)
+            inner = outcome.ticket
+            ticket.key = getattr(inner, "key", None)
+            ticket.add_done_callback(lambda t: t.cancelled() and inner.cancel())
+            if kept is not None:
+                inner.add_done_callback(functools.partial(self._keep, kept))
+            inner.add_done_callback(functools.partial(_forward, ticket))  # before the read is done
+            answer_read = getattr(inner, "read", None)
             if answer_read is not None:
                 answer_read.add_done_callback(lambda _: ticket.read_done())
                 return
         ticket.read_done()
+
+    def _keep(self, kept: str, inner: concurrent.futures.Future) -> None:
+        """A result made from the model's answer, kept on disk by the row's input."""
+        if not inner.cancelled() and inner.exception() is None and getattr(inner, "answered", False):
+            self.batcher.keep(kept, inner.result())
 
     def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
@@ -426,11 +500,12 @@ def _names_file(row: Any) -> bool:
         return False
 
 
-def _forward(ticket: concurrent.futures.Future, inner: concurrent.futures.Future) -> None:
-    """``inner``'s outcome as ``ticket``'s."""
+def _forward(ticket: Ticket, inner: concurrent.futures.Future) -> None:
+    """``inner``'s outcome as ``ticket``'s (unless ``ticket`` was given up on first)."""
     if inner.cancelled():
-        ticket.set_exception(EngineTimeout("cancelled"))
+        settle(ticket, EngineTimeout("cancelled"), error=True)
     elif inner.exception() is not None:
-        ticket.set_exception(inner.exception())
+        settle(ticket, inner.exception(), error=True)
     else:
-        ticket.set_result(inner.result())
+        ticket.answered = getattr(inner, "answered", False)
+        settle(ticket, inner.result())

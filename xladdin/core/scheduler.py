@@ -20,6 +20,7 @@ from .prepared import Prepared
 class BatcherStats:
     submitted: int = 0
     cache_hits: int = 0
+    recalled: int = 0  # of the cache hits, report rows whose result was kept by their input (no text loaded)
     deduplicated: int = 0
     engine_requests: int = 0
     completed: int = 0

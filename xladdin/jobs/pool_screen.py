@@ -255,6 +255,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         snap = core.snapshot()
         counts = {"errors": errors, "cache_hits": hits, "engine_requests": snap["engine_requests"],
                   "without_answer": alone,  # rows the rules and code answered alone
+                  "results_recalled": snap["recalled"],  # report rows whose result was kept by their input
                   # report files parsed in this run, and found already read in the cache (no file opened)
                   **{name: n for name, n in core.reader.snapshot().items() if name != "files_reading"}}
         run = run_facts(settings, core, task, input_path, reports, pool, len(records), note=note, counts=counts,
