@@ -279,6 +279,25 @@ def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_
         reader.close()
 
 
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="POSIX niceness")
+def test_reader_processes_run_behind_the_process_that_asks_the_engine(tmp_path):
+    """A reader process takes the CPU an engine on the same machine and the spreadsheet leave: its niceness is
+    its parent's and ``readers.NICE`` more (at most 19)."""
+    from xladdin.core import readers
+    from xladdin.reading.documents import Reports
+
+    (tmp_path / "a.txt").write_text("营业收入12.5亿元。", encoding="utf-8")
+    reader = Reader(Cache(tmp_path / "c"), processes=1)
+    try:
+        _, text = reader.text(Reports.of(None, tmp_path).place({"report_file": str(tmp_path / "a.txt")})["report_file"])
+        assert "营业收入" in text.result(BOUND_S)
+        [worker] = reader._workers
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, worker.process.pid) == min(19, own + readers.NICE)
+    finally:
+        reader.close()
+
+
 def _text_reports(tmp_path: Path, codes: list[str]) -> Path:
     """A plain-text report file per code in ``tmp_path/reports`` (each its own revenue), and the pool of
     those codes; returns the pool."""

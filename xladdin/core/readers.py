@@ -56,6 +56,8 @@ READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual re
 MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
 CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
 IDLE_S = 120.0  # reader processes with nothing to read end after this long (the next file starts them again)
+NICE = 10  # a reader process's niceness above its parent's (``_yield_cpu``)
+_BELOW_NORMAL = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0)  # its priority class on Windows
 GATHER_S = 0.02  # with no reader running, how long the first file waits for the others of its burst (their
 # readers then start together, each in one process start-up time, not one after another)
 
@@ -355,7 +357,8 @@ class Reader:
             try:
                 for _ in range(max(1, n)):
                     token = secrets.token_hex(16)
-                    process = subprocess.Popen(command, stdin=subprocess.PIPE, env=env, close_fds=True)
+                    process = subprocess.Popen(command, stdin=subprocess.PIPE, env=env, close_fds=True,
+                                               creationflags=_BELOW_NORMAL)
                     starting.append((token, process))
                     hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
                              "read": f"{self.read.__module__}:{self.read.__qualname__}",
@@ -586,11 +589,24 @@ def main() -> None:
     end_with_parent(hello["parent"])
     threading.Thread(target=watch_parent, args=(hello["parent"],), daemon=True).start()
     _bound_memory(hello.get("memory_mib"))
+    _yield_cpu()
     module, name = hello["read"].split(":")
     read = getattr(importlib.import_module(module), name)
     sock = socket.create_connection(("127.0.0.1", hello["port"]))
     sock.sendall(hello["token"].encode())
     _serve(multiprocessing.connection.Connection(sock.detach()), read)
+
+
+def _yield_cpu() -> None:
+    """This reader behind the processes that wait on it for CPU (POSIX niceness ``NICE``; Windows: started
+    below normal priority, ``_BELOW_NORMAL``): an engine on the same machine (a vLLM server's steps, its
+    structured output's masks) and the user's spreadsheet go first, and the readers take what is left,
+    which is all of it on an idle machine."""
+    if hasattr(os, "nice"):
+        try:
+            os.nice(NICE)
+        except OSError:
+            pass
 
 
 def _bound_memory(mib: int | None) -> None:
