@@ -199,27 +199,21 @@ def test_an_identical_request_answered_between_a_miss_and_its_queueing_is_asked_
         b.start()
         first_done = threading.Event()
         held = threading.Event()
-        real, asks = b.loop.submit, []
+        real, asks = b._on_loop, []
 
-        def submit(coro):  # the hand-off of a missed request to the loop
-            if getattr(coro, "__name__", "") != "_ask":
-                return real(coro)
+        def on_loop(ticket, coro):  # the hand-off of a missed request to the loop
             asks.append(coro)
             if len(asks) == 1:
-                return real(coro)
-            proxy: concurrent.futures.Future = concurrent.futures.Future()
+                return real(ticket, coro)
 
             def later():  # the second request reaches the loop once the first has been answered and stored
                 first_done.wait(30)
-                inner = real(coro)
-                inner.add_done_callback(lambda f: proxy.set_exception(f.exception()) if f.exception()
-                                        else proxy.set_result(f.result()))
+                real(ticket, coro)
 
             threading.Thread(target=later).start()
             held.set()
-            return proxy
 
-        monkeypatch.setattr(b.loop, "submit", submit)
+        monkeypatch.setattr(b, "_on_loop", on_loop)
         record = {"code": "600519", "name": "贵州茅台", "roe": 25, "pe_ttm": 30}
         outcomes: dict[str, object] = {}
 

@@ -29,10 +29,9 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
-import functools
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -402,59 +401,79 @@ class Batcher:
         self.start()
         return self.disk.submit(self._from_cache, self.prepare(task, inp)).result()
 
-    def resolve(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
-        """A future of the result (the ticket); never waits, on the disk or the engine.
+    def resolve(self, task: Task, inp: BaseModel, ticket: Ticket | None = None) -> Ticket:
+        """The request's ticket (``ticket``, the one its caller made for its input, or a new one): the one
+        future its outcome is set on, by its disk read (a hit) or on the loop (the engine's answer); never
+        waits, on the disk or the engine.
 
-        The request is prepared here and read on the disk thread, which settles the ticket with a hit
-        or hands a miss to the loop (``_ask``); the ticket's ``read`` is done once that read is (a caller
-        may wait for it, bounded: a hit has then settled the ticket, a miss has gone to the engine).
-        Before the engine has started (loading a model, reaching a server that may hang) the ticket
-        covers the start too, and a recent failure to start is raised. What becomes of the ticket's
-        result is the caller's to keep (``Resolver``): nothing here remembers it but the disk cache and
-        the answers stored lately."""
+        The request is prepared here and read on the disk thread, which settles the ticket with a hit or
+        hands a miss to the loop (``_ask``); the ticket's ``read`` is done once that read is (a caller may
+        wait for it, bounded: a hit has then settled the ticket, a miss has gone to the engine). Before the
+        engine has started (loading a model, reaching a server that may hang) the ticket covers the start
+        too, and a recent failure to start is raised. What becomes of the ticket's result is the caller's
+        to keep (``Resolver``): nothing here remembers it but the disk cache and the answers stored lately."""
+        ticket = Ticket() if ticket is None else ticket
         if not self.ready:
             with self._closing_lock:  # never a loop (and an engine) started again by a call during ``close``
                 if self._closing:
-                    closed = Ticket()
-                    closed.set_exception(XladdinError("closed before the answer arrived"))
-                    return closed
+                    settle(ticket, XladdinError("closed before the answer arrived"), error=True)
+                    ticket.read_done()
+                    return ticket
                 self.loop.get()
                 self.shared_start.raise_recent_failure()
-                ticket = Ticket()
-                asked = self.loop.submit(self._start_then_ask(task, inp))
-                ticket.add_done_callback(lambda t: t.cancelled() and asked.cancel())
-                asked.add_done_callback(functools.partial(_forward, ticket))
-                return ticket
+                self._on_loop(ticket, self._start_then_ask(task, inp))
+            ticket.read_done()  # nothing read yet: the read follows the start, on the loop's account
+            return ticket
         request = self.prepare(task, inp)
-        ticket = Ticket(request.key)
-        ticket.read = self.disk.submit(self._read, request, ticket)
+        ticket.key = request.key
+        if ticket.read is None:
+            ticket.read = concurrent.futures.Future()
+        self.disk.submit(self._read, request, ticket)
         return ticket
 
-    def _read(self, request: Prepared, ticket: Ticket) -> Any | None:
-        """On the disk thread: ``request``'s one read of the cache. A hit settles ``ticket`` and is
-        returned; a miss is handed to the loop, whose outcome settles ``ticket`` (its cancellation
-        cancels the request's wait there)."""
-        if ticket.cancelled():  # given up on before its turn (a table's bound)
-            return None
+    def _on_loop(self, ticket: Ticket, asked: Coroutine[Any, Any, tuple[Any, bool]]) -> None:
+        """``asked`` run on the loop, its outcome set on ``ticket`` there (its result, and whether the model's
+        answer made it); ``ticket`` given up on (cancelled) cancels it."""
+
+        async def settling() -> None:
+            try:
+                result, answered = await asked
+            except asyncio.CancelledError:
+                ticket.cancel()
+                raise
+            except XladdinError as e:
+                settle(ticket, e, error=True)
+            except Exception as e:  # a bug in one row fails only that row
+                settle(ticket, internal_error(e), error=True)
+            else:
+                ticket.answered = answered
+                settle(ticket, result)
+
+        running = self.loop.submit(settling())
+        ticket.add_done_callback(lambda t: t.cancelled() and running.cancel())
+
+    def _read(self, request: Prepared, ticket: Ticket) -> None:
+        """On the disk thread: ``request``'s one read of the cache. A hit settles ``ticket``; a miss is
+        handed to the loop, whose outcome settles ``ticket`` (its cancellation cancels the request's wait
+        there). The ticket's ``read`` is done once this is."""
         try:
+            if ticket.cancelled():  # given up on before its turn (a table's bound)
+                return
             hit = self._from_cache(request)
             if hit is None:
                 with self._closing_lock:  # on the loop before ``close`` stops it (and fails what it holds)
                     if self._closing:  # its loop has stopped: no worker would ever take it
                         raise XladdinError("closed before the answer arrived")
-                    asked = self.loop.submit(self._ask(request))
-                ticket.add_done_callback(lambda t: t.cancelled() and asked.cancel())
-                asked.add_done_callback(functools.partial(_forward, ticket))
-                return None
+                    self._on_loop(ticket, self._ask(request))
+                return
+            ticket.answered = True
+            settle(ticket, hit)
         except XladdinError as e:
             settle(ticket, e, error=True)
         except Exception as e:  # a bug in one row fails only that row
             settle(ticket, internal_error(e), error=True)
-        else:
-            ticket.answered = True
-            settle(ticket, hit)
-            return hit
-        return None
+        finally:
+            ticket.read_done()
 
     def recall(self, key: str) -> Any | None:
         """On the disk thread: the result kept under ``key`` (``keep``), counted as a cache hit, or ``None``."""
@@ -565,14 +584,3 @@ class Batcher:
             self.stats.completed += 1
         return request.finish(out, False), True
 
-
-def _forward(ticket: Ticket, asked: concurrent.futures.Future) -> None:
-    """The loop's outcome of a request (``asked``: its result and whether the model's answer made it) as
-    its ticket's."""
-    if asked.cancelled():
-        ticket.cancel()
-    elif asked.exception() is not None:
-        settle(ticket, asked.exception(), error=True)
-    else:
-        result, ticket.answered = asked.result()
-        settle(ticket, result)

@@ -199,6 +199,16 @@ class Reader:
         self._run = 0  # how many times the reader has closed: a job of an earlier run is failed already
         self._texts_thread = SerialThread("xladdin-texts")  # a text handed to its rows (``_hand_on``)
 
+    @property
+    def keeps_results(self) -> bool:
+        """Whether a report row's result may be kept and looked for by its file's stamp (``Resolver``): read on
+        the disk thread, which this reader has only with a batcher's."""
+        return self.disk is not None
+
+    def stamp(self, path: ReportPath) -> Stamp:
+        """``path``'s stamp (``stamp_of``: a stat; raises ``InputError`` for a file not allowed or not found)."""
+        return stamp_of(path)
+
     def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
         """``path``'s stamp and its text: at once from memory, else a future (one per file, however many
         ask) of the disk store's text or else a reader's. With a disk thread (a batcher's) the store is

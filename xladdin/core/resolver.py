@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import collector
-from ..errors import EngineStalled, EngineTimeout, XladdinError, internal_error
+from ..errors import EngineStalled, XladdinError, internal_error
 from ..reading import documents
 from ..tasks.base import Task
 from ..version import source_digest
-from . import readers
 from .batcher import Batcher
 from .cache import Ticket, settle
 from .failures import ERROR_TTL, Failures
@@ -210,7 +209,7 @@ class Resolver:
             if path is None:
                 memo_key = _memo_key(task.identity(), record)
             else:
-                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: readers.stamp_of(path)})
+                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: self.batcher.reader.stamp(path)})
         except XladdinError as e:
             return Failed(e)
         fate = self.fates.get(memo_key)
@@ -236,7 +235,7 @@ class Resolver:
         ``None`` before the engine has named its model, without a disk cache, or for an input with no stable
         spelling."""
         batcher = self.batcher
-        if memo_key is None or not batcher.ready or not batcher.cache.enabled or batcher.reader.disk is None:
+        if memo_key is None or not batcher.ready or not batcher.cache.enabled or not batcher.reader.keeps_results:
             return None
         spelled = repr((source_digest(), batcher.fit(task).identity(), batcher.learned.model_id, batcher.params,
                         memo_key))
@@ -296,38 +295,27 @@ class Resolver:
 
     def _answer(self, task: Task, record: dict[str, Any], path: documents.ReportPath, text: str, ticket: Ticket,
                 kept: str | None) -> None:
-        """A report row with its text resolved, and ``ticket`` settled with its outcome (its ``read`` done once
-        the answer's read of the cache is); a result the model's answer made is kept under ``kept``."""
+        """A report row with its text asked on ``ticket`` itself (the batcher settles it, and does its ``read``
+        once the answer's read of the cache is); a result the model's answer made is kept under ``kept``."""
         if ticket.cancelled():
             ticket.read_done()
             return
         try:
-            outcome = self._resolve(task, documents.with_text(record, path, text), None)
-        except XladdinError as e:
-            outcome = Failed(e)
-        except Exception as e:  # a bug on one row is that row's value
-            outcome = Failed(internal_error(e))
-        if isinstance(outcome, Done):
-            settle(ticket, outcome.result)
-        elif isinstance(outcome, Failed):
-            settle(ticket, outcome.error, error=True)
-        else:
-            inner = outcome.ticket
-            ticket.key = getattr(inner, "key", None)
-            ticket.add_done_callback(lambda t: t.cancelled() and inner.cancel())
+            inp = task.parse(documents.with_text(record, path, text))
             if kept is not None:
-                inner.add_done_callback(functools.partial(self._keep, kept))
-            inner.add_done_callback(functools.partial(_forward, ticket))  # before the read is done
-            answer_read = getattr(inner, "read", None)
-            if answer_read is not None:
-                answer_read.add_done_callback(lambda _: ticket.read_done())
-                return
-        ticket.read_done()
+                ticket.add_done_callback(functools.partial(self._keep, kept))
+            self.batcher.resolve(task, inp, ticket)
+        except XladdinError as e:
+            settle(ticket, e, error=True)
+            ticket.read_done()
+        except Exception as e:  # a bug on one row is that row's value
+            settle(ticket, internal_error(e), error=True)
+            ticket.read_done()
 
-    def _keep(self, kept: str, inner: concurrent.futures.Future) -> None:
+    def _keep(self, kept: str, ticket: Ticket) -> None:
         """A result made from the model's answer, kept on disk by the row's input."""
-        if not inner.cancelled() and inner.exception() is None and getattr(inner, "answered", False):
-            self.batcher.keep(kept, inner.result())
+        if not ticket.cancelled() and ticket.exception() is None and ticket.answered:
+            self.batcher.keep(kept, ticket.result())
 
     def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
         try:
@@ -499,13 +487,3 @@ def _names_file(row: Any) -> bool:
     except XladdinError:
         return False
 
-
-def _forward(ticket: Ticket, inner: concurrent.futures.Future) -> None:
-    """``inner``'s outcome as ``ticket``'s (unless ``ticket`` was given up on first)."""
-    if inner.cancelled():
-        settle(ticket, EngineTimeout("cancelled"), error=True)
-    elif inner.exception() is not None:
-        settle(ticket, inner.exception(), error=True)
-    else:
-        ticket.answered = getattr(inner, "answered", False)
-        settle(ticket, inner.result())

@@ -196,7 +196,9 @@ class ReadAhead:
             if rows > 1:
                 self._texts[path] = (value, rows - 1)
 
-    def text(self, path: documents.ReportPath) -> tuple[Any, str]:
+    keeps_results = False  # the job keeps its rows' results in its report; its answers are in the cache
+
+    def _held(self, path: documents.ReportPath) -> tuple[Any, str, Any]:
         with self._lock:
             held = self._texts.get(str(path))
         if held is None:
@@ -204,7 +206,14 @@ class ReadAhead:
         value = held[0]
         if isinstance(value, InputError):
             raise value
-        stamp, text, readings = value
+        return value
+
+    def stamp(self, path: documents.ReportPath) -> Any:
+        """The stamp stage 2 read the file under (this worker may run where the file is not)."""
+        return self._held(path)[0]
+
+    def text(self, path: documents.ReportPath) -> tuple[Any, str]:
+        stamp, text, readings = self._held(path)
         return stamp, figures.with_readings(text, readings)  # as a reader process's readings come with its text
 
     def snapshot(self) -> dict[str, int]:
