@@ -242,8 +242,20 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
     """``xladdin screen`` of a pool, twice: the rows are read once each, on the disk thread (the main thread
     only prepares them), and their answers written there; the rerun reads each once and asks nothing. What
     the engine's start reads and writes in the side store (the server's model, tokens per character) is on
-    the disk thread too, never on the loop that drives the requests."""
+    the disk thread too, never on the loop that drives the requests. Every row's result, from the engine's
+    answer or from the stored one, is made on the batcher's rows thread: neither the disk thread nor the
+    loop spends its time on a row's rules and checks."""
+    from xladdin.core.prepared import Prepared
+
     side: list[tuple[str, str, str]] = []
+    finished: list[str] = []
+    finish = Prepared.finish
+
+    def finishing(self, out, cached):
+        finished.append(threading.current_thread().name)
+        return finish(self, out, cached)
+
+    monkeypatch.setattr(Prepared, "finish", finishing)
 
     def recording(op):
         real = getattr(Cache, op)
@@ -284,6 +296,7 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
     assert threads(disk) == {DISK_THREAD}, disk
     assert {("set_meta", "model"), ("get_meta", "tokens_per_char")} <= {(op, name) for op, name, _ in side}, side
     assert threads(side) == {DISK_THREAD}, side
+    assert len(finished) == 2 * len(ROWS) and threads([("", "", t) for t in finished]) == {"xladdin-rows"}, finished
 
 
 @pytest.mark.parametrize("code_changed", [False, True])

@@ -103,6 +103,9 @@ class Batcher:
         self.last_answer = 0.0  # when a request last settled (monotonic)
         self.cache = cache
         self.disk = SerialThread()  # every read and write of the answers, in order (``_from_cache``, ``_flush``)
+        # a request's work off its caller's thread, the disk thread and the loop: a result made from its
+        # answer (a hit's, ``_finish_hit``; an engine's, ``_ask``), a request asked before the start prepared
+        self.rows = SerialThread("xladdin-rows")
         # answers to store, taken together by the next ``_flush`` on the disk thread (one transaction)
         self._writes: list[tuple[str, dict[str, Any], concurrent.futures.Future]] = []
         self._writes_lock = threading.Lock()
@@ -229,6 +232,7 @@ class Batcher:
                 self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
                 self._workers = []  # ended with the loop: used again, the batcher starts the engine and them again
                 self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
+                self.rows.close()  # the hits read before the disk thread closed are finished first
         finally:
             self.reader.reopen()  # a file asked for while it closed was its row's error; from now on, read
             self._closing = False  # a batcher used again after it was closed starts its threads again
@@ -375,16 +379,15 @@ class Batcher:
         """``inp``'s request, once (the engine has started: its model is in the key)."""
         return self.requests.prepare(task, inp)
 
-    def _from_cache(self, request: Prepared) -> Any | None:
-        """``request``'s one read of the disk cache, on the disk thread: its result, or ``None``."""
+    def _from_cache(self, request: Prepared) -> BaseModel | None:
+        """``request``'s one read of the disk cache, on the disk thread: its validated answer, or ``None``."""
         stored = self.cache.get(request.key)
         if stored is None:
             return None
         try:
-            out = request.validate(stored)
+            return request.validate(stored)
         except (ValidationError, ValueError):
             return None  # written by an older schema: ask again
-        return self._hit(request, out)
 
     def _hit(self, request: Prepared, out: BaseModel) -> Any:
         """``request``'s result from an answer stored before (the disk cache's, or one of ``_recent``), counted."""
@@ -399,7 +402,9 @@ class Batcher:
         """The cached result for ``inp``, or ``None``, read on the disk thread (waited for). Never asks
         the engine."""
         self.start()
-        return self.disk.submit(self._from_cache, self.prepare(task, inp)).result()
+        request = self.prepare(task, inp)
+        out = self.disk.submit(self._from_cache, request).result()
+        return None if out is None else self._hit(request, out)
 
     def resolve(self, task: Task, inp: BaseModel, ticket: Ticket | None = None) -> Ticket:
         """The request's ticket (``ticket``, the one its caller made for its input, or a new one): the one
@@ -456,22 +461,39 @@ class Batcher:
         """On the disk thread: ``request``'s one read of the cache. A hit settles ``ticket``; a miss is
         handed to the loop, whose outcome settles ``ticket`` (its cancellation cancels the request's wait
         there). The ticket's ``read`` is done once this is."""
+        finishing = False
         try:
             if ticket.cancelled():  # given up on before its turn (a table's bound)
                 return
-            hit = self._from_cache(request)
-            if hit is None:
+            out = self._from_cache(request)
+            if out is None:
                 with self._closing_lock:  # on the loop before ``close`` stops it (and fails what it holds)
                     if self._closing:  # its loop has stopped: no worker would ever take it
                         raise XladdinError("closed before the answer arrived")
                     self._on_loop(ticket, self._ask(request))
                 return
-            ticket.answered = True
-            settle(ticket, hit)
+            self.rows.submit(self._finish_hit, request, out, ticket)  # its read done there, once settled
+            finishing = True
         except XladdinError as e:
             settle(ticket, e, error=True)
         except Exception as e:  # a bug in one row fails only that row
             settle(ticket, internal_error(e), error=True)
+        finally:
+            if not finishing:
+                ticket.read_done()
+
+    def _finish_hit(self, request: Prepared, out: BaseModel, ticket: Ticket) -> None:
+        """On the rows thread: a hit's result made from its stored answer and set on ``ticket``, then its
+        ``read`` done (a caller waiting for the read finds the ticket settled)."""
+        try:
+            result = self._hit(request, out)
+        except XladdinError as e:
+            settle(ticket, e, error=True)
+        except Exception as e:  # a bug in one row fails only that row
+            settle(ticket, internal_error(e), error=True)
+        else:
+            ticket.answered = True
+            settle(ticket, result)
         finally:
             ticket.read_done()
 
@@ -536,16 +558,16 @@ class Batcher:
 
     # ---------------------------------------------------------------- async core
     async def _start_then_ask(self, task: Task, inp: BaseModel) -> tuple[Any, bool]:
+        """A request asked before the start, once the engine has started: prepared (keyed now the engine has
+        named its model) and finished on the rows thread, read on the disk thread. Not on the loop: a table's
+        rows that waited for the start would each be prepared there in turn, and no answer or request would
+        move until the last was."""
         await self._ensure_started()
-        request, hit = await self.disk.run(self._prepared_read, task, inp)
-        return (hit, True) if hit is not None else await self._ask(request)
-
-    def _prepared_read(self, task: Task, inp: BaseModel) -> tuple[Prepared, Any | None]:
-        """On the disk thread: a request asked before the start, prepared (keyed now the engine has named
-        its model) and read. Not on the loop: a table's rows that waited for the start would each be
-        prepared there in turn, and no answer or request would move until the last was."""
-        request = self.prepare(task, inp)
-        return request, self._from_cache(request)
+        request = await self.rows.run(self.prepare, task, inp)
+        out = await self.disk.run(self._from_cache, request)
+        if out is not None:
+            return await self.rows.run(self._hit, request, out), True
+        return await self._ask(request)
 
     async def _ask(self, request: Prepared) -> tuple[Any, bool]:
         """``request``, a miss of its one read of the disk cache: joined to the same request in flight,
@@ -561,13 +583,13 @@ class Batcher:
         if self.queue is None or request.key not in self.queue.inflight:
             out = self._recent.get(request.key)
             if out is not None:
-                return self._hit(request, out), True
+                return await self.rows.run(self._hit, request, out), True
         with self._lock:
             self.stats.submitted += 1
         try:
             out = await self._schedule(request)
         except XladdinError as e:
-            alone = request.alone(e)
+            alone = await self.rows.run(request.alone, e)
             if isinstance(e, EngineTimeout):
                 self.count_timed_out((request.key,))
             with self._lock:
@@ -582,5 +604,5 @@ class Batcher:
             return alone, False
         with self._lock:
             self.stats.completed += 1
-        return request.finish(out, False), True
+        return await self.rows.run(request.finish, out, False), True
 
