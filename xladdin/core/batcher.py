@@ -5,9 +5,10 @@ pandas); its asyncio core runs on a loop thread of its own (``lifecycle``), and 
 read and written on a thread of its own (``cache.SerialThread``): never on a caller's (a cell's)
 thread, never on the loop that drives the engine's requests. A request is
 
-1. prepared on the caller's thread and read from the cache once, on the disk thread: a hit settles
-   its ticket there (no queue, no event loop round trip); a caller may wait a bounded time for that
-   read (``Ticket.read``: a reopened workbook's cells get their values at once), never for the engine;
+1. prepared on the caller's thread and read from the cache once, on the disk thread: a hit's result is
+   made on the rows thread and settles its ticket there (no queue, no event loop round trip); a caller
+   may wait a bounded time for that read (``Ticket.read``, done once the hit's ticket is settled: a
+   reopened workbook's cells get their values at once), never for the engine;
 2. otherwise handed to the loop and queued (``scheduler.JobQueue``: joined to an identical request
    queued or in flight, or answered from the answers stored lately, ``RECENT``): a caller never
    waits for the engine to start, before it has the ticket covers the start.
@@ -17,9 +18,9 @@ thread, never on the loop that drives the engine's requests. A request is
    engine is never given more and never left idle while work is queued.
 
 Each answer goes through one ``structured_call`` (validated, re-asked once with the error), is
-stored in the cache the moment it arrives (on the disk thread, awaited before its future settles;
-only while the engine still serves the request's model) and turned into the task's result; a
-failing request fails only its own future. How long a request may go without a sign of life is
+stored in the cache the moment it arrives (on the disk thread, awaited before its ticket settles;
+only while the engine still serves the request's model) and turned into the task's result on the
+rows thread; a failing request fails only its own ticket. How long a request may go without a sign of life is
 the engine's to say (``Engine.stall_s``).
 """
 
@@ -411,9 +412,9 @@ class Batcher:
         future its outcome is set on, by its disk read (a hit) or on the loop (the engine's answer); never
         waits, on the disk or the engine.
 
-        The request is prepared here and read on the disk thread, which settles the ticket with a hit or
-        hands a miss to the loop (``_ask``); the ticket's ``read`` is done once that read is (a caller may
-        wait for it, bounded: a hit has then settled the ticket, a miss has gone to the engine). Before the
+        The request is prepared here and read on the disk thread, which hands a hit to the rows thread
+        (``_finish_hit``) or a miss to the loop (``_ask``); the ticket's ``read`` is done once the hit has
+        settled the ticket or the miss has gone to the engine (a caller may wait for it, bounded). Before the
         engine has started (loading a model, reaching a server that may hang) the ticket covers the start
         too, and a recent failure to start is raised. What becomes of the ticket's result is the caller's
         to keep (``Resolver``): nothing here remembers it but the disk cache and the answers stored lately."""
@@ -458,9 +459,9 @@ class Batcher:
         ticket.add_done_callback(lambda t: t.cancelled() and running.cancel())
 
     def _read(self, request: Prepared, ticket: Ticket) -> None:
-        """On the disk thread: ``request``'s one read of the cache. A hit settles ``ticket``; a miss is
-        handed to the loop, whose outcome settles ``ticket`` (its cancellation cancels the request's wait
-        there). The ticket's ``read`` is done once this is."""
+        """On the disk thread: ``request``'s one read of the cache. A hit goes to the rows thread, which
+        settles ``ticket`` and then does its ``read``; a miss is handed to the loop, whose outcome settles
+        ``ticket`` (its cancellation cancels the request's wait there), its ``read`` done here."""
         finishing = False
         try:
             if ticket.cancelled():  # given up on before its turn (a table's bound)
