@@ -10,10 +10,14 @@ __version__ = "0.1.0"
 @functools.cache
 def source_digest() -> str:
     """A digest of the package's own source, read once: what is kept on disk as made by this code (a report
-    row's result kept by its input, ``core.resolver``) is used only by the same code."""
+    row's result kept by its input, ``core.resolver``) is used only by the same code. Empty when the source
+    cannot be read (nothing is kept then)."""
     digest = hashlib.sha256(__version__.encode())
     package = Path(__file__).parent
-    for module in sorted(package.rglob("*.py")):
-        digest.update(module.relative_to(package).as_posix().encode())
-        digest.update(module.read_bytes())
+    try:
+        for module in sorted(package.rglob("*.py")):
+            digest.update(module.relative_to(package).as_posix().encode())
+            digest.update(module.read_bytes())
+    except OSError:
+        return ""
     return digest.hexdigest()[:16]

@@ -232,13 +232,15 @@ class Resolver:
     def _kept_key(self, task: Task, memo_key: Hashable | None) -> str | None:
         """The key a report row's result is kept under on disk: its input (the file by its stamp), the task as
         fitted to the engine, the model and sampling, and the code that made it (``version.source_digest``);
-        ``None`` before the engine has named its model, without a disk cache, or for an input with no stable
-        spelling."""
+        ``None`` before the engine has named its model, without a disk cache or the package's source, or for an
+        input with no stable spelling."""
         batcher = self.batcher
         if memo_key is None or not batcher.ready or not batcher.cache.enabled or not batcher.reader.keeps_results:
             return None
-        spelled = repr((source_digest(), batcher.fit(task).identity(), batcher.learned.model_id, batcher.params,
-                        memo_key))
+        code = source_digest()
+        if not code:
+            return None
+        spelled = repr((code, batcher.fit(task).identity(), batcher.learned.model_id, batcher.params, memo_key))
         if " at 0x" in spelled:  # an object's address: another in the next process
             return None
         return hashlib.sha256(spelled.encode("utf-8")).hexdigest()
