@@ -118,6 +118,11 @@ def internal_error(e: BaseException) -> InternalError:
     return error
 
 
+def row_error(e: BaseException) -> XladdinError:
+    """What failed one row, as its error: an ``XladdinError`` as it is, anything else a bug (``internal_error``)."""
+    return e if isinstance(e, XladdinError) else internal_error(e)
+
+
 def first_error(e: Exception, default: str = "") -> str:
     """A validation error in one line: where (the field's dotted path, else ``default``) and why,
     without pydantic's link line."""

@@ -43,7 +43,7 @@ from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, Eng
 from ..settings import Settings
 from ..tasks.base import Provenance, Task
 from . import inflight
-from .cache import Cache, SerialThread, Ticket, settle
+from .cache import Cache, SerialThread, Ticket, fail, settle
 from .fitting import ContextFit
 from .inflight import Window
 from .lifecycle import LoopThread, SharedStart
@@ -392,11 +392,16 @@ class Batcher:
 
     def _hit(self, request: Prepared, out: BaseModel) -> Any:
         """``request``'s result from an answer stored before (the disk cache's, or one of ``_recent``), counted."""
+        self._count_hit()
+        return request.finish(out, True)
+
+    def _count_hit(self, *, recalled: bool = False) -> None:
+        """A request answered from the disk (``recalled``: by a result kept by its input)."""
         with self._lock:
             self.stats.submitted += 1
             self.stats.cache_hits += 1
+            self.stats.recalled += recalled
             self.stats.completed += 1
-        return request.finish(out, True)
 
     # ---------------------------------------------------------------- sync facade
     def lookup(self, task: Task, inp: BaseModel) -> Any | None:
@@ -447,10 +452,8 @@ class Batcher:
             except asyncio.CancelledError:
                 ticket.cancel()
                 raise
-            except XladdinError as e:
-                settle(ticket, e, error=True)
             except Exception as e:  # a bug in one row fails only that row
-                settle(ticket, internal_error(e), error=True)
+                fail(ticket, e)
             else:
                 ticket.answered = answered
                 settle(ticket, result)
@@ -475,10 +478,8 @@ class Batcher:
                 return
             self.rows.submit(self._finish_hit, request, out, ticket)  # its read done there, once settled
             finishing = True
-        except XladdinError as e:
-            settle(ticket, e, error=True)
         except Exception as e:  # a bug in one row fails only that row
-            settle(ticket, internal_error(e), error=True)
+            fail(ticket, e)
         finally:
             if not finishing:
                 ticket.read_done()
@@ -488,10 +489,8 @@ class Batcher:
         ``read`` done (a caller waiting for the read finds the ticket settled)."""
         try:
             result = self._hit(request, out)
-        except XladdinError as e:
-            settle(ticket, e, error=True)
         except Exception as e:  # a bug in one row fails only that row
-            settle(ticket, internal_error(e), error=True)
+            fail(ticket, e)
         else:
             ticket.answered = True
             settle(ticket, result)
@@ -501,13 +500,8 @@ class Batcher:
     def recall(self, key: str) -> Any | None:
         """On the disk thread: the result kept under ``key`` (``keep``), counted as a cache hit, or ``None``."""
         found = self.cache.get_document(RESULT + key)
-        if found is None:
-            return None
-        with self._lock:
-            self.stats.submitted += 1
-            self.stats.cache_hits += 1
-            self.stats.recalled += 1
-            self.stats.completed += 1
+        if found is not None:
+            self._count_hit(recalled=True)
         return found
 
     def keep(self, key: str, result: Any) -> None:

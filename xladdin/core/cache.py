@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..errors import row_error
+
 log = logging.getLogger(__name__)
 META = "meta"  # the side store's folder inside the cache directory
 DOCUMENTS = "documents"  # the report files' texts (readers.Reader), by stamp and content digest
@@ -141,19 +143,8 @@ class Cache:
 
     def set_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         """``set`` of each item, in one transaction (one write to the disk for them all)."""
-        if self._dc is None or not items:
-            return
-        if len(items) == 1:
-            self.set(*items[0])
-            return
-        try:
-            with self._dc.transact():
-                for key, value in items:
-                    self.set(key, value)
-        except Exception as e:  # the transaction itself (a locked database): each on its own
-            log.warning("cache transaction failed, written one by one: %s", e)
-            for key, value in items:
-                self.set(key, value)
+        if self._dc is not None:
+            _in_one(self._dc, items, self.set)
 
     def get_meta(self, name: str) -> Any:
         return None if self._meta is None else self._meta.get(name)
@@ -180,15 +171,9 @@ class Cache:
             log.warning("cache write failed: %s", e)
 
     def set_documents(self, items: list[tuple[str, Any]]) -> None:
-        """Several entries of the documents' store written in one transaction."""
-        if self._documents is None:
-            return
-        try:
-            with self._documents.transact():
-                for key, value in items:
-                    self._documents.set(key, value)
-        except Exception as e:
-            log.warning("cache write failed: %s", e)
+        """``set_document`` of each item, in one transaction."""
+        if self._documents is not None:
+            _in_one(self._documents, items, self.set_document)
 
     def stats(self) -> dict[str, Any]:
         entries = 0
@@ -219,6 +204,29 @@ class Cache:
         for store in (self._dc, self._meta, self._documents):
             if store is not None:
                 store.close()
+
+
+def _in_one(store: Any, items: list[tuple[str, Any]], set_one: Callable[[str, Any], None]) -> None:
+    """``set_one`` of each item in one transaction of ``store`` (a diskcache): one write to the disk for them
+    all; when the transaction itself fails (a locked database), each on its own."""
+    if not items:
+        return
+    if len(items) == 1:
+        set_one(*items[0])
+        return
+    try:
+        with store.transact():
+            for key, value in items:
+                set_one(key, value)
+    except Exception as e:
+        log.warning("cache transaction failed, written one by one: %s", e)
+        for key, value in items:
+            set_one(key, value)
+
+
+def fail(future: Future, error: BaseException) -> None:
+    """``future`` settled with what failed its row (``errors.row_error``), unless it was settled first."""
+    settle(future, row_error(error), error=True)
 
 
 def settle(future: Future, value: Any, *, error: bool = False) -> None:

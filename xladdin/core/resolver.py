@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import collector
-from ..errors import EngineStalled, XladdinError, internal_error
+from ..errors import EngineStalled, XladdinError, internal_error, row_error
 from ..reading import documents
 from ..tasks.base import Task
 from ..version import source_digest
 from .batcher import Batcher
-from .cache import Ticket, settle
+from .cache import Ticket, fail, settle
 from .failures import ERROR_TTL, Failures
 
 MEMO_ROWS = 50_000
@@ -154,7 +154,7 @@ class Fates:
             self.failures.forget(key)
             self._set(key, Done(ticket.result()))
         else:  # the failure kept before the ticket goes: a look between finds one or the other
-            self.failures.put(key, error if isinstance(error, XladdinError) else internal_error(error))
+            self.failures.put(key, row_error(error))
             with self._lock:
                 if isinstance(self._table.get(key), Pending) and self._table[key].ticket is ticket:
                     del self._table[key]
@@ -251,10 +251,7 @@ class Resolver:
         if ticket.cancelled():
             ticket.read_done()
             return
-        try:
-            found = self.batcher.recall(kept)
-        except Exception:  # a kept result that does not load is made again
-            found = None
+        found = self.batcher.recall(kept)  # ``None`` too for one that does not load: it is made again
         if found is None:
             self._with_text(task, record, path, ticket, kept)
             return
@@ -267,7 +264,7 @@ class Resolver:
         try:
             _, text = self.batcher.reader.text(path)
         except XladdinError as e:
-            settle(ticket, e, error=True)
+            fail(ticket, e)
             ticket.read_done()
             return
         if isinstance(text, str):
@@ -285,12 +282,8 @@ class Resolver:
         """A report file read (or not): its row resolved into ``ticket``."""
         try:
             value = text.result()
-        except XladdinError as e:
-            settle(ticket, e, error=True)
-            ticket.read_done()
-            return
-        except Exception as e:  # a bug on one row is that row's value
-            settle(ticket, internal_error(e), error=True)
+        except Exception as e:  # the file's error; a bug on one row is that row's value
+            fail(ticket, e)
             ticket.read_done()
             return
         self._answer(task, record, path, value, ticket, kept)
@@ -307,11 +300,8 @@ class Resolver:
             if kept is not None:
                 ticket.add_done_callback(functools.partial(self._keep, kept))
             self.batcher.resolve(task, inp, ticket)
-        except XladdinError as e:
-            settle(ticket, e, error=True)
-            ticket.read_done()
         except Exception as e:  # a bug on one row is that row's value
-            settle(ticket, internal_error(e), error=True)
+            fail(ticket, e)
             ticket.read_done()
 
     def _keep(self, kept: str, ticket: Ticket) -> None:
