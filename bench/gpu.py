@@ -2,7 +2,7 @@
 server (vLLM on a GPU; the CPU server in CI), every alternative side by side in one run:
 
 - per cell: one request at a time, as a naive UDF would ask;
-- the batcher at its default settings (the window adapts to the server, ``xladdin.core.inflight``);
+- the batcher at its default settings (the window adapts to the server, ``xladdin.core.batcher.Window``);
 - the batcher at a sweep of fixed in-flight limits;
 - a bare ``AsyncOpenAI`` client with the same requests, as many at once as the server runs (the ceiling);
 - the market pool (5,400 rows built from ``../shared/data``) through the CLI path, cold, then

@@ -662,13 +662,19 @@ def test_wps_loads_the_add_in_from_its_folder_url(scripted):
 
 # -- the one function table ------------------------------------------------------------------------
 
-def test_every_grid_declares_the_functions_of_the_one_table():
-    from xladdin.calc import build, runtime
+def test_every_grid_declares_the_functions_of_the_one_table(monkeypatch):
+    from xladdin.calc import build
     from xladdin.excel import udfs
     from xladdin.sheet import functions
 
-    # one dispatch table for every function of the table: Calc and the cell service call through it
-    assert functions.TABLE.keys() == table.BY_NAME.keys() and runtime.BODIES is functions.TABLE
+    # one dispatch table for every function of the table, and every Excel UDF calls through it: a body
+    # put in the table is what the UDF runs, with its arguments in the table's order
+    assert functions.TABLE.keys() == table.BY_NAME.keys()
+    for f in table.FUNCTIONS:
+        monkeypatch.setitem(functions.TABLE, f.name, (lambda rt, a, caller, folder, n=f.name: [n, *a], 1))
+        given = [f"{p.name}!" for p in f.params]
+        assert getattr(udfs, f.name)(*given) == [f.name, *given], f.name
+    udfs.set_runtime(None)
 
     for f in table.FUNCTIONS:  # Excel: the UDFs' arguments, their defaults and xlwings' conversions
         sig = inspect.signature(getattr(udfs, f.name))
@@ -883,7 +889,7 @@ def test_a_call_whose_answers_arrive_is_settled_from_them_and_not_run_again(tmp_
     runs = []
     body, width = functions.TABLE["QWEN_SCREEN"]
     monkeypatch.setitem(functions.TABLE, "QWEN_SCREEN",
-                        (lambda rt, a, caller: runs.append(caller) or body(rt, a, caller), width))
+                        (lambda rt, a, caller, folder: runs.append(caller) or body(rt, a, caller, folder), width))
     engine = ScriptedEngine(lambda m: screen_answer(), delay=0.05)
     runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
     running, cert = start(runtime, tmp_path)

@@ -245,7 +245,7 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
     the disk thread too, never on the loop that drives the requests. Every row's result, from the engine's
     answer or from the stored one, is made on the batcher's rows thread: neither the disk thread nor the
     loop spends its time on a row's rules and checks."""
-    from xladdin.core.prepared import Prepared
+    from xladdin.core.request import Prepared
 
     side: list[tuple[str, str, str]] = []
     finished: list[str] = []

@@ -10,10 +10,9 @@ import pytest
 from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_models
 from kit import free_port
 
-from xladdin.core import inflight as inflight_module
-from xladdin.core.batcher import Batcher
+from xladdin.core import batcher as batcher_module
+from xladdin.core.batcher import INITIAL, Batcher, Window, margin
 from xladdin.core.cache import Cache
-from xladdin.core.inflight import INITIAL, Window, margin
 from xladdin.core.resolver import Resolver
 from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
 from xladdin.errors import EngineError
@@ -73,7 +72,7 @@ class LoadedEngine(ScriptedEngine):
 
 @pytest.mark.slow
 def test_the_batcher_window_follows_the_server(tmp_path, monkeypatch):
-    monkeypatch.setattr(inflight_module, "CONTROL_INTERVAL_S", 0.05)
+    monkeypatch.setattr(batcher_module, "CONTROL_INTERVAL_S", 0.05)
     # answers in 0.4 s: 128 in flight needs ~320 rows/s from the table's thread (at 0.1 s it needed 1,280/s,
     # which a slow 2-core machine did not always give: the server never filled and the window never settled)
     engine = LoadedEngine(capacity=100, delay=0.4, max_parallel=ADAPTIVE_CAP)

@@ -465,6 +465,75 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     assert status["asked of the engine"] == 1 and status["pending cells"] == 0
 
 
+# One cell's walk: a QWEN_SCREEN row with its report text, and one without (no report: nothing is read of
+# one). A module more on the path, or a call up into a layer above, fails the test below.
+WALK_MODULES = {"营业收入12.5亿元，同比增长10%；归属于上市公司股东的净利润1.2亿元，同比增长8%。": 25, None: 22}
+
+
+@pytest.mark.parametrize("text", list(WALK_MODULES), ids=["report text", "no report"])
+def test_one_cell_walks_down_the_layers_and_returns_through_its_future(windows_udfs, tmp_path, text):
+    """One ``QWEN_SCREEN`` cell as Excel calls it (xlwings' ``call_udf``: a miss, pending, then its value on
+    the recalculation) against an HTTP engine on 127.0.0.1: every xladdin function entered, on every
+    thread, is recorded with the function that called it. No function calls a function of a layer above
+    its own (``test_layers.LAYERS``): the answer returns through futures, never by a lower layer calling
+    up; and the cell passes at most ``WALK_MODULES`` modules (the engine's included)."""
+    from test_fate_doors import chat_route
+    from test_layers import layer_of
+
+    from xladdin.sheet import cells
+    from xladdin.sheet.pending import CellRuntime
+
+    call_udf, name, module = windows_udfs
+    server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat_route})
+    entered: set[str] = set()
+    upward: set[tuple[str, str, str, str]] = set()
+    recording = threading.Event()
+
+    def module_of(frame) -> str:  # the UDF module as the fixture imports it (as on Windows) is excel.udfs
+        found = frame.f_globals.get("__name__", "")
+        return "xladdin.excel.udfs" if found == name else found
+
+    def hook(frame, event, arg):
+        if event != "call" or not recording.is_set():
+            return
+        callee = module_of(frame)
+        if not callee.startswith("xladdin.") or callee == "xladdin.testing":  # the stand-in server's answer
+            return
+        entered.add(callee)
+        caller_frame = frame.f_back
+        caller = module_of(caller_frame) if caller_frame is not None else ""
+        if caller.startswith("xladdin.") and caller != callee:
+            if layer_of(callee.removeprefix("xladdin.")) > layer_of(caller.removeprefix("xladdin.")):
+                upward.add((caller, caller_frame.f_code.co_name, callee, frame.f_code.co_name))
+
+    recalculated = []
+    threading.setprofile(hook)  # the batcher's threads start below: each runs the hook
+    sys.setprofile(hook)
+    try:
+        settings = tiny_settings(tmp_path, engine_url=server.url)
+        runtime = CellRuntime(batcher=Batcher.from_settings(settings, server.engine(settings), own_engine=True),
+                              rewrite=recalculated.append)
+        module.set_runtime(runtime)
+        runtime.batcher.start()
+        row = ((600000.0, "公司", "银行", 5.0, 10.0, 0.5, text),)
+        call_udf(name, "QWEN_SCREEN", (((600001.0, *row[0][1:]),), MISSING, MISSING, MISSING), None,
+                 {"address": "$L$9"})  # another row first: what every cell shares is imported and started
+        wait_until(lambda: recalculated, 30, message="the first cell was never recalculated")
+        recording.set()
+        first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
+        wait_until(lambda: len(recalculated) == 2, 30, message="the cell was never recalculated")
+        done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
+        recording.clear()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        server.close()
+    assert first[0][0] == cells.PENDING and done[0][:3] == ["600000.SH", "公司", "中"], (first, done)
+    assert not upward, sorted(upward)
+    assert "xladdin.engine.openai_http" in entered and "xladdin.core.resolver" in entered  # what is watched
+    assert len(entered) <= WALK_MODULES[text], " ".join(sorted(entered))
+
+
 def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_request(windows_udfs, tmp_path,
                                                                                       monkeypatch):
     """Cells called through xlwings' ``call_udf`` from Excel's threads, then the workbook reopened: every read

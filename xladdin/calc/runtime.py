@@ -45,9 +45,6 @@ def core(python: str | None = None) -> Batcher:
     return batcher
 
 
-BODIES = functions.TABLE  # function → (body, width of its result): the one dispatch table
-
-
 def from_calc(value: Any) -> Any:
     """A Calc argument as xlwings gives it: arrays as lists of rows, blanks (and a left-out
     argument) as ``None``."""
@@ -173,12 +170,10 @@ class CalcFunctions:
         key = (name, repr(args))
         call = self.calls.get(key)
         if call is None:
-            body, width = BODIES[name]
-            shaped = functions.cell_errors(self.runtime, width)(body)
             given = tuple(from_calc(a) for a in args)
-            made = functions.cell_errors(self.runtime, width)
-            call = self.calls[key] = _Call(lambda c: to_calc(shaped(self.runtime(), given, c)),
-                                           lambda value: to_calc(made(value)()), self._waiting(name))
+            call = self.calls[key] = _Call(lambda c: to_calc(functions.call(self.runtime(), name, given, c)),
+                                           lambda value: to_calc(functions.settled(self.runtime(), name, value)),
+                                           self._waiting(name))
             if len(self.calls) > MAX_CALLS:  # forget the oldest settled calls (their cells keep their values)
                 for old in [k for k, c in self.calls.items() if c.result.final][: len(self.calls) // 4]:
                     del self.calls[old]

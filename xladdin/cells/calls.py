@@ -90,20 +90,18 @@ def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any
     """The function's cell value (a value, or rows for a spill), as the Excel UDF gives it, or ``WAITING``
     while it waits on the engine; ``caller``: what the call waits under (its ``call_id``), and what the
     runtime's recalculation names."""
-    body, width = functions.TABLE[fn.name]
-
-    @functions.cell_errors(lambda: rt, width)
-    def run() -> Any:
-        return body(rt, arguments(fn, args), caller)
-
-    value = run()
+    try:
+        given = arguments(fn, args)
+    except CallError as e:
+        return _plain(functions.failed(rt, fn.name, e))
+    value = functions.call(rt, fn.name, given, caller)
     return WAITING if is_pending(value) else _plain(value)
 
 
 def finished(rt: CellRuntime, fn: Function, value: Callable[[], Any]) -> Any:
     """A waiting call's cell value, made from its answers (``CellRuntime.rows``' ``settle``), as ``evaluate``
     gives it."""
-    return _plain(functions.cell_errors(lambda: rt, functions.TABLE[fn.name][1])(value)())
+    return _plain(functions.settled(rt, fn.name, value))
 
 
 def _plain(value: Any) -> Any:

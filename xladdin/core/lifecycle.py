@@ -1,25 +1,69 @@
-"""What the batcher needs around its queue: an asyncio loop on its own thread, and one shared
-start of the engine whose failure is remembered.
+"""What the batcher needs around its queue: an asyncio loop on its own thread, one shared start of the
+engine, and the one rule of every memory of a failure.
 
-The engine starts on the loop, once, shared by every request that arrives meanwhile; its failure
-is remembered as every failure is (``failures.Failures``: for ``ERROR_TTL`` seconds) and raised at
-once, so a sheet of cells asking meanwhile gets the error instead of each waiting for the engine again.
+**Failures remembered for a while** (``Failures``: a request's, the engine's start, a report file's read).
+A failure is the answer, given at once, for ``ERROR_TTL`` seconds (a sheet of cells recalculated when
+their request fails would otherwise ask again at once, in a loop; a down engine would be waited for by
+every cell in turn); then it is forgotten and the key is tried again.
+
+The engine starts on the loop, once, shared by every request that arrives meanwhile (``SharedStart``); its
+failure is remembered so and raised at once, so a sheet of cells asking meanwhile gets the error instead of
+each waiting for the engine again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import Any
 
 from ..errors import EngineError
-from .failures import ERROR_TTL, Failures
 
 log = logging.getLogger(__name__)
+
+ERROR_TTL = 30.0  # seconds a failure is the answer before its key is tried again
+KEPT = 50_000  # failures remembered at most (the oldest forgotten first)
+
+
+class Failures:
+    """Each key's last failure while its ``ttl`` lasts. Thread-safe."""
+
+    def __init__(self, ttl: float = ERROR_TTL, kept: int = KEPT):
+        self.ttl, self.kept = ttl, kept
+        self._lock = threading.Lock()
+        self._failed: collections.OrderedDict[Hashable, tuple[float, BaseException]] = collections.OrderedDict()
+
+    def get(self, key: Hashable) -> BaseException | None:
+        """``key``'s failure while its time lasts, else ``None`` (and it is forgotten)."""
+        with self._lock:
+            failed = self._failed.get(key)
+            if failed is None:
+                return None
+            if time.monotonic() - failed[0] < self.ttl:
+                return failed[1]
+            del self._failed[key]
+            return None
+
+    def put(self, key: Hashable, error: BaseException) -> None:
+        """``key`` failed now with ``error``."""
+        with self._lock:
+            self._failed[key] = (time.monotonic(), error)
+            self._failed.move_to_end(key)
+            while len(self._failed) > self.kept:
+                self._failed.popitem(last=False)
+
+    def forget(self, key: Hashable) -> None:
+        """``key`` succeeded: no failure of it is the answer any more."""
+        with self._lock:
+            self._failed.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._failed)
 
 
 class LoopThread:

@@ -33,7 +33,7 @@ from ..tasks.base import Task
 from ..version import source_digest
 from .batcher import Batcher
 from .cache import Ticket, fail, settle
-from .failures import ERROR_TTL, Failures
+from .lifecycle import ERROR_TTL, Failures
 
 MEMO_ROWS = 50_000
 ROWS_AHEAD = 256  # requests a thread making many asks beyond the engine's window (``map``, ``Pacer``)
@@ -82,7 +82,7 @@ def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
 
 class Fates:
     """One request's fate by its input (``_memo_key``): ``Done`` (the result), ``Pending`` (the ticket
-    every caller of it waits on) or ``Failed`` (its error, remembered as every failure is: ``failures``,
+    every caller of it waits on) or ``Failed`` (its error, remembered as every failure is: ``lifecycle.Failures``,
     for ``ttl`` seconds, then the request is asked again), and who waits on the pending ones: each cell or
     Calc call (``watch``) with its tickets still out. The done are bounded by ``rows`` (the oldest forgotten
     first: they are in the disk cache)."""
@@ -94,14 +94,15 @@ class Fates:
         self._table: collections.OrderedDict[Hashable, Done | Pending] = collections.OrderedDict()
         self._waiters: dict[Hashable, int] = {}  # a cell or call → its tickets not yet settled
 
-    def watch(self, who: Hashable, tickets: list[concurrent.futures.Future], then: Callable[[], None]) -> bool:
-        """``then()`` once all ``tickets`` have settled, after their fates are kept here (so what runs
-        then finds them done or failed), unless ``who`` already waits: an earlier call of that cell is
-        recalculated then. Whether ``who`` waits now."""
+    def watch(self, who: Hashable, tickets: list[concurrent.futures.Future]) -> concurrent.futures.Future | None:
+        """The call's future: set once all ``tickets`` have settled, after their fates are kept here (so
+        what its waiter runs then finds them done or failed); ``None`` when ``who`` already waits (an
+        earlier call of that cell is told then). The resolver calls nobody: the door waits on the future."""
         with self._lock:
             if who in self._waiters:
-                return False
+                return None
             self._waiters[who] = len(tickets)
+        settled: concurrent.futures.Future = concurrent.futures.Future()
 
         def one(_: concurrent.futures.Future) -> None:
             with self._lock:
@@ -109,11 +110,11 @@ class Fates:
                 if self._waiters[who]:
                     return
                 del self._waiters[who]
-            then()
+            settled.set_result(who)
 
         for ticket in tickets:
             ticket.add_done_callback(one)
-        return True
+        return settled
 
     @property
     def waiting(self) -> int:

@@ -45,7 +45,7 @@ class Engine(ABC):
     context_tokens: int | None = None  # tokens one request may hold (prompt and answer), when known
     starter: bool = False  # True when serving the offline starter model, not a configured Qwen
     structured_output: bool = True  # the schema goes as response_format (constrained decoding); False: into
-    # the prompt, where it takes room from the report's text (``fitting``)
+    # the prompt, where it takes room from the report's text (``request.ContextFit``)
     last_progress: float = 0.0  # when the engine last showed it is working (monotonic): a token made, a
     # server's slots moving; 0 when it does not say (then only answers count)
 

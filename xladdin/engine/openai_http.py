@@ -52,7 +52,7 @@ from ..settings import HTTPOptions
 from .base import Engine, SamplingParams, Started, request_fields
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
-ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.core.inflight)
+ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.core.batcher.Window)
 RETRIED = frozenset({408, 409, 429}) | frozenset(range(500, 600))  # statuses asked again (as the OpenAI SDK does)
 BACKOFF_S = (0.5, 8.0)  # the first wait before asking again, doubling up to the second
 _JSON = {"Content-Type": "application/json"}

@@ -14,7 +14,7 @@ from typing import Any
 
 import xlwings as xw
 
-from ..sheet import cells, functions
+from ..sheet import functions
 from ..sheet.pending import CellRuntime
 from . import com
 
@@ -55,13 +55,8 @@ def set_runtime(rt: CellRuntime | None) -> None:
     _runtime = rt
 
 
-def _cell_errors(width: int = 1):
-    return functions.cell_errors(runtime, width)
-
-
 @xw.func
 @_args
-@_cell_errors(width=len(cells.SPILL_FIELDS))
 def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     """Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a table with its header row
     (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a key/value range; without it
@@ -69,45 +64,40 @@ def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     folder = com.book_folder(caller) if caller is not None else None
     if rules is None and caller is not None:
         rules = com.book_rules(caller)  # the workbook's Rules sheet, when it has one
-    return functions.screen(runtime(), values, header, rules, caller, folder)
+    return functions.call(runtime(), "QWEN_SCREEN", (values, header, rules), caller, folder)
 
 
 @xw.func
 @_args
-@_cell_errors()
 def QWEN(prompt, context=None, caller=None):
     """Ask the local model; context: cells whose text is given with the question."""
-    return functions.ask(runtime(), prompt, context, caller)
+    return functions.call(runtime(), "QWEN", (prompt, context), caller)
 
 
 @xw.func
-@_cell_errors()
 def QWEN_EXTRACT(text, item, unit="亿元", caller=None):
     """A figure from report text as a number in unit (default 亿元; 元 万元 百万元 % 元/股 …)."""
-    return functions.extract(runtime(), text, item, unit, caller)
+    return functions.call(runtime(), "QWEN_EXTRACT", (text, item, unit), caller)
 
 
 @xw.func
 @_args
-@_cell_errors()
 def QWEN_CLASSIFY(text, labels, caller=None):
     """One of labels (a range or a comma-separated text) for text."""
-    return functions.classify(runtime(), text, labels, caller)
+    return functions.call(runtime(), "QWEN_CLASSIFY", (text, labels), caller)
 
 
 @xw.func
-@_cell_errors()
 def QWEN_HIGHLIGHTS(report, points=None, max_chars=None, caller=None):
     """Numbered results highlights of a report (its text, or a .pdf/.txt/.md/.html path), every number
     checked against the figures code read and the source; points: how many (default 3), max_chars: per
     highlight (default 60). A highlight with an unverified number is left out (QWEN_STATUS, the CLI's
     report say how many)."""
     folder = com.book_folder(caller) if caller is not None else None
-    return functions.highlights(runtime(), report, points, max_chars, caller, folder)
+    return functions.call(runtime(), "QWEN_HIGHLIGHTS", (report, points, max_chars), caller, folder)
 
 
 @xw.func
-@_cell_errors(width=functions.STATUS_WIDTH)
 def QWEN_STATUS():
     """Engine, model, queue, cache entries and hit rate, last error — as a two-column table."""
-    return functions.status(runtime())
+    return functions.call(runtime(), "QWEN_STATUS", ())

@@ -5,7 +5,7 @@ the job reaches over HTTP.
 After the report files are read (``ray_job.read_reports``), three stages, each the single-box code:
 
 1. ``Rows(stage="prepare")`` actors make each row's request as the batcher does (its report text
-   attached, ``task.parse``, ``prepared.Requests``: messages, schema and key under the model the
+   attached, ``task.parse``, ``request.Requests``: messages, schema and key under the model the
    driver named); a row the disk cache answers, or a bad row, is its result here and asks nothing;
 2. the processor answers the others: ``vLLMEngineProcessorConfig`` built from a vLLM profile
    (``server/profiles``: the same engine settings ``xladdin-server serve`` passes ``vllm serve``), or
@@ -13,11 +13,11 @@ After the report files are read (``ray_job.read_reports``), three stages, each t
    OpenAI-compatible server is what the tests run on a machine without a GPU);
 3. ``Rows(stage="finish")`` actors validate each answer with the request's validator, store it in
    the cache the moment it is valid and finish the row with the task (rules, audit). An answer that
-   does not validate is asked once more with its fault in the messages (``structured.ask_again``, as
+   does not validate is asked once more with its fault in the messages (``request.ask_again``, as
    ``structured_call`` does), in a second pass of the processor; still wrong, it is the row's
    ``OutputError`` and the row gets what code alone gives.
 
-The driver measures the model once (its context and characters per token, ``fitting.ContextFit``), so
+The driver measures the model once (its context and characters per token, ``request.ContextFit``), so
 every actor sizes the report text as one box would, and the key of an answer is the key the server
 path gives the same model (the model's source, as vLLM's ``/v1/models`` names it as ``root``): a pool
 answered one way is a cache hit the other way.
@@ -33,9 +33,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.cache import Cache
-from ..core.fitting import ContextFit
-from ..core.prepared import Prepared, Requests
-from ..core.structured import ask_again
+from ..core.request import ContextFit, Prepared, Requests, ask_again
 from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
 from ..reading import documents, figures

@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 
 class Document(str):
-    """A text and the readings made of it (by name: ``read_key_tables``, ``_read_prose`` …)."""
+    """A text and the readings made of it (by name: ``read_key_tables``, ``_read_prose`` …): whoever reads
+    it asks for one kept (``kept``) and keeps what it made (``keep``); the text never calls its reader."""
 
     def __new__(cls, text: str = "", readings: dict[str, Any] | None = None) -> Document:
         doc = super().__new__(cls, text)
@@ -37,14 +38,18 @@ class Document(str):
         """Every reading made of this text so far, by name (what a reader process sends with it)."""
         return dict(self._readings)
 
-    def reading(self, name: str, make: Callable[[Document], T]) -> T:
-        """The reading ``name`` of this text, made by ``make(self)`` the first time it is asked for (two
-        threads asking at once may both make it: the same value)."""
-        try:
-            return self._readings[name]
-        except KeyError:
-            value = self._readings[name] = make(self)
-            return value
+    def kept(self, name: str, default: Any = None) -> Any:
+        """The reading ``name`` made of this text, or ``default`` when none is made yet."""
+        return self._readings.get(name, default)
+
+    def keep(self, name: str, value: T) -> T:
+        """``value`` kept as the reading ``name`` of this text (two threads making it at once keep the same
+        value); returned."""
+        self._readings[name] = value
+        return value
+
+
+_NOT_READ = object()
 
 
 def document(text: str) -> Document:
@@ -65,9 +70,10 @@ def read_once(fn: Callable[[str], T]) -> Callable[[str], T]:
 
     @functools.wraps(fn)
     def reading(text: str) -> T:
-        if isinstance(text, Document):
-            return text.reading(name, fn)
-        return fn(text)
+        if not isinstance(text, Document):
+            return fn(text)
+        value = text.kept(name, _NOT_READ)
+        return text.keep(name, fn(text)) if value is _NOT_READ else value
 
     return reading
 

@@ -5,8 +5,7 @@ folder and Rules sheet come from, and how a waiting cell is recalculated."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +18,31 @@ from .pending import CellRuntime
 STATUS_WIDTH, STATUS_ROWS = 2, 13  # QWEN_STATUS's table
 
 
-def cell_errors(runtime: Any, width: int = 1):
-    """Turn any exception into a ``#QWEN!`` value of the function's usual shape (``runtime()`` gives
-    the runtime whose last error it becomes)."""
+def call(rt: CellRuntime, name: str, args: Sequence[Any], caller: Any = None, folder: Path | None = None) -> Any:
+    """The one entry of every door: function ``name`` of ``TABLE`` with its arguments in the table's order
+    (``caller``: what a waiting call is known by; ``folder``: the workbook's, a report file's relative path
+    is taken from it). Any failure is a ``#QWEN!`` value of the function's usual shape, and the runtime's
+    last error."""
+    try:
+        return TABLE[name][0](rt, args, caller, folder)
+    except Exception as e:
+        return failed(rt, name, e)
 
-    def wrap(fn):
-        @functools.wraps(fn)
-        def inner(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:
-                runtime().last_error = str(e)
-                value = cells.error_value(e)
-                return [cells.filler_row(value, width)] if width > 1 else value
 
-        return inner
+def settled(rt: CellRuntime, name: str, value: Callable[[], Any]) -> Any:
+    """A waiting call's value made from its answers (``CellRuntime.rows``' ``settle``), guarded as ``call``."""
+    try:
+        return value()
+    except Exception as e:
+        return failed(rt, name, e)
 
-    return wrap
+
+def failed(rt: CellRuntime, name: str, error: Exception) -> Any:
+    """``error`` as function ``name``'s value: a ``#QWEN!`` value of its usual shape (the runtime's last error)."""
+    rt.last_error = str(error)
+    width = TABLE[name][1]
+    value = cells.error_value(error)
+    return [cells.filler_row(value, width)] if width > 1 else value
 
 
 def _single(rows: list[list[Any]]) -> Any:
@@ -123,16 +130,16 @@ def flag(value: Any) -> bool:
     return bool(value) and str(value).strip().upper() not in ("0", "FALSE", "0.0")
 
 
-Body = Callable[[CellRuntime, list[Any], Any], Any]
+Body = Callable[[CellRuntime, Sequence[Any], Any, Path | None], Any]
 # The one dispatch table of the function table (``sheet/table.py``: names, arguments, help): each
-# function's body, called with the runtime, its arguments in the table's order and its caller, and the
-# width of its result (1: one value). Calc and the cell service dispatch through it; the Excel UDFs,
-# whose signatures xlwings reads, call the same bodies.
+# function's body, called with the runtime, its arguments in the table's order, its caller and the
+# workbook's folder, and the width of its result (1: one value). Every door calls through ``call``.
 TABLE: dict[str, tuple[Body, int]] = {
-    "QWEN_SCREEN": (lambda rt, a, caller: screen(rt, a[0], flag(a[1]), a[2], caller), len(cells.SPILL_FIELDS)),
-    "QWEN": (lambda rt, a, caller: ask(rt, a[0], a[1], caller), 1),
-    "QWEN_EXTRACT": (lambda rt, a, caller: extract(rt, a[0], a[1], a[2], caller), 1),
-    "QWEN_CLASSIFY": (lambda rt, a, caller: classify(rt, a[0], a[1], caller), 1),
-    "QWEN_HIGHLIGHTS": (lambda rt, a, caller: highlights(rt, a[0], a[1], a[2], caller), 1),
-    "QWEN_STATUS": (lambda rt, a, caller: status(rt), STATUS_WIDTH),
+    "QWEN_SCREEN": (lambda rt, a, caller, folder: screen(rt, a[0], flag(a[1]), a[2], caller, folder),
+                    len(cells.SPILL_FIELDS)),
+    "QWEN": (lambda rt, a, caller, folder: ask(rt, a[0], a[1], caller), 1),
+    "QWEN_EXTRACT": (lambda rt, a, caller, folder: extract(rt, a[0], a[1], a[2], caller), 1),
+    "QWEN_CLASSIFY": (lambda rt, a, caller, folder: classify(rt, a[0], a[1], caller), 1),
+    "QWEN_HIGHLIGHTS": (lambda rt, a, caller, folder: highlights(rt, a[0], a[1], a[2], caller, folder), 1),
+    "QWEN_STATUS": (lambda rt, a, caller, folder: status(rt), STATUS_WIDTH),
 }

@@ -212,8 +212,10 @@ class CellRuntime:
                 out[i] = filler_row(PENDING, width)
             # the call waits in the fate table; its door is told once all its tickets have settled
             tickets = list(waiting.values())
-            resolver.fates.watch(caller_key(caller), tickets,
-                                 functools.partial(self._recalculate, caller, value, tickets))
+            key = caller_key(caller)
+            settled = resolver.fates.watch(key, tickets)
+            if settled is not None:
+                settled.add_done_callback(functools.partial(self._recalculate, caller, value, tickets))
             pacer = getattr(self._reads, "pacer", None)
             if pacer is not None:  # a call made after its cell shows pending: it may wait its turn (``later``)
                 pacer.add(tickets)
@@ -295,7 +297,8 @@ class CellRuntime:
             self.last_error = f"internal error: {e}"
             return error_row(e, width)
 
-    def _recalculate(self, caller: Any, value: Callable[[], Any], tickets: list[concurrent.futures.Future]) -> None:
+    def _recalculate(self, caller: Any, value: Callable[[], Any], tickets: list[concurrent.futures.Future],
+                     _: concurrent.futures.Future) -> None:
         """Every ticket of ``caller`` has settled (the resolver kept their fates): its door told its value,
         or (a ticket cancelled: its request is asked again) to run it again; Excel recalculates the cell."""
         try:

@@ -67,6 +67,8 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     """Verified figures of ``text``: ``model`` maps a FIGURES name to the model's (``number+unit``,
     quote) or ``None``; ``net_profit_prev`` (亿元, a given field) lets growth be checked."""
     a = Audit()
+    if not text:  # a row without a report: nothing read, and no quote a model's figure could stand on
+        return _without_text(a, model)
     code = read_figures(text)
     withheld = withheld_figures(text)
     untraced: list[str] = []
@@ -141,6 +143,17 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
     if net_profit_prev is None:
         net_profit_prev = a.values.get("net_profit_prev")
     _consistency(a, net_profit_prev, read_shares(text))
+    return a
+
+
+def _without_text(a: Audit, model: dict[str, tuple[str, str] | None]) -> Audit:
+    """``audit_figures`` of an empty text: every figure blank, a figure the model gave anyway 不可溯源."""
+    a.values = dict.fromkeys((*FIGURES, *TABLE_FIGURES))
+    untraced = [f"{FIGURES[name][0]}{read[0]}「{read[1][:12]}」" for name, read in model.items()
+                if read is not None and name in FIGURES]
+    if untraced:
+        a.flags.add(Flag.UNTRACEABLE)
+        a.notes.append("模型读数在原文中找不到出处, 未采用: " + ", ".join(untraced))
     return a
 
 

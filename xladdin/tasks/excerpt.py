@@ -36,9 +36,11 @@ def excerpt(text: str, limit: int, skip: frozenset[str] = frozenset()) -> Excerp
     """At most ``limit`` characters of ``text`` for the model (page breaks as new lines); ``skip``: the
     labels of sections the model need not read (a figure table code has read). Chosen once per
     ``Document``, limit and skip (a row's prompt and its result's scope both ask)."""
-    if isinstance(text, Document):
-        return text.reading(f"excerpt:{limit}:{','.join(sorted(skip))}", lambda doc: _excerpt(doc, limit, skip))
-    return _excerpt(text, limit, skip)
+    if not isinstance(text, Document):
+        return _excerpt(text, limit, skip)
+    name = f"excerpt:{limit}:{','.join(sorted(skip))}"
+    chosen = text.kept(name)
+    return chosen if chosen is not None else text.keep(name, _excerpt(text, limit, skip))
 
 
 def _excerpt(text: str, limit: int, skip: frozenset[str]) -> Excerpt:

@@ -253,11 +253,15 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
     @staticmethod
     def not_asked(inp: StockSample) -> frozenset[str]:
         text = inp.report_text
+        if not text:  # a row without a report: no figure to ask for (nothing is read)
+            return frozenset(FIGURES)
         return frozenset((read_figures(text).keys() | withheld_figures(text).keys()
                           | (FIGURES.keys() - named_figures(text))) & FIGURES.keys())
 
     def excerpt(self, inp: StockSample) -> Excerpt:
         """What the model reads of the row's text: a figure table code has read is not given again."""
+        if not inp.report_text:
+            return NO_TEXT
         tables = read_tables(inp.report_text)
         skip = frozenset({"主要会计数据"}) if {"revenue", "net_profit"} <= tables.keys() else frozenset()
         return excerpt(inp.report_text, self.text_limit, skip)
@@ -272,6 +276,8 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         in another currency): ``finish`` compares each with that reading (数据存疑 with both numbers past the
         tolerance), so the model is not given them to compare (screen-10)."""
         text = inp.report_text
+        if not text:
+            return frozenset()
         read, withheld = read_figures(text), withheld_figures(text)
         return frozenset(field for _, field, _ in FIELD_CHECKS
                          if getattr(inp, field) is not None and field not in withheld
@@ -325,7 +331,9 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         if not inp.report_text:
             flags.add(Flag.MISSING)
             notes.append("缺财报摘要: 未抽取数字")
-        dates = from_name(inp.report_file).combined(report_dates(inp.report_text))
+        dates = from_name(inp.report_file)
+        if inp.report_text:
+            dates = dates.combined(report_dates(inp.report_text))
         return ScreenResult(
             code=inp.code,
             name=inp.name,
@@ -335,7 +343,7 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             flags=[f for f in Flag if f in flags],
             **figures,
             **tables,
-            segments=shown_segments(audit.segments),
+            segments=shown_segments(audit.segments) if audit.segments else None,
             basis=verdict.basis,
             notes="; ".join(dict.fromkeys(notes)),
             evidence=audit.evidence(),
@@ -345,6 +353,9 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
             published=dates.published and dates.published.isoformat(),
             provenance=provenance,
         )
+
+
+NO_TEXT = Excerpt("", False, "")  # what the model reads of a row without a report
 
 
 def rule_inputs(inp: StockSample, verified: dict[str, float]) -> dict[str, tuple[float | None, str | None]]:
