@@ -137,6 +137,28 @@ def test_flags_st_loss_missing():
     assert res.score == 30 and "ROE按5%计" in res.basis  # a loss's PE (100) and ROE at the 高 bound: 100 - 20 - 50
 
 
+def test_a_row_without_a_report_reads_nothing_and_a_figure_the_model_gives_anyway_is_untraceable(monkeypatch):
+    """No report text: no reading of a text is made (each reader would fail here), nothing is asked of the
+    figures, and a figure the model gives anyway has no quote to stand on: blank, 不可溯源, never used."""
+    from xladdin.reading import figures, tables
+    from xladdin.tasks import audit, screen
+
+    def never(*_):
+        raise AssertionError("a row without a report was read")
+
+    for module in (figures, tables, audit, screen):
+        for name in ("read_figures", "withheld_figures", "named_figures", "read_tables", "report_dates",
+                     "read_segments", "read_key_tables", "read_shares", "shown_segments"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, never)
+    task = ScreenTask()
+    inp = task.parse(dict(ROW, report_text=""))
+    assert task.not_asked(inp) == set(figures.FIGURES) and task.user_text(inp)
+    res = finish(dict(ROW, report_text=""), answer=screen_answer(net_profit=("8", "亿元", "净利润8亿元")))
+    assert res.net_profit is None and res.flags == [Flag.MISSING, Flag.UNTRACEABLE]
+    assert "模型读数在原文中找不到出处, 未采用: 净利润8亿元「净利润8亿元」" in res.notes and res.segments is None
+
+
 def test_bad_input_names_the_field():
     task = ScreenTask()
     with pytest.raises(InputError, match="^pe_ttm is not a number: 'N/A x'"):
