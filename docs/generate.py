@@ -100,7 +100,7 @@ def cli_page() -> str:
 
 
 def functions_page() -> str:
-    from xladdin.sheet.table import FUNCTIONS, NAMESPACE
+    from xladdin.sheet.functions import FUNCTIONS, NAMESPACE
 
     lines = ["# Worksheet functions", "", GENERATED.strip(), "",
              f"The same functions in every grid: desktop Excel (`=QWEN_SCREEN(…)`), LibreOffice Calc, and Excel "

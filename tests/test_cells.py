@@ -31,7 +31,7 @@ from kit import free_port, overloaded_while, wait_until  # noqa: E402
 from xladdin.cells import calls, certs, manifests, service  # noqa: E402
 from xladdin.core.batcher import Batcher  # noqa: E402
 from xladdin.settings import Settings  # noqa: E402
-from xladdin.sheet import cells, table  # noqa: E402
+from xladdin.sheet import cells, functions  # noqa: E402
 from xladdin.sheet.pending import CellRuntime  # noqa: E402
 from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
 
@@ -663,20 +663,22 @@ def test_wps_loads_the_add_in_from_its_folder_url(scripted):
 # -- the one function table ------------------------------------------------------------------------
 
 def test_every_grid_declares_the_functions_of_the_one_table(monkeypatch):
+    import dataclasses
+
     from xladdin.calc import build
     from xladdin.excel import udfs
-    from xladdin.sheet import functions
 
-    # one dispatch table for every function of the table, and every Excel UDF calls through it: a body
-    # put in the table is what the UDF runs, with its arguments in the table's order
-    assert functions.TABLE.keys() == table.BY_NAME.keys()
-    for f in table.FUNCTIONS:
-        monkeypatch.setitem(functions.TABLE, f.name, (lambda rt, a, caller, folder, n=f.name: [n, *a], 1))
+    # every Excel UDF calls through the one table: a body put in the table is what the UDF runs, with its
+    # arguments in the table's order
+    assert functions.BY_NAME == {f.name: f for f in functions.FUNCTIONS}
+    for f in functions.FUNCTIONS:
+        monkeypatch.setitem(functions.BY_NAME, f.name,
+                            dataclasses.replace(f, body=lambda rt, a, caller, folder, n=f.name: [n, *a]))
         given = [f"{p.name}!" for p in f.params]
         assert getattr(udfs, f.name)(*given) == [f.name, *given], f.name
     udfs.set_runtime(None)
 
-    for f in table.FUNCTIONS:  # Excel: the UDFs' arguments, their defaults and xlwings' conversions
+    for f in functions.FUNCTIONS:  # Excel: the UDFs' arguments, their defaults and xlwings' conversions
         sig = inspect.signature(getattr(udfs, f.name))
         names = [n for n in sig.parameters if n != "caller"]
         assert names == [p.name for p in f.params], f.name
@@ -689,17 +691,17 @@ def test_every_grid_declares_the_functions_of_the_one_table(monkeypatch):
             assert ndim == {"range": 2, "list": 1, "value": None}[p.shape], (f.name, p.name)
         # Calc: the interface and the names and help Calc shows
         assert f"any {f.method}(" in build.idl() and f"<value xml:lang=\"en\">{f.name}</value>" in build.xcu()
-    assert build.FUNCTIONS is table.FUNCTIONS
-    meta = table.metadata()["functions"]  # Office's functions.json (WPS reads the same)
-    assert [m["id"] for m in meta] == [f.name for f in table.FUNCTIONS]
-    for m, f in zip(meta, table.FUNCTIONS, strict=True):
+    assert build.FUNCTIONS is functions.FUNCTIONS
+    meta = functions.metadata()["functions"]  # Office's functions.json (WPS reads the same)
+    assert [m["id"] for m in meta] == [f.name for f in functions.FUNCTIONS]
+    for m, f in zip(meta, functions.FUNCTIONS, strict=True):
         assert [p["name"] for p in m["parameters"]] == [p.name for p in f.params]
         assert m["result"]["dimensionality"] == ("matrix" if f.spill else "scalar")
     js = (service.STATIC / "functions.js").read_text(encoding="utf-8")
     names = json.loads(re.search(r"var NAMES = (\[[^\]]*\]);", js).group(1))
-    assert names == [f.name for f in table.FUNCTIONS]
+    assert names == [f.name for f in functions.FUNCTIONS]
     spill = set(re.findall(r"(\w+): true", re.search(r"var SPILL = \{([^}]*)\}", js).group(1)))
-    assert spill == {f.name for f in table.FUNCTIONS if f.spill}
+    assert spill == {f.name for f in functions.FUNCTIONS if f.spill}
     arity = dict(re.findall(r"(\w+): (\d+)", re.search(r"var ARITY = \{([^}]*)\}", js).group(1)))
     assert {k: int(v) for k, v in arity.items()} == {m["id"]: len(m["parameters"]) for m in meta}
     pending = json.loads(re.search(r'var PENDING = ("[^"]*");', js).group(1))
@@ -727,7 +729,7 @@ def test_office_and_wps_files_are_written_by_the_commands(tmp_path):
     assert [e.get("name") for e in entries] == ["xladdin", "other"]
     assert entries[0].get("url") == "https://localhost:9443/addin/wps/" and entries[0].get("type") == "et"
     wps = ET.fromstring(manifests.wps_manifest())
-    assert wps.find("Functions/Namespace").text == table.NAMESPACE
+    assert wps.find("Functions/Namespace").text == functions.NAMESPACE
 
 
 def test_with_a_key_wps_s_entry_and_office_s_page_carry_it_in_their_fragment_only(tmp_path, monkeypatch):
@@ -884,12 +886,12 @@ def test_a_call_whose_answers_arrive_is_settled_from_them_and_not_run_again(tmp_
     """When a pending call's requests are answered, the service settles it with the value made from their
     answers, the value running the call again gives: each call's function body runs once, not once more
     per settle."""
-    from xladdin.sheet import functions
+    import dataclasses
 
     runs = []
-    body, width = functions.TABLE["QWEN_SCREEN"]
-    monkeypatch.setitem(functions.TABLE, "QWEN_SCREEN",
-                        (lambda rt, a, caller, folder: runs.append(caller) or body(rt, a, caller, folder), width))
+    screen = functions.BY_NAME["QWEN_SCREEN"]
+    monkeypatch.setitem(functions.BY_NAME, "QWEN_SCREEN", dataclasses.replace(
+        screen, body=lambda rt, a, caller, folder: runs.append(caller) or screen.body(rt, a, caller, folder)))
     engine = ScriptedEngine(lambda m: screen_answer(), delay=0.05)
     runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
     running, cert = start(runtime, tmp_path)

@@ -1,4 +1,4 @@
-"""Build the LibreOffice extension (``.oxt``): the function table (``xladdin.sheet.table``, shared by every
+"""Build the LibreOffice extension (``.oxt``): the function table (``xladdin.sheet.functions``, shared by every
 grid) is its one source — the UNO interface (IDL, compiled to the type library ``XQwenCalc.rdb`` shipped
 beside this module), the function names and help Calc shows (``CalcAddIns.xcu``) and the component's
 methods."""
@@ -19,7 +19,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from ..errors import ConfigError
-from ..sheet.table import FUNCTIONS, Param
+from ..sheet.functions import FUNCTIONS, Param
 
 HERE = Path(__file__).parent
 TYPES = HERE / "XQwenCalc.rdb"
@@ -310,11 +310,7 @@ def install(oxt: Path, profile: Path | None = None, shared: bool = False) -> str
 
 def shapes() -> dict[str, list[int]]:
     """Each function's result as (rows, columns): the array formula a cell of it needs in Calc."""
-    from ..sheet import cells, functions
-
-    wide = {"QWEN_SCREEN": [1, len(cells.SPILL_FIELDS)], "QWEN_STATUS": [functions.STATUS_ROWS,
-                                                                          functions.STATUS_WIDTH]}
-    return {f.name: wide.get(f.name, [1, 1]) for f in FUNCTIONS}
+    return {f.name: [f.rows, f.width] for f in FUNCTIONS}
 
 
 def headless(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> dict:

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..errors import XladdinError, is_error_text
 from ..sheet import cells, functions
+from ..sheet.functions import BY_NAME, Function, Param
 from ..sheet.pending import CellRuntime
-from ..sheet.table import BY_NAME, Function, Param
 
 MAX_CALL_BYTES = 1 << 20  # one call's arguments as JSON (a whole annual report's text fits)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import quote
 from xml.sax.saxutils import escape, quoteattr
 
-from ..sheet.table import NAMESPACE
+from ..sheet.functions import NAMESPACE
 
 ADDIN_ID = "5b0d6c1e-8f3a-4c57-9a21-7e4d2b6f0a93"  # the Office add-in's one id (a new id is a new add-in)
 WPS_NAME = "xladdin"

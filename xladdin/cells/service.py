@@ -48,8 +48,8 @@ from ..errors import ConfigError
 from ..reading.documents import looks_like_path
 from ..settings import loopback
 from ..sheet import cells
+from ..sheet.functions import metadata
 from ..sheet.pending import CellRuntime
-from ..sheet.table import metadata
 from . import calls, manifests
 
 log = logging.getLogger(__name__)

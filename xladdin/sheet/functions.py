@@ -1,11 +1,14 @@
-"""The worksheet functions' bodies, shared by Excel (``excel/udfs.py``, through xlwings) and LibreOffice
-Calc (``xladdin.calc``): arguments as the spreadsheet gives them in, cell values out, through one
-process-wide ``CellRuntime``. What differs between the two stays with them: where the workbook's
-folder and Rules sheet come from, and how a waiting cell is recalculated."""
+"""The worksheet functions of every grid, in one table (``FUNCTIONS``: each one's name, help, arguments,
+result shape and body), and the one entry every door calls them through (``call``): Excel (``excel/udfs.py``,
+through xlwings), LibreOffice Calc (``xladdin.calc``) and the cell service (Excel for Mac and the web, WPS).
+Arguments as the spreadsheet gives them in, cell values out, through one process-wide ``CellRuntime``. What
+differs between the doors stays with them: where the workbook's folder and Rules sheet come from, and how a
+waiting cell is recalculated."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +22,12 @@ STATUS_WIDTH, STATUS_ROWS = 2, 13  # QWEN_STATUS's table
 
 
 def call(rt: CellRuntime, name: str, args: Sequence[Any], caller: Any = None, folder: Path | None = None) -> Any:
-    """The one entry of every door: function ``name`` of ``TABLE`` with its arguments in the table's order
-    (``caller``: what a waiting call is known by; ``folder``: the workbook's, a report file's relative path
-    is taken from it). Any failure is a ``#QWEN!`` value of the function's usual shape, and the runtime's
+    """The one entry of every door: function ``name`` of the table (``FUNCTIONS``) with its arguments in the
+    table's order (``caller``: what a waiting call is known by; ``folder``: the workbook's, a report file's
+    relative path is taken from it). Any failure is a ``#QWEN!`` value of the function's usual shape, and the runtime's
     last error."""
     try:
-        return TABLE[name][0](rt, args, caller, folder)
+        return BY_NAME[name].body(rt, args, caller, folder)
     except Exception as e:
         return failed(rt, name, e)
 
@@ -40,7 +43,7 @@ def settled(rt: CellRuntime, name: str, value: Callable[[], Any]) -> Any:
 def failed(rt: CellRuntime, name: str, error: Exception) -> Any:
     """``error`` as function ``name``'s value: a ``#QWEN!`` value of its usual shape (the runtime's last error)."""
     rt.last_error = str(error)
-    width = TABLE[name][1]
+    width = BY_NAME[name].width
     value = cells.error_value(error)
     return [cells.filler_row(value, width)] if width > 1 else value
 
@@ -131,15 +134,80 @@ def flag(value: Any) -> bool:
 
 
 Body = Callable[[CellRuntime, Sequence[Any], Any, Path | None], Any]
-# The one dispatch table of the function table (``sheet/table.py``: names, arguments, help): each
-# function's body, called with the runtime, its arguments in the table's order, its caller and the
-# workbook's folder, and the width of its result (1: one value). Every door calls through ``call``.
-TABLE: dict[str, tuple[Body, int]] = {
-    "QWEN_SCREEN": (lambda rt, a, caller, folder: screen(rt, a[0], flag(a[1]), a[2], caller, folder),
-                    len(cells.SPILL_FIELDS)),
-    "QWEN": (lambda rt, a, caller, folder: ask(rt, a[0], a[1], caller), 1),
-    "QWEN_EXTRACT": (lambda rt, a, caller, folder: extract(rt, a[0], a[1], a[2], caller), 1),
-    "QWEN_CLASSIFY": (lambda rt, a, caller, folder: classify(rt, a[0], a[1], caller), 1),
-    "QWEN_HIGHLIGHTS": (lambda rt, a, caller, folder: highlights(rt, a[0], a[1], a[2], caller, folder), 1),
-    "QWEN_STATUS": (lambda rt, a, caller, folder: status(rt), STATUS_WIDTH),
-}
+NAMESPACE = "XLADDIN"  # Office and WPS put custom functions in a namespace: =XLADDIN.QWEN_SCREEN(A2:G2)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    help: str
+    shape: str = "value"  # "range": a 2-D range; "list": a 1-D list (a range or one text); "value": one value
+    optional: bool = True
+    default: Any = None  # the default the UDF declares (None: left out)
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str  # what the user types, as in Excel
+    method: str  # the UNO method
+    help: str
+    params: tuple[Param, ...]
+    spill: bool = False  # the result is a 2-D array (a spill in Excel, an array formula in Calc)
+    volatile: bool = False  # recalculated whenever the sheet is (its value changes without its arguments)
+    width: int = 1  # the result's columns (1: one value)
+    rows: int = 1  # the result's rows, a spill's first call (Calc's array formula)
+    # its body: called with the runtime, its arguments in the table's order, its caller and the workbook's folder
+    body: Body = field(kw_only=True, repr=False, compare=False)
+
+
+# The one function table of every grid: each function's name, help, arguments, result shape and body. Every
+# door calls through ``call``; the Excel UDFs' arguments are checked against it by a test, Calc's UNO
+# interface and help (``calc/build.py``), the Office add-in's ``functions.json`` and WPS's declarations
+# (``metadata``) and the functions' reference page (``docs/generate.py``) are made from it.
+FUNCTIONS = (
+    Function("QWEN_SCREEN", "qwenScreen", "Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a "
+             "table with its header row: risk level, score, reason, flags, figures. Enter it as an array formula "
+             "as wide as its result.",
+             (Param("values", "the row, or the table with its header row", "range", optional=False),
+              Param("header", "TRUE: the first row is the header (default FALSE)", default=False),
+              Param("rules", "a key/value range of rule thresholds (e.g. Rules.$A$2:$B$20)", "range")),
+             spill=True, width=len(cells.SPILL_FIELDS),
+             body=lambda rt, a, caller, folder: screen(rt, a[0], flag(a[1]), a[2], caller, folder)),
+    Function("QWEN", "qwen", "Ask the local model.",
+             (Param("prompt", "the question", optional=False),
+              Param("context", "cells whose text is given with it", "range")),
+             body=lambda rt, a, caller, folder: ask(rt, a[0], a[1], caller)),
+    Function("QWEN_EXTRACT", "qwenExtract", "A figure from report text as a number in a unit.",
+             (Param("text", "report text", optional=False), Param("item", "the figure, e.g. 营业收入", optional=False),
+              Param("unit", "亿元 (default), 元, 万元, 百万元, %, 元/股 …", default="亿元")),
+             body=lambda rt, a, caller, folder: extract(rt, a[0], a[1], a[2], caller)),
+    Function("QWEN_CLASSIFY", "qwenClassify", "One of the labels for a text.",
+             (Param("text", "the text", optional=False),
+              Param("labels", "a range or a comma-separated text", "list", optional=False)),
+             body=lambda rt, a, caller, folder: classify(rt, a[0], a[1], caller)),
+    Function("QWEN_HIGHLIGHTS", "qwenHighlights", "Numbered results highlights of a report, every number checked.",
+             (Param("report", "report text or a .pdf/.txt/.md/.html path", optional=False),
+              Param("points", "how many (default 3)"), Param("max_chars", "characters per highlight (60)")),
+             body=lambda rt, a, caller, folder: highlights(rt, a[0], a[1], a[2], caller, folder)),
+    Function("QWEN_STATUS", "qwenStatus", "Engine, model, queue, cache and last error as a two-column table. "
+             "Enter it as an array formula two columns wide.", (), spill=True, volatile=True,
+             width=STATUS_WIDTH, rows=STATUS_ROWS, body=lambda rt, a, caller, folder: status(rt)),
+)
+BY_NAME = {f.name: f for f in FUNCTIONS}
+
+
+def metadata() -> dict[str, Any]:
+    """``functions.json`` of the Office add-in (custom functions metadata; WPS reads the same form)."""
+    out = []
+    for f in FUNCTIONS:
+        entry: dict[str, Any] = {
+            "id": f.name, "name": f.name, "description": f.help,
+            "result": {"type": "any", "dimensionality": "matrix" if f.spill else "scalar"},
+            "parameters": [{"name": p.name, "description": p.help, "type": "any",
+                            "dimensionality": "scalar" if p.shape == "value" else "matrix",
+                            "optional": p.optional} for p in f.params],
+        }
+        if f.volatile:
+            entry["options"] = {"volatile": True}
+        out.append(entry)
+    return {"functions": out}
