@@ -86,7 +86,8 @@ def cli(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
 
 def excel(url: str, workdir: Path, data: list[dict[str, Any]]) -> dict[str, Any]:
     recalc: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    runtime = CellRuntime(batcher=Batcher.from_settings(_settings(url, workdir, "excel")), rewrite=recalc.put)
+    runtime = CellRuntime(batcher=Batcher.from_settings(_settings(url, workdir, "excel")),
+                          told=lambda settled: recalc.put(settled.result().caller))
     udfs.set_runtime(runtime)
     values = [[r[k] for k in FIELDS] for r in data]
     callers = [Caller(f"$H${i + 2}") for i in range(len(data))]

@@ -260,7 +260,8 @@ def excel_arm(url: str, work: Path, cells_n: int) -> dict[str, Any]:
     book = str(work / "pool.xlsx")  # the workbook beside its reports
     settings = Settings.load({"engine_url": url, "cache_dir": work / "excel-cache"}, env={})
     recalc: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings), rewrite=recalc.put)
+    runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings),
+                          told=lambda settled: recalc.put(settled.result().caller))
     udfs.set_runtime(runtime)
     values = [[float(c), f"公司{c}", "制造", 20.0, 10.0, None, f"{c}_年报.pdf"] for c in codes]
     callers = [_Caller(f"$H${i + 2}", book) for i in range(cells_n)]

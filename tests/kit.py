@@ -6,7 +6,9 @@
 - ``cli_command`` / ``run_cli`` / ``run_main``: ``xladdin …`` in a fresh process (to start or to run to
   its end) or in this one.
 - ``free_port``: a port on 127.0.0.1 that nothing listens on.
-- ``record_disk``: every read and write of the answer cache, with the thread it ran on."""
+- ``record_disk``: every read and write of the answer cache, with the thread it ran on.
+- ``recalculates``: a cells runtime's ``told`` as Excel's is.
+- ``Walk``: every xladdin module a call passes, on every thread, and every call up into a layer above."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +163,53 @@ def overloaded_while(fail: threading.Event) -> Callable[[Any], Any]:
         return screen_answer("经营稳健")
 
     return answer
+
+
+def recalculates(into: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """A cells runtime's ``told`` as Excel's is: ``into(caller)`` for each waiting cell whose answers are in
+    (the call's future gives its ``Answered``)."""
+    return lambda settled: into(settled.result().caller)
+
+
+class Walk:
+    """What one call passes, recorded by a profile hook on every thread started while it is on (start the
+    runtime's threads inside ``walking``): ``entered``, the xladdin modules it entered while ``recording``;
+    ``upward``, every function called directly by a function of a layer below its own (``test_layers``) as
+    (caller's module, its function, callee's module, its function). A callback run by a future is called
+    by the future, not by whoever set it. ``aliases``: a module's name as imported under another (the
+    UDFs as Windows imports them), ``ignored``: modules of the test's own stand-ins."""
+
+    def __init__(self, aliases: dict[str, str] | None = None, ignored: tuple[str, ...] = ("xladdin.testing",)):
+        self.aliases, self.ignored = aliases or {}, ignored
+        self.entered: set[str] = set()
+        self.upward: set[tuple[str, str, str, str]] = set()
+        self.recording = threading.Event()
+
+    def _module(self, frame: Any) -> str:
+        name = frame.f_globals.get("__name__", "")
+        return self.aliases.get(name, name)
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not self.recording.is_set():
+            return
+        callee = self._module(frame)
+        if not callee.startswith("xladdin.") or callee in self.ignored:
+            return
+        self.entered.add(callee)
+        up = frame.f_back
+        caller = self._module(up) if up is not None else ""
+        if caller.startswith("xladdin.") and caller != callee and caller not in self.ignored:
+            from test_layers import layer_of
+
+            if layer_of(callee.removeprefix("xladdin.")) > layer_of(caller.removeprefix("xladdin.")):
+                self.upward.add((caller, up.f_code.co_name, callee, frame.f_code.co_name))
+
+    @contextmanager
+    def walking(self) -> Iterator[Walk]:
+        threading.setprofile(self._hook)
+        sys.setprofile(self._hook)
+        try:
+            yield self
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)

@@ -26,7 +26,7 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("cryptography")
 
 from conftest import tiny_settings  # noqa: E402
-from kit import free_port, overloaded_while, wait_until  # noqa: E402
+from kit import Walk, free_port, overloaded_while, wait_until  # noqa: E402
 
 from xladdin.cells import calls, certs, manifests, service  # noqa: E402
 from xladdin.core.batcher import Batcher  # noqa: E402
@@ -915,6 +915,31 @@ def test_a_call_whose_answers_arrive_is_settled_from_them_and_not_run_again(tmp_
     finally:
         running.stop()
         runtime.close()
+
+
+def test_a_call_walks_down_the_layers_and_its_door_is_told_by_its_future(tmp_path):
+    """One ``QWEN_SCREEN`` call through the service (real HTTPS on 127.0.0.1), pending, then settled: every
+    xladdin function entered on every thread is recorded with the function that called it. None calls a
+    function of a layer above its own: the service hears of the answers through the call's future, which
+    runs its ``recalculate`` (a mutant where the cells' runtime calls its door back fails here)."""
+    walk = Walk()
+    engine = ScriptedEngine(lambda m: screen_answer(), delay=0.05)
+    with walk.walking():  # the service's and the batcher's threads start inside: each runs the hook
+        runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+        running, cert = start(runtime, tmp_path)
+        client = Client(running.url, cert.ca)
+        try:
+            client.settle_all(client.calls([{"fn": "QWEN_SCREEN", "args": [[row(1)], None]}]))  # all started
+            walk.recording.set()
+            first = client.calls([{"fn": "QWEN_SCREEN", "args": [[row(2)], None]}])
+            settled = client.settle_all(first)
+            walk.recording.clear()
+        finally:
+            running.stop()
+            runtime.close()
+    assert first[0]["state"] == "pending" and settled[first[0]["id"]][0][0] == "600002.SH"
+    assert {"xladdin.cells.service", "xladdin.sheet.pending", "xladdin.core.resolver"} <= walk.entered
+    assert not walk.upward, sorted(walk.upward)
 
 
 def test_calls_run_after_their_post_are_paced_by_the_engine(tmp_path):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from conftest import Server, vllm_models
-from kit import DISK_THREAD, Caller, record_disk, run_main, wait_until
+from kit import DISK_THREAD, Caller, recalculates, record_disk, run_main, wait_until
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
@@ -53,7 +53,7 @@ def reopen(tmp_path, recalculated) -> tuple[CellRuntime, ScriptedEngine]:
     """The workbook opened again: a runtime of its own on the same cache, its engine started (by the first
     cells of the sheet)."""
     engine = ScriptedEngine(lambda _: screen_answer("经营稳健"))
-    rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated)
+    rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), told=recalculates(recalculated))
     udfs.set_runtime(rt)
     rt.batcher.start()
     return rt, engine
@@ -85,7 +85,8 @@ def file_session(tmp_path, recalculated=None) -> CellRuntime:
 
     rt = CellRuntime(Settings.load({"cache_dir": tmp_path / "c"}),
                      batcher=Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c"),
-                                     window_ms=0), rewrite=recalculated)
+                                     window_ms=0),
+                     told=None if recalculated is None else recalculates(recalculated))
     udfs.set_runtime(rt)
     rt.batcher.start()
     return rt

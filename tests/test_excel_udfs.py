@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import Server, tiny_settings, vllm_models
-from kit import Caller
+from kit import Caller, recalculates
 
 from xladdin.core.batcher import Batcher
 from xladdin.excel import udfs
@@ -93,7 +93,8 @@ def test_rules_range_changes_level_and_score(rt):
 
 
 def test_pending_cells_get_a_placeholder_and_are_recalculated(rt):
-    rt.rewrite = recalculated = Recalculated()
+    recalculated = Recalculated()
+    rt.told = recalculates(recalculated)
     callers = [Caller(f"$K${i}") for i in range(2, 12)]
     first = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
     assert all(f[0][0] == cells.PENDING and len(f[0]) == WIDTH for f in first)
@@ -110,7 +111,8 @@ def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
     when its answer arrives (waited for as events, however slow the machine); then every cell's value."""
     rows = [row(1000 + i, roe=i % 30, pe=5 + i) for i in range(200)]
     callers = [Caller(f"$K${i}") for i in range(2, 202)]
-    rt.rewrite = recalculated = Recalculated()
+    recalculated = Recalculated()
+    rt.told = recalculates(recalculated)
     with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel's threads call one cell each
         first = list(pool.map(lambda r, c: udfs.QWEN_SCREEN([r], False, None, c), rows, callers))
     assert all(f[0][0] == cells.PENDING for f in first)
@@ -190,7 +192,7 @@ def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path)
                      "/v1/chat/completions": (503, "application/json", b'{"error": {"message": "overloaded"}}')})
     settings = tiny_settings(tmp_path, engine_url=server.url, timeout=2, retries=0)
     recalculated = Recalculated()
-    rt = CellRuntime(settings, rewrite=recalculated)
+    rt = CellRuntime(settings, told=recalculates(recalculated))
     udfs.set_runtime(rt)
     try:
         caller = Caller("$L$2")
@@ -224,7 +226,7 @@ def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_aga
     sheet does not send the request again."""
     settings = tiny_settings(tmp_path, engine_url=tiny_engine.address, structured_output=False, max_tokens=64)
     recalculated = Recalculated()
-    runtime = CellRuntime(batcher=Batcher.from_settings(settings), rewrite=recalculated)
+    runtime = CellRuntime(batcher=Batcher.from_settings(settings), told=recalculates(recalculated))
     udfs.set_runtime(runtime)
     try:
         caller = Caller("$K$2")

@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-from kit import Caller, cache_for, overloaded_while
+from kit import Caller, cache_for, overloaded_while, recalculates
 
 from xladdin.calc.runtime import CalcFunctions, Waiting
 from xladdin.core.batcher import Batcher
@@ -89,7 +89,7 @@ class ExcelDoor(Door):
         self._rewrites: list[Caller] = []
         self._callers: dict[tuple, Caller] = {}
         self._rows: dict[str, tuple] = {}
-        self.runtime = CellRuntime(batcher=batcher, rewrite=self._rewrite)
+        self.runtime = CellRuntime(batcher=batcher, told=recalculates(self._rewrite))
         udfs.set_runtime(self.runtime)
 
     def _rewrite(self, caller: Caller) -> None:

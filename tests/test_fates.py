@@ -30,7 +30,7 @@ def test_a_cell_recalculated_while_its_request_is_out_joins_it_and_reads_nothing
 
     engine = ScriptedEngine(respond, max_parallel=2)
     recalculated = threading.Event()
-    rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=lambda _: recalculated.set())
+    rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), told=lambda _: recalculated.set())
     udfs.set_runtime(rt)
     reads = []
     try:
@@ -89,7 +89,7 @@ def test_the_cells_and_calc_calls_waiting_on_a_request_are_in_the_one_fate_table
 
     recalculated = threading.Event()
     rt = CellRuntime(batcher=Batcher(ScriptedEngine(respond), Cache(tmp_path / "c")),
-                     rewrite=lambda caller: recalculated.set())
+                     told=lambda _: recalculated.set())
     udfs.set_runtime(rt)
     posted: list = []
     calc = CalcFunctions(lambda: Waiting(lambda source, value: value), posted.append,

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kit import cli_command, run_cli, wait_until
+from kit import cli_command, recalculates, run_cli, wait_until
 from test_documents import PAGE_1, PAGE_2, TINY_MAX_TOKENS, make_pdf, write_pool
 from test_user_paths import MISSING, _answering_server, windows_udfs  # noqa: F401  (the fixture)
 
@@ -96,7 +96,7 @@ def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_
     engine = ScriptedEngine(lambda m: screen_answer("亏损扩大"), delay=0.05)
     recalculated = []
     batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
-    runtime = CellRuntime(batcher=batcher, rewrite=recalculated.append)
+    runtime = CellRuntime(batcher=batcher, told=recalculates(recalculated.append))
     module.set_runtime(runtime)
     book = str(tmp_path / "pool.xlsx")  # a saved workbook beside the report
     row = ((688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf", None, None, None),)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kit import Caller, cache_for
+from kit import Caller, cache_for, recalculates
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
@@ -31,7 +31,7 @@ def test_500_cells_reach_their_values_without_a_disk_cache(kind, tmp_path):
             if len(recalc) == n:
                 all_settled.set()
 
-    rt = CellRuntime(batcher=Batcher(engine, cache_for(kind, tmp_path), window_ms=0), rewrite=rewrite)
+    rt = CellRuntime(batcher=Batcher(engine, cache_for(kind, tmp_path), window_ms=0), told=recalculates(rewrite))
     udfs.set_runtime(rt)
     try:
         rows = [[600000.0 + i, f"公司{i}", "行业", 20.0, 18.0, 1.0, f"营业收入{100 + i}亿元"] for i in range(n)]

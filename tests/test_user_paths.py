@@ -445,7 +445,8 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     call_udf, name, module = windows_udfs
     engine = ScriptedEngine(lambda m: screen_answer("业绩稳健"), delay=0.3)
     recalculated = []  # the cells Excel is asked to recalculate, as call_udf's caller reaches them
-    runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated.append)
+    runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0),
+                          told=kit.recalculates(recalculated.append))
     module.set_runtime(runtime)
     row = ((600519.0, "贵州茅台", "白酒", 25.0, 34.19, 59.49, "营收1505亿元", None, None, None),)
     rules = (("roe_low_risk_from", 40.0), ("pe_limit", 50.0))  # a Rules range as COM passes it
@@ -478,56 +479,33 @@ def test_one_cell_walks_down_the_layers_and_returns_through_its_future(windows_u
     its own (``test_layers.LAYERS``): the answer returns through futures, never by a lower layer calling
     up; and the cell passes at most ``WALK_MODULES`` modules (the engine's included)."""
     from test_fate_doors import chat_route
-    from test_layers import layer_of
 
     from xladdin.sheet import cells
     from xladdin.sheet.pending import CellRuntime
 
     call_udf, name, module = windows_udfs
     server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat_route})
-    entered: set[str] = set()
-    upward: set[tuple[str, str, str, str]] = set()
-    recording = threading.Event()
-
-    def module_of(frame) -> str:  # the UDF module as the fixture imports it (as on Windows) is excel.udfs
-        found = frame.f_globals.get("__name__", "")
-        return "xladdin.excel.udfs" if found == name else found
-
-    def hook(frame, event, arg):
-        if event != "call" or not recording.is_set():
-            return
-        callee = module_of(frame)
-        if not callee.startswith("xladdin.") or callee == "xladdin.testing":  # the stand-in server's answer
-            return
-        entered.add(callee)
-        caller_frame = frame.f_back
-        caller = module_of(caller_frame) if caller_frame is not None else ""
-        if caller.startswith("xladdin.") and caller != callee:
-            if layer_of(callee.removeprefix("xladdin.")) > layer_of(caller.removeprefix("xladdin.")):
-                upward.add((caller, caller_frame.f_code.co_name, callee, frame.f_code.co_name))
-
+    walk = kit.Walk(aliases={name: "xladdin.excel.udfs"})  # the UDF module as Windows imports it
     recalculated = []
-    threading.setprofile(hook)  # the batcher's threads start below: each runs the hook
-    sys.setprofile(hook)
-    try:
-        settings = tiny_settings(tmp_path, engine_url=server.url)
-        runtime = CellRuntime(batcher=Batcher.from_settings(settings, server.engine(settings), own_engine=True),
-                              rewrite=recalculated.append)
-        module.set_runtime(runtime)
-        runtime.batcher.start()
-        row = ((600000.0, "公司", "银行", 5.0, 10.0, 0.5, text),)
-        call_udf(name, "QWEN_SCREEN", (((600001.0, *row[0][1:]),), MISSING, MISSING, MISSING), None,
-                 {"address": "$L$9"})  # another row first: what every cell shares is imported and started
-        wait_until(lambda: recalculated, 30, message="the first cell was never recalculated")
-        recording.set()
-        first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
-        wait_until(lambda: len(recalculated) == 2, 30, message="the cell was never recalculated")
-        done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
-        recording.clear()
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
-        server.close()
+    with walk.walking():  # the batcher's threads start inside: each runs the hook
+        try:
+            settings = tiny_settings(tmp_path, engine_url=server.url)
+            runtime = CellRuntime(batcher=Batcher.from_settings(settings, server.engine(settings), own_engine=True),
+                                  told=kit.recalculates(recalculated.append))
+            module.set_runtime(runtime)
+            runtime.batcher.start()
+            row = ((600000.0, "公司", "银行", 5.0, 10.0, 0.5, text),)
+            call_udf(name, "QWEN_SCREEN", (((600001.0, *row[0][1:]),), MISSING, MISSING, MISSING), None,
+                     {"address": "$L$9"})  # another row first: what every cell shares is imported and started
+            wait_until(lambda: recalculated, 30, message="the first cell was never recalculated")
+            walk.recording.set()
+            first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
+            wait_until(lambda: len(recalculated) == 2, 30, message="the cell was never recalculated")
+            done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
+            walk.recording.clear()
+        finally:
+            server.close()
+    entered, upward = walk.entered, walk.upward
     assert first[0][0] == cells.PENDING and done[0][:3] == ["600000.SH", "公司", "中"], (first, done)
     assert not upward, sorted(upward)
     assert "xladdin.engine.openai_http" in entered and "xladdin.core.resolver" in entered  # what is watched
@@ -558,7 +536,8 @@ def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_reque
 
     engine = ScriptedEngine(lambda m: screen_answer("业绩稳健"), delay=0.05)
     recalculated = []
-    runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0), rewrite=recalculated.append)
+    runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0),
+                          told=kit.recalculates(recalculated.append))
     try:
         assert [c[0][0] for c in cells_of(runtime)] == [cells.PENDING] * len(rows)
         wait_until(lambda: len(recalculated) == len(rows), 30, message="not every cell was recalculated")
@@ -568,7 +547,7 @@ def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_reque
     finally:
         runtime.close()
     reopened = CellRuntime(batcher=Batcher(ScriptedEngine(lambda m: screen_answer()), Cache(tmp_path / "c")),
-                           rewrite=recalculated.append)
+                           told=kit.recalculates(recalculated.append))
     try:
         reopened.batcher.start()  # the engine started by the workbook's first cells
         assert [c[0][0] for c in cells_of(reopened)] == [f"{600000 + i}.SH" for i in range(len(rows))]
@@ -818,7 +797,8 @@ def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
     server = HungServer() if kind == "hung" else None
     url = server.url if server else "http://127.0.0.1:9/v1"
     recalculated = []
-    rt = CellRuntime(tiny_settings(tmp_path, engine_url=url, timeout=2, retries=0), rewrite=recalculated.append)
+    rt = CellRuntime(tiny_settings(tmp_path, engine_url=url, timeout=2, retries=0),
+                     told=kit.recalculates(recalculated.append))
     udfs.set_runtime(rt)
     rows = [[600000.0 + i, f"公司{i}", "行业", 20.0, 15.0, 1.0, "营收100亿元"] for i in range(500)]
     try:

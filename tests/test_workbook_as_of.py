@@ -5,7 +5,7 @@ through xlwings' own ``call_udf`` (Excel) and Calc's runtime."""
 from __future__ import annotations
 
 import pytest
-from kit import Caller, wait_until
+from kit import Caller, recalculates, wait_until
 from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
 from xladdin.core.batcher import Batcher
@@ -40,7 +40,7 @@ def test_a_cell_leaves_out_a_report_published_after_the_workbook_s_as_of_day(win
         """The cell as Excel shows it once its answers are in (Excel recalculates a waiting cell)."""
         recalculated = []
         runtime = module.runtime()
-        runtime.rewrite = recalculated.append
+        runtime.told = recalculates(recalculated.append)
         first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
         if first[0][0] == cells.PENDING:
             wait_until(lambda: recalculated, BOUND_S, message="the cell was never recalculated")

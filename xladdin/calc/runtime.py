@@ -10,6 +10,7 @@ result is also the one way a Python add-in hands Calc an array: a typed value in
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import sys
 import threading
@@ -126,13 +127,15 @@ class CalcFunctions:
     def runtime(self) -> CellRuntime:
         with self._lock:
             if self._runtime is None:
-                self._runtime = CellRuntime(batcher=self._batcher or core(self._python), settle=self._recalculate)
+                self._runtime = CellRuntime(batcher=self._batcher or core(self._python), told=self._recalculate)
             return self._runtime
 
-    def _recalculate(self, call: _Call, value: Callable[[], Any] | None) -> None:
-        """A call's tickets have settled (on the engine's thread): settle it on the main thread with its
-        value made of its answers (``None``: computed again), with every other call that settles before
-        the main thread gets to it (one event for them all)."""
+    def _recalculate(self, settled: concurrent.futures.Future) -> None:
+        """The runtime's ``told``: a call's tickets have settled (on the engine's thread): settle it on the main
+        thread with its value made of its answers (``Answered.made``; ``None``: computed again), with every
+        other call that settles before the main thread gets to it (one event for them all)."""
+        answered = settled.result()
+        call, value = answered.caller, answered.made
         with self._lock:
             self._settled.append((call, value))
             if self._posted:

@@ -158,7 +158,7 @@ class CellService:
             raise ConfigError(f"bound to {host} (beyond this machine) the cell service needs a key: "
                               "set XLADDIN_CELLS_KEY in its environment")
         self.runtime = runtime or CellRuntime()
-        self.runtime.settle = self.recalculate
+        self.runtime.told = self.recalculate
         self.host, self.port, self.key = host, port, key
         self.extra_origins = origins
         self.bucket = Bucket(rate, burst)
@@ -330,13 +330,15 @@ class CellService:
         for poll in told:
             poll.woken.set()
 
-    def recalculate(self, caller: Any, value: Callable[[], Any] | None = None) -> None:
-        """The runtime's call when a waiting call's answers have arrived (its ``settle``): the call settled
-        with ``value()``, its value made from them where its last answer arrived (the engine's loop: making
-        it costs less than handing it to another thread, which in a 5,400-cell recalculation kept the
-        service's threads waiting for a CPU a third longer), or, where that is a serial thread (the disk's,
-        a reader's, whose next read would wait), by a worker; without one (a request was cancelled), run
-        again (still pending, it is watched again)."""
+    def recalculate(self, settled: concurrent.futures.Future) -> None:
+        """The runtime's ``told`` when a waiting call's answers have arrived (run by the call's future): the call
+        settled with ``value()`` (``Answered.made``), its value made from them where its last answer arrived
+        (the engine's loop: making it costs less than handing it to another thread, which in a 5,400-cell
+        recalculation kept the service's threads waiting for a CPU a third longer), or, where that is a
+        serial thread (the disk's, a reader's, whose next read would wait), by a worker; without one (a
+        request was cancelled), run again (still pending, it is watched again)."""
+        answered = settled.result()
+        caller, value = answered.caller, answered.made
         if value is None:
             try:
                 self._pool.submit(self._run, caller)

@@ -94,10 +94,12 @@ class Fates:
         self._table: collections.OrderedDict[Hashable, Done | Pending] = collections.OrderedDict()
         self._waiters: dict[Hashable, int] = {}  # a cell or call → its tickets not yet settled
 
-    def watch(self, who: Hashable, tickets: list[concurrent.futures.Future]) -> concurrent.futures.Future | None:
-        """The call's future: set once all ``tickets`` have settled, after their fates are kept here (so
-        what its waiter runs then finds them done or failed); ``None`` when ``who`` already waits (an
-        earlier call of that cell is told then). The resolver calls nobody: the door waits on the future."""
+    def watch(self, who: Hashable, tickets: list[concurrent.futures.Future],
+              result: Any = None) -> concurrent.futures.Future | None:
+        """The call's future: set to ``result`` once all ``tickets`` have settled, after their fates are kept
+        here (so what its waiter runs then finds them done or failed); ``None`` when ``who`` already waits
+        (an earlier call of that cell is told then). The resolver calls nobody: the door's own function is
+        the future's callback."""
         with self._lock:
             if who in self._waiters:
                 return None
@@ -110,7 +112,7 @@ class Fates:
                 if self._waiters[who]:
                     return
                 del self._waiters[who]
-            settled.set_result(who)
+            settled.set_result(result)
 
         for ticket in tickets:
             ticket.add_done_callback(one)

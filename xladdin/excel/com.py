@@ -1,4 +1,4 @@
-"""The only COM-specific code: recalculating a cell whose answers have arrived.
+"""The only COM-specific code: recalculating a cell whose answers have arrived (``recalculate``).
 
 Runs on Windows with desktop Excel, inside the xlwings COM server. ``caller``
 is the xlwings ``ComRange`` the UDF received; rewriting its formula on xlwings'
@@ -10,6 +10,7 @@ Status-bar text for the Refresh macro lives here too.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import sys
 from pathlib import Path
@@ -58,6 +59,17 @@ def rewrite(caller: Any) -> None:
 
     future = asyncio.run_coroutine_threadsafe(_rewrite(caller), com_server.loop)
     future.add_done_callback(lambda f: f.exception() and log.warning("rewrite failed: %s", f.exception()))
+
+
+def recalculate(settled: concurrent.futures.Future) -> None:
+    """The cells' runtime's ``told`` (run by a waiting cell's future once its answers are in): the cell's
+    recalculation scheduled (``rewrite``); a failure to schedule it is logged, the cell keeps its placeholder
+    until the next recalculation."""
+    caller = settled.result().caller
+    try:
+        rewrite(caller)
+    except Exception as e:
+        log.warning("cannot recalculate %s: %s", getattr(caller, "address", caller), e)
 
 
 def status_bar(app: Any, text: str | bool) -> None:

@@ -38,7 +38,7 @@ def runtime() -> CellRuntime:
     """The process-wide runtime every UDF shares (created on first use, closed at exit)."""
     global _runtime
     if _runtime is None:
-        _runtime = CellRuntime(rewrite=com.rewrite if com.available() else None)
+        _runtime = CellRuntime(told=com.recalculate if com.available() else None)
         atexit.register(_close_at_exit)
     return _runtime
 

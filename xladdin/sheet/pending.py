@@ -16,10 +16,10 @@ not park threads:
 2. A pending row shows a placeholder of the same shape as its result
    (``#QWEN… pending``).
 3. When every pending request of that cell has settled (each answer goes to the
-   cache the moment it arrives), the cell is recalculated through
-   ``rewrite(caller)`` — on Windows ``xladdin.excel.com``, which rewrites the
-   cell's formula on xlwings' COM loop with its retry on a busy Excel. The UDF
-   runs again: its rows are now ``Done`` or ``Failed``.
+   cache the moment it arrives), the call's future (``Fates.watch``) runs the
+   door's own ``told`` — on Windows ``xladdin.excel.com.recalculate``, which
+   rewrites the cell's formula on xlwings' COM loop with its retry on a busy
+   Excel. The UDF runs again: its rows are now ``Done`` or ``Failed``.
 
 This module only turns outcomes into cell values and asks for recalculations.
 
@@ -38,6 +38,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,11 @@ from ..tasks.base import Task
 from .cells import PENDING, error_row, filler_row
 
 log = logging.getLogger(__name__)
-Rewrite = Callable[[Any], None]
-# A door told a waiting call's value once its answers are in: ``settle(caller, value)``, ``value()`` the call's
-# cell value made from its tickets' outcomes (on the door's own thread), or ``None``: run the call again.
-Settle = Callable[[Any, Callable[[], Any] | None], None]
+# A door told that a waiting call's answers are in: its own function, a done-callback of the call's future
+# (``Fates.watch``) run by that future where the call's last ticket settled; the future's result is the call's
+# ``Answered``. Excel's recalculates the cell (its function called again); Calc's and the cell service's settle
+# the call with ``Answered.made``, its value made from the answers, instead of running it again.
+Told = Callable[[concurrent.futures.Future], None]
 # How long one call waits for the disk cache's reads of its rows, all at once (never for the engine): a hit
 # read within it is the cell's value at once; past it (a slow or locked disk) the rows are pending.
 READ_WAIT_S = 0.5
@@ -72,18 +74,31 @@ def caller_key(caller: Any) -> Hashable:
         return id(caller)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Answered:
+    """A waiting call all of whose tickets have settled: the call as its door passed it (``caller``), and its
+    cell value made from the tickets' outcomes by the code that made its placeholder (``value``)."""
+
+    caller: Any
+    value: Callable[[], Any]
+    tickets: tuple[concurrent.futures.Future, ...]
+
+    @property
+    def made(self) -> Callable[[], Any] | None:
+        """``value``, or ``None`` when a ticket was cancelled (its request is asked again): run the call again."""
+        return None if any(t.cancelled() for t in self.tickets) else self.value
+
+
 class CellRuntime:
     """One resolver (and batcher) for all cells of the process; the cells waiting on its requests are
     in the resolver's fate table (``Fates.watch``)."""
 
-    def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None,
-                 rewrite: Rewrite | None = None, settle: Settle | None = None):
+    def __init__(self, settings: Settings | None = None, *, batcher: Batcher | None = None, told: Told | None = None):
         collector.for_many_requests()  # a cell door's process asks many requests (``collector``)
         self._settings = settings
         self._batcher = batcher
         self._resolver: Resolver | None = None
-        self.rewrite = rewrite  # Excel's: the cell recalculated, its function called again
-        self.settle = settle  # Calc's and the cell service's: the call's value made from its answers
+        self.told = told  # the door's: a waiting call's answers are in (``Told``)
         self._lock = threading.Lock()
         self._reads = threading.local()  # ``wait``: how long this thread's calls wait for their disk reads
         self._paced: Pacer | None = None  # the calls run later, paced (``later``)
@@ -165,9 +180,10 @@ class CellRuntime:
         """One row of cell values per record (``None`` → a blank row); ``finish(i, result)``: record ``i``'s
         result as its row shows it (``as_of.Dating.result``), on every call, memo hits too; ``shape(rows)``:
         the cell value the function gives of its rows (the rows themselves if not given). A call waiting on
-        the engine is watched (``Fates.watch``): once its tickets have settled, a ``settle`` door is given
-        its value made from their outcomes by the same ``finish`` and ``shape`` (the call is not run again),
-        a ``rewrite`` door (Excel) recalculates the cell."""
+        the engine is watched (``Fates.watch``): once its tickets have settled, the call's future runs the
+        door's ``told`` with the call's ``Answered``: its value made from their outcomes by the same ``finish``
+        and ``shape`` (Calc and the cell service settle the call with it, not running it again; Excel
+        recalculates the cell)."""
         resolver = self.resolver
 
         def row_of(i: int) -> Callable[[Any], list[Any]]:
@@ -198,7 +214,7 @@ class CellRuntime:
                 if ticket.done():
                     out[i] = self._convert(ticket.result, row_of(i), width)
                     del waiting[i]
-        if waiting and caller is not None and (self.rewrite is not None or self.settle is not None):
+        if waiting and caller is not None and self.told is not None:
             base = list(out)
 
             def value() -> Any:
@@ -210,12 +226,12 @@ class CellRuntime:
 
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
-            # the call waits in the fate table; its door is told once all its tickets have settled
+            # the call waits in the fate table; its door is told by the call's future once all its tickets
+            # have settled
             tickets = list(waiting.values())
-            key = caller_key(caller)
-            settled = resolver.fates.watch(key, tickets)
+            settled = resolver.fates.watch(caller_key(caller), tickets, Answered(caller, value, tuple(tickets)))
             if settled is not None:
-                settled.add_done_callback(functools.partial(self._recalculate, caller, value, tickets))
+                settled.add_done_callback(self.told)
             pacer = getattr(self._reads, "pacer", None)
             if pacer is not None:  # a call made after its cell shows pending: it may wait its turn (``later``)
                 pacer.add(tickets)
@@ -296,20 +312,6 @@ class CellRuntime:
         except Exception as e:  # never raise into Excel
             self.last_error = f"internal error: {e}"
             return error_row(e, width)
-
-    def _recalculate(self, caller: Any, value: Callable[[], Any], tickets: list[concurrent.futures.Future],
-                     _: concurrent.futures.Future) -> None:
-        """Every ticket of ``caller`` has settled (the resolver kept their fates): its door told its value,
-        or (a ticket cancelled: its request is asked again) to run it again; Excel recalculates the cell."""
-        try:
-            if self.settle is not None:
-                self.settle(caller, None if any(t.cancelled() for t in tickets) else value)
-            else:
-                assert self.rewrite is not None
-                self.rewrite(caller)
-        except Exception as e:
-            self.last_error = f"cannot recalculate {caller_key(caller)}: {e}"
-            log.warning(self.last_error)
 
     def close(self, *, abort: bool = False) -> None:
         with self._lock:
