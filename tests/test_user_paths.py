@@ -592,14 +592,17 @@ def test_com_is_not_imported_off_windows(tmp_path, monkeypatch):
 
 
 def test_a_cell_is_recalculated_on_the_com_loop_against_a_recording_stand_in(monkeypatch):
-    """The Windows path with a stand-in for xlwings' COM server: ``available`` finds it, ``rewrite``
-    returns at once and the formula is written back on the COM loop's own thread."""
+    """The Windows path with a stand-in for xlwings' COM server: ``available`` finds it, the cell's future
+    runs ``recalculate`` (the runtime's ``told``), which returns at once, and the formula is written back on
+    the COM loop's own thread."""
     import asyncio
+    import concurrent.futures
     import types
 
     import xlwings
 
     from xladdin.excel import com
+    from xladdin.sheet.pending import Answered
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -642,7 +645,9 @@ def test_a_cell_is_recalculated_on_the_com_loop_against_a_recording_stand_in(mon
         for pid, expected in ((4242, ["get_formula2", "set_formula2"]), (4343, ["get_formula", "set_formula"])):
             done.clear()
             caller = Range(pid)
-            com.rewrite(caller)
+            settled = concurrent.futures.Future()  # the cell's future, as the cells' runtime hands it to Excel
+            settled.add_done_callback(com.recalculate)
+            settled.set_result(Answered(caller, lambda: None, ()))
             assert done.wait(10)
             assert caller.calls == [(name, True) for name in expected]  # on the COM loop's thread
     finally:

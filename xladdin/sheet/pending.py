@@ -35,7 +35,6 @@ import concurrent.futures
 import contextlib
 import datetime as dt
 import functools
-import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,6 @@ from ..settings import Settings
 from ..tasks.base import Task
 from .cells import PENDING, error_row, filler_row
 
-log = logging.getLogger(__name__)
 # A door told that a waiting call's answers are in: its own function, a done-callback of the call's future
 # (``Fates.watch``) run by that future where the call's last ticket settled; the future's result is the call's
 # ``Answered``. Excel's recalculates the cell (its function called again); Calc's and the cell service's settle
