@@ -24,8 +24,8 @@ STATUS_WIDTH, STATUS_ROWS = 2, 13  # QWEN_STATUS's table
 def call(rt: CellRuntime, name: str, args: Sequence[Any], caller: Any = None, folder: Path | None = None) -> Any:
     """The one entry of every door: function ``name`` of the table (``FUNCTIONS``) with its arguments in the
     table's order (``caller``: what a waiting call is known by; ``folder``: the workbook's, a report file's
-    relative path is taken from it). Any failure is a ``#QWEN!`` value of the function's usual shape, and the runtime's
-    last error."""
+    relative path is taken from it). Any failure is a ``#QWEN!`` value of the function's usual shape, and
+    the runtime's last error."""
     try:
         return BY_NAME[name].body(rt, args, caller, folder)
     except Exception as e:
@@ -33,7 +33,7 @@ def call(rt: CellRuntime, name: str, args: Sequence[Any], caller: Any = None, fo
 
 
 def settled(rt: CellRuntime, name: str, value: Callable[[], Any]) -> Any:
-    """A waiting call's value made from its answers (``CellRuntime.rows``' ``settle``), guarded as ``call``."""
+    """A waiting call's value made from its answers (``pending.Answered.made``), guarded as ``call``."""
     try:
         return value()
     except Exception as e:
