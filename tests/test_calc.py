@@ -198,6 +198,7 @@ def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(t
         f.close()
 
 
+@pytest.mark.slow
 @needs_calc
 def test_qwen_status_shows_current_numbers_without_a_hard_recalculation(tiny_model_path, tmp_path):
     """A QWEN_STATUS cell entered before the calls it counts: once their answers are in, a normal

@@ -90,6 +90,7 @@ def test_build_and_doctor_name_a_python_of_another_installation_on_path(tmp_path
     assert "problem:" not in clean.stdout and "note:" in clean.stdout and "another Python installation" in clean.stdout
 
 
+@pytest.mark.slow
 @needs_foreign
 def test_install_into_a_chosen_profile_from_a_shell_with_the_environment_on_path(tmp_path):
     """``xladdin calc install --profile DIR`` (as root too) adds the extension to that profile only —
@@ -111,6 +112,7 @@ def test_install_into_a_chosen_profile_from_a_shell_with_the_environment_on_path
     assert opened["filled"] and opened["values"][0][0][0] == "engine", opened
 
 
+@pytest.mark.slow
 @needs_foreign
 def test_the_template_is_made_from_a_shell_with_the_environment_on_path(tmp_path):
     """``xladdin calc template`` runs a LibreOffice of its own: from a shell with this environment

@@ -132,6 +132,7 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
         runtime.close(abort=True)
 
 
+@pytest.mark.slow
 def test_a_host_whose_fetch_reads_no_stream_settles_over_long_polls_to_the_same_values(tmp_path):
     """Chromium's fetch reads a response as it arrives: the client settles its pending calls over one stream
     each batch. A host without that (no ReadableStream / TextDecoder) long-polls instead: the same values."""

@@ -11,12 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from kit import run_cli
 from test_documents import TINY_MAX_TOKENS, cli
 from test_nightly import LAST_NIGHT, write_csv
 
 README = Path(__file__).resolve().parents[1] / "docs" / "nightly.md"  # where the cron and systemd lines are
 BIN = "/srv/xladdin/.venv/bin/xladdin"
+pytestmark = pytest.mark.slow  # whole nights through the CLI
 
 
 def night(tmp_path, tiny_model_path, pool, day, *extra):

@@ -15,6 +15,7 @@ from xladdin.tasks.rules import Flag
 GOLD = SHARED / "annual_reports" / "gold.jsonl"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GOLD.is_file(), reason="../shared/data annual reports not present")
 def test_no_profitable_real_report_is_flagged_as_a_loss():
     flagged = []
@@ -28,6 +29,7 @@ def test_no_profitable_real_report_is_flagged_as_a_loss():
     assert flagged == []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GOLD.is_file(), reason="../shared/data annual reports not present")
 def test_no_real_report_is_doubtful_by_comparing_different_lines():
     """Issue 46: 数据存疑 compared different lines (营业总收入 against 营业收入, a segment's or the consolidated

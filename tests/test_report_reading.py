@@ -41,6 +41,7 @@ def cli(args, model_path, tmp_path, **kw):
     return run_cli(*args, env=env, timeout=600, **kw)
 
 
+@pytest.mark.slow
 def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny_model_path, tmp_path):
     codes = [f"6880{i:02d}" for i in range(8)]
     distinct_pdfs(tmp_path / "reports", codes)
@@ -348,6 +349,7 @@ def test_a_table_of_report_files_reads_no_further_ahead_than_the_engine_takes(tm
     assert facts["rows"] == rows_n and facts["errors"] == 0 and facts["files_read"] == rows_n
 
 
+@pytest.mark.slow
 def test_files_kept_by_an_earlier_version_of_the_reading_code_are_read_again_once(tmp_path):
     """After an upgrade of the code that reads figures, a rerun reads each file again in the readers (its
     readings kept for the new code), and the next rerun opens none."""
@@ -381,6 +383,7 @@ def test_files_kept_by_an_earlier_version_of_the_reading_code_are_read_again_onc
     assert rows[0] == rows[1] == rows[2]  # the same verdicts, the answers from the cache
 
 
+@pytest.mark.slow
 def test_a_kept_result_is_only_one_the_model_s_answer_made_under_the_same_rules(tmp_path):
     """A report row's result is kept by its input (the file by its stamp) so that a rerun loads no text: but
     only a result made from the model's answer (a row code answered alone, 模型未作答, is asked again), and
