@@ -184,6 +184,9 @@ class Walk:
         self.entered: set[str] = set()
         self.upward: set[tuple[str, str, str, str]] = set()
         self.recording = threading.Event()
+        from test_layers import layer_of
+
+        self._layer = lambda module: layer_of(module.removeprefix("xladdin."))
 
     def _module(self, frame: Any) -> str:
         name = frame.f_globals.get("__name__", "")
@@ -199,9 +202,7 @@ class Walk:
         up = frame.f_back
         caller = self._module(up) if up is not None else ""
         if caller.startswith("xladdin.") and caller != callee and caller not in self.ignored:
-            from test_layers import layer_of
-
-            if layer_of(callee.removeprefix("xladdin.")) > layer_of(caller.removeprefix("xladdin.")):
+            if self._layer(callee) > self._layer(caller):
                 self.upward.add((caller, up.f_code.co_name, callee, frame.f_code.co_name))
 
     @contextmanager

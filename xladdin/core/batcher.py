@@ -55,7 +55,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..engine import Engine, SamplingParams, Started, build_engine
-from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, internal_error
+from ..errors import ConfigError, EngineError, EngineOffline, EngineStalled, EngineTimeout, XladdinError, row_error
 from ..settings import Settings
 from ..tasks.base import Provenance, Task
 from .cache import Cache, SerialThread, Ticket, fail, settle
@@ -446,10 +446,8 @@ class Batcher:
             request = job.request
             try:
                 out = await self._answer(request)
-            except XladdinError as e:
-                job.future.set_exception(e)
-            except Exception as e:
-                job.future.set_exception(internal_error(e))
+            except Exception as e:  # a bug in one row fails only that row
+                job.future.set_exception(row_error(e))
             else:
                 # stored before it settles and leaves ``inflight`` (``_ask`` relies on it); shielded, so a
                 # worker cancelled by ``close`` still leaves the write queued: it is stored

@@ -381,10 +381,8 @@ class Resolver:
                 files.discard(ticket)
                 try:
                     value = ticket.result()
-                except XladdinError as e:
-                    value = e
-                except Exception as e:  # a bug in one row never loses the others
-                    value = internal_error(e)
+                except Exception as e:  # the row's error; a bug in one row never loses the others
+                    value = row_error(e)
                 for i in tickets[ticket]:
                     settle(i, value)
                 return True
