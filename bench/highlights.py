@@ -45,8 +45,8 @@ def build_pool(path: Path, n: int) -> Path | None:
 def checker(n: int) -> dict[str, Any]:
     """The check alone, no model: each sentence with a number of the first ``n`` notes, checked against its
     own note (every number is there: a flag is a false drop) and against the next note (a flag is right)."""
-    from xladdin.reading.cell_values import required_text
     from xladdin.reading.figures import read_figures
+    from xladdin.reading.pool import required_text
     from xladdin.tasks.highlights import check, numbers
 
     with NOTES.open(encoding="utf-8") as f:

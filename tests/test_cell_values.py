@@ -3,7 +3,7 @@ import math
 import pytest
 
 from xladdin.errors import InputError
-from xladdin.reading.cell_values import is_st_name, normalize_code, parse_flag, parse_number
+from xladdin.reading.pool import is_st_name, normalize_code, parse_flag, parse_number
 
 
 @pytest.mark.parametrize(

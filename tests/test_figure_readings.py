@@ -1,6 +1,6 @@
 """Code's readings of figures and its audit, case by case, every expectation worked out by hand from
 the text (units scaled to 亿元, quotes as written, notes word for word): the tables that keep
-``reading/figures.py`` and ``tasks/audit.py`` honest under mutation testing (docs/QUALITY.md)."""
+``reading/figures.py`` and ``tasks/rules.py`` honest under mutation testing (docs/QUALITY.md)."""
 
 import pytest
 from test_documents import PAGE_1, PAGE_2
@@ -16,8 +16,7 @@ from xladdin.reading.figures import (
     split_figure,
     table_prose_conflicts,
 )
-from xladdin.tasks.audit import audit_figures, loss_against_fields
-from xladdin.tasks.rules import Flag
+from xladdin.tasks.rules import Flag, audit_figures, loss_against_fields
 
 TABLES = "\n".join(PAGE_1) + "\f" + "\n".join(PAGE_2)  # a report's two key-figure tables, on pages 1 and 2
 REVENUE_ROW = "营业收入 52,310.50 48,002.10 8.98 40,100.00"

@@ -270,8 +270,8 @@ def test_a_report_dated_only_by_its_text_is_read_once_under_as_of(tiny_model_pat
     it, once; the screen's own request finds it read (it was read in this process first, then again)."""
     from kit import run_main
 
-    from xladdin.jobs import as_of
     from xladdin.reading import documents
+    from xladdin.tasks import screen as as_of
 
     later = report_txt(tmp_path / "600519_2020年报.txt", "贵州茅台2020年年度报告", "董事会批准报送日期：2021年4月2日")
     header = (*HEADER, "报告文件")

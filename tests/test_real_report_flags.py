@@ -9,8 +9,7 @@ import pytest
 from test_documents import SHARED
 
 from xladdin.reading.documents import read_document
-from xladdin.tasks.audit import audit_figures
-from xladdin.tasks.rules import Flag
+from xladdin.tasks.rules import Flag, audit_figures
 
 GOLD = SHARED / "annual_reports" / "gold.jsonl"
 

@@ -6,8 +6,8 @@ import hypothesis.strategies as st
 import pytest
 
 from xladdin.errors import InputError
-from xladdin.reading.cell_values import trim_text
 from xladdin.reading.figures import split_figure
+from xladdin.reading.pool import trim_text
 from xladdin.tasks import Provenance, ScreenExtraction, ScreenResult, ScreenTask
 from xladdin.tasks.rules import DEFAULT_RULES, Flag, RiskLevel
 from xladdin.tasks.screen import SYSTEM_PROMPT
@@ -141,12 +141,12 @@ def test_a_row_without_a_report_reads_nothing_and_a_figure_the_model_gives_anywa
     """No report text: no reading of a text is made (each reader would fail here), nothing is asked of the
     figures, and a figure the model gives anyway has no quote to stand on: blank, 不可溯源, never used."""
     from xladdin.reading import figures, tables
-    from xladdin.tasks import audit, screen
+    from xladdin.tasks import rules, screen
 
     def never(*_):
         raise AssertionError("a row without a report was read")
 
-    for module in (figures, tables, audit, screen):
+    for module in (figures, tables, rules, screen):
         for name in ("read_figures", "withheld_figures", "named_figures", "read_tables", "report_dates",
                      "read_segments", "read_key_tables", "read_shares", "shown_segments"):
             if hasattr(module, name):
@@ -301,7 +301,7 @@ def test_a_long_report_is_given_from_its_sections_not_its_table_of_contents():
     """The excerpt starts each section at its heading in the body, not at its line in the 目录 (dot
     leaders), alike for a plain text and for a report's text with the readings its reader process made."""
     from xladdin.reading.figures import readings, with_readings
-    from xladdin.tasks.excerpt import excerpt
+    from xladdin.tasks.base import excerpt
 
     filler = "公司坚持稳健经营，持续完善治理结构。" * 150
     text = ("某某股份有限公司2023年年度报告\n目录\n主要会计数据和财务指标..........5\n管理层讨论与分析..........9\n"

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..jobs.as_of import parse_as_of
 from ..jobs.pool_screen import screen_file
 from ..jobs.report import write_changes
+from ..tasks.screen import parse_as_of
 from .screen_cmd import exit_status, load_rules, summary_line
 from .settings_options import add_settings_options, settings_from
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import XladdinError
-from ..jobs.as_of import date_rows
 from ..reading.pool import is_empty_row, pool_from_table
 from ..sheet import cells
 from ..tasks import ScreenTask
+from ..tasks.screen import date_rows
 from . import com
 
 POOL_SHEET = "Pool"

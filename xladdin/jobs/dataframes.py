@@ -23,9 +23,8 @@ from ..settings import Settings
 from ..tasks.base import Task
 from ..tasks.highlights import HighlightsResult, HighlightsTask
 from ..tasks.rules import DEFAULT_RULES, Rules
-from ..tasks.screen import ScreenResult, ScreenTask
+from ..tasks.screen import Dating, ScreenResult, ScreenTask, date_rows, parse_as_of
 from . import compare as comparing
-from .as_of import Dating, date_rows, parse_as_of
 from .pool_screen import screen_records, texts_for
 from .report import ERROR_HEADER, verdict_table
 
@@ -70,7 +69,7 @@ def _pool_records(df: Any, settings: Settings, reports: str | Path | None,
 def _beside(df: Any, task: Task, result_model: type[BaseModel], records: list[Any], settings: Settings,
             progress: bool, batcher: Batcher | None, dating: Dating | None = None) -> Any:
     """``df`` with ``task``'s result columns for ``records`` (its rows) on the right, index kept;
-    ``dating``: the rows as of a date (``as_of.date_rows``)."""
+    ``dating``: the rows as of a date (``screen.date_rows``)."""
     import pandas as pd
     from tqdm.auto import tqdm
 

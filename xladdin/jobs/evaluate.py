@@ -17,10 +17,9 @@ from typing import Any
 
 from ..core.batcher import Batcher, started
 from ..errors import InputError, XladdinError
-from ..reading.cell_values import parse_number
 from ..reading.documents import Reports
 from ..reading.figures import FIGURES
-from ..reading.pool import Pool, read_pool
+from ..reading.pool import Pool, parse_number, read_pool
 from ..reading.tables import parse_shown, printed_number
 from ..settings import Settings
 from ..tasks.rules import Flag

@@ -24,9 +24,8 @@ from ..settings import Settings
 from ..tasks.base import Task
 from ..tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
-from ..tasks.screen import ScreenResult, ScreenTask
+from ..tasks.screen import ScreenResult, ScreenTask, date_rows, parse_as_of
 from ..version import __version__
-from .as_of import date_rows, parse_as_of
 from .changes import Changes, compare_reports, read_screen, saved_from_table
 from .replay import record
 from .report import check_output, table, write_report
@@ -196,7 +195,7 @@ def screen_file(
     """Screen the pool at ``input_path`` into a report; ``reports``: a folder of report files matched
     to rows by the stock code in their names; ``compare``: an earlier report, whose rows that changed go
     to the report's Changes sheet (``changes.compare_reports``); ``as_of``: a date, no report published
-    after it used (``as_of.date_rows``)."""
+    after it used (``screen.date_rows``)."""
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     return _pool_job(input_path, output_path, settings, task, ScreenResult, progress=progress, batcher=batcher,
                      reports=reports, facts=lambda _: {"rules": rules.model_dump()}, compare=compare,

@@ -4,7 +4,7 @@ the same report out, for pools that outgrow one box.
 The stages, each the single-box path's own code:
 
 1. the driver reads the pool and places every row's report path (``pool.read_pool``,
-   ``documents.Reports``, ``as_of.date_rows``), exactly as ``pool_screen`` does;
+   ``documents.Reports``, ``screen.date_rows``), exactly as ``pool_screen`` does;
 2. Ray tasks read the report files (``documents.locate`` and ``read_file``, code's readings of the
    text ``figures.readings``: what a reader process of ``readers.Reader`` runs), one CPU each;
 3. actors answer the rows: each holds a ``Batcher`` built from the settings (the servers of
@@ -50,9 +50,8 @@ from ..errors import ConfigError, InputError, InternalError, XladdinError
 from ..reading import documents, figures
 from ..settings import Settings
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
-from ..tasks.screen import ScreenResult, ScreenTask
+from ..tasks.screen import ScreenResult, ScreenTask, date_rows, parse_as_of
 from . import ray_llm
-from .as_of import date_rows, parse_as_of
 from .pool_screen import RunSummary, cache_kept, open_pool, run_facts, tally, write_run
 from .ray_values import column, dumps, loads
 

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, XladdinError
-from ..reading.cell_values import normalize_code
 from ..reading.documents import SUFFIXES, Reports, attach
-from ..reading.pool import header_field, read_pool
+from ..reading.pool import header_field, normalize_code, read_pool
 from ..settings import Settings
 from ..tasks.base import Provenance
 from ..tasks.screen import ScreenResult, ScreenTask

@@ -62,7 +62,7 @@ def screen_records(value: Any, header: bool) -> tuple[list[dict[str, Any] | None
 
 def screen_table(value: Any, header: bool) -> tuple[list[dict[str, Any] | None], Pool]:
     """``screen_records``'s dicts and the range as a pool, one row per record (a row without a header has
-    the ``POSITIONAL`` columns: no 公告日期 / 报告期), for ``as_of.date_rows``."""
+    the ``POSITIONAL`` columns: no 公告日期 / 报告期), for ``screen.date_rows``."""
     rows = to_rows(value)
     if header:
         if not rows:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ERROR_PREFIX, XladdinError
-from ..jobs.as_of import date_rows
 from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
+from ..tasks.screen import date_rows
 from . import cells
 from .pending import CellRuntime
 

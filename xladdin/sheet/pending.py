@@ -141,12 +141,12 @@ class CellRuntime:
 
     @property
     def as_of(self) -> dt.date | None:
-        """The ``as_of`` setting: the day the workbook's cells screen as of (``as_of.date_rows``)."""
+        """The ``as_of`` setting: the day the workbook's cells screen as of (``screen.date_rows``)."""
         return self.settings.as_of
 
     def read_text(self, path: ReportPath) -> str:
         """A report file's text, read by the batcher's reader (in its processes, waited for here): what
-        ``as_of.date_rows`` dates a file from that neither its name nor its row dates; its request then
+        ``screen.date_rows`` dates a file from that neither its name nor its row dates; its request then
         finds it read."""
         return self.batcher.reader.read_now(path)
 
@@ -176,7 +176,7 @@ class CellRuntime:
         shape: Callable[[list[list[Any]]], Any] | None = None,
     ) -> Any:
         """One row of cell values per record (``None`` → a blank row); ``finish(i, result)``: record ``i``'s
-        result as its row shows it (``as_of.Dating.result``), on every call, memo hits too; ``shape(rows)``:
+        result as its row shows it (``screen.Dating.result``), on every call, memo hits too; ``shape(rows)``:
         the cell value the function gives of its rows (the rows themselves if not given). A call waiting on
         the engine is watched (``Fates.watch``): once its tickets have settled, the call's future runs the
         door's ``told`` with the call's ``Answered``: its value made from their outcomes by the same ``finish``

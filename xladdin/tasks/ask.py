@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..reading.cell_values import required_text, text_or_none
+from ..reading.pool import required_text, text_or_none
 from .base import Provenance, Task
 from .highlights import check
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
-from ..reading.cell_values import required_text, text_or_none
+from ..reading.pool import required_text, text_or_none
 from .base import Provenance, Task
 
 MAX_LABELS = 50

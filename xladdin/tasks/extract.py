@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
-from ..reading.cell_values import required_text, text_or_none
 from ..reading.figures import ALL_UNITS, Figure, convert, split_figure
+from ..reading.pool import required_text, text_or_none
 from .base import Provenance, Task
 from .highlights import check
 

@@ -28,11 +28,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError, XladdinError
-from ..reading.cell_values import parse_number, required_text, text_or_none
 from ..reading.document import Document, DocumentText
 from ..reading.figures import FIGURES, TABLE_FIGURES, Reading, read_figures
-from .base import Provenance, ResultRow, Task, plain, plain_text
-from .excerpt import excerpt
+from ..reading.pool import parse_number, required_text, text_or_none
+from .base import Provenance, ResultRow, Task, excerpt, plain, plain_text
 
 MAX_POINTS = 5
 DEFAULT_POINTS = 3  # a 30-60 s script: three highlights of at most ~60 characters
