@@ -182,11 +182,16 @@ class Walk:
     def __init__(self, aliases: dict[str, str] | None = None, ignored: tuple[str, ...] = ("xladdin.testing",)):
         self.aliases, self.ignored = aliases or {}, ignored
         self.entered: set[str] = set()
+        self.functions: dict[str, set[str]] = {}  # module -> the names of its functions entered
         self.upward: set[tuple[str, str, str, str]] = set()
         self.recording = threading.Event()
         from test_layers import layer_of
 
         self._layer = lambda module: layer_of(module.removeprefix("xladdin."))
+
+    def said(self) -> str:
+        """Each module entered with the functions of it entered, for an assertion's message."""
+        return "; ".join(f"{m}: {' '.join(sorted(self.functions[m]))}" for m in sorted(self.entered))
 
     def _module(self, frame: Any) -> str:
         name = frame.f_globals.get("__name__", "")
@@ -199,6 +204,7 @@ class Walk:
         if not callee.startswith("xladdin.") or callee in self.ignored:
             return
         self.entered.add(callee)
+        self.functions.setdefault(callee, set()).add(frame.f_code.co_name)
         up = frame.f_back
         caller = self._module(up) if up is not None else ""
         if caller.startswith("xladdin.") and caller != callee and caller not in self.ignored:

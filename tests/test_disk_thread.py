@@ -246,7 +246,7 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
     the disk thread too, never on the loop that drives the requests. Every row's result, from the engine's
     answer or from the stored one, is made on the batcher's rows thread: neither the disk thread nor the
     loop spends its time on a row's rules and checks."""
-    from xladdin.core.request import Prepared
+    from xladdin.core.batcher import Prepared
 
     side: list[tuple[str, str, str]] = []
     finished: list[str] = []
@@ -491,7 +491,7 @@ def test_a_miss_handed_to_the_loop_as_the_batcher_closes_is_its_row_s_error(tmp_
     """A miss read on the disk thread just as the batcher closes (Ctrl-C): handed to the loop before the close
     begins (and ended with what the loop holds), or not at all; never to a new loop the close has not stopped,
     where its row would wait for ever."""
-    from xladdin.core.lifecycle import LoopThread
+    from xladdin.core.cache import LoopThread
 
     engine = ScriptedEngine(lambda _: screen_answer("经营稳健"), delay=30)
     batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
@@ -677,7 +677,7 @@ def test_a_report_file_asked_for_while_the_batcher_closes_is_its_row_s_error_and
                                                                                                   monkeypatch):
     """A cell recalculated while its workbook's batcher closes asks for a report file: the row is its error
     ("the run is ending") and no reader thread or process is left once the close has returned."""
-    from xladdin.core.lifecycle import LoopThread
+    from xladdin.core.cache import LoopThread
 
     path = report_file(tmp_path)
     batcher = Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c"), window_ms=0)

@@ -170,7 +170,7 @@ def test_engine_offline_is_a_cell_value(tmp_path):
 
 
 class FakeBook:
-    """The part of an xlwings Book that ``com.book_rules`` reads."""
+    """The part of an xlwings Book that ``udfs.book_rules`` reads."""
 
     def __init__(self, name, rules_values):
         self.name = name

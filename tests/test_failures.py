@@ -1,4 +1,4 @@
-"""The one rule of every memory of a failure (``lifecycle.Failures``): a failure is the answer for its time,
+"""The one rule of every memory of a failure (``cache.Failures``): a failure is the answer for its time,
 then forgotten; a success forgets it at once; the memory is bounded. The requests' fates, the engine's start
 and the report files' reads all keep theirs by it, for the same time."""
 
@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from xladdin.core import lifecycle
+from xladdin.core import cache
 from xladdin.core.batcher import Batcher
-from xladdin.core.cache import Cache
-from xladdin.core.lifecycle import ERROR_TTL, Failures, SharedStart
+from xladdin.core.cache import ERROR_TTL, Cache, Failures, SharedStart
 from xladdin.core.readers import Reader
 from xladdin.core.resolver import Resolver
 from xladdin.errors import EngineError, InputError
@@ -19,7 +18,7 @@ from xladdin.testing import ScriptedEngine
 @pytest.fixture
 def clock(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr(lifecycle.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(cache.time, "monotonic", lambda: now[0])
     return now
 
 

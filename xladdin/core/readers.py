@@ -46,8 +46,7 @@ from typing import Any
 from ..reading import figures
 from ..reading.document import Document
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
-from .cache import Cache, SerialThread, Ticket, settle
-from .lifecycle import Failures, end_with_parent, watch_parent
+from .cache import Cache, Failures, SerialThread, Ticket, end_with_parent, settle, watch_parent
 
 log = logging.getLogger(__name__)
 MEMORY_MIB = 2048  # a reader process's address space (reading the 20 real annual reports peaks at ~180 MiB)

@@ -32,8 +32,7 @@ from ..reading import documents
 from ..tasks.base import Task
 from ..version import source_digest
 from .batcher import Batcher
-from .cache import Ticket, fail, settle
-from .lifecycle import ERROR_TTL, Failures
+from .cache import ERROR_TTL, Failures, Ticket, fail, settle
 
 MEMO_ROWS = 50_000
 ROWS_AHEAD = 256  # requests a thread making many asks beyond the engine's window (``map``, ``Pacer``)

@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 
 from ..errors import ConfigError
 from ..settings import Settings
-from .base import Engine, EngineOptions, SamplingParams, Started, response_format
+from .base import Engine, EngineOptions, SamplingParams, Started
 
 GROUP = "xladdin.engines"
 # the built-ins, as pyproject.toml registers them: used as they are when the package's metadata is not
@@ -73,4 +73,4 @@ def build_engine(settings: Settings) -> Engine:
 
 
 __all__ = ["ENGINES", "Engine", "EngineOptions", "SamplingParams", "Started", "build_engine", "engine_class",
-           "engine_kind", "registered", "response_format"]
+           "engine_kind", "registered"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -11,7 +10,7 @@ from ..settings import EngineOptions, SamplingParams
 
 STALL_MARGIN_S = 5.0  # beyond an engine's own timeout before the batcher calls it stalled
 
-__all__ = ["Engine", "EngineOptions", "SamplingParams", "Started", "request_fields", "response_format"]
+__all__ = ["Engine", "EngineOptions", "SamplingParams", "Started"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +85,3 @@ class Engine(ABC):
 
     def describe(self) -> str:
         return self.model_id
-
-
-def response_format(schema: dict[str, Any], name: str = "result") -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
-
-
-def request_fields(messages: list[dict[str, str]], schema: dict[str, Any], constrained: bool) -> dict[str, Any]:
-    """``messages`` and ``response_format`` of a chat request. Without constrained
-    decoding (a server that lacks it) the schema goes into the system prompt instead,
-    and the answer is only validated afterwards."""
-    if constrained:
-        return {"messages": messages, "response_format": response_format(schema)}
-    hint = "\n\n只输出符合这个 JSON Schema 的 JSON:\n" + json.dumps(schema, ensure_ascii=False)
-    first, *rest = messages
-    return {"messages": [{**first, "content": first["content"] + hint}, *rest]}

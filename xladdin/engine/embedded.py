@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 
 from ..errors import EngineError, EngineRejected, EngineTimeout, OutputError
 from ..settings import EmbeddedOptions
-from .base import Engine, SamplingParams, Started, request_fields
+from .base import Engine, SamplingParams, Started
 from .gguf_files import ModelFile, resolve_model
+from .openai_http import request_fields
 
 DEFAULT_SLOTS = 4
 PROMPT_BATCH = 512  # tokens of a prompt read in one step: llama.cpp's physical batch (n_ubatch) is 512 too

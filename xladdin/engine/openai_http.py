@@ -49,7 +49,7 @@ import aiohttp
 
 from ..errors import ConfigError, EngineError, EngineOffline, EngineRejected, EngineTimeout, OutputError
 from ..settings import HTTPOptions
-from .base import Engine, SamplingParams, Started, request_fields
+from .base import Engine, SamplingParams, Started
 
 DEFAULT_PARALLEL = 32  # in flight when the server does not report its load
 ADAPTIVE_CAP = 1024  # the most in flight an adapting window may reach (see xladdin.core.batcher.Window)
@@ -63,6 +63,21 @@ START_GRACE_S = 5.0  # at start, once one server has named its model, how long t
 CHECK_S = 5.0  # a request without an answer this long has its server checked (at most timeout / 3)
 _PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
 log = logging.getLogger(__name__)
+
+
+def response_format(schema: dict[str, Any], name: str = "result") -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def request_fields(messages: list[dict[str, str]], schema: dict[str, Any], constrained: bool) -> dict[str, Any]:
+    """``messages`` and ``response_format`` of an OpenAI chat request (the embedded engine's server takes the
+    same). Without constrained decoding (a server that lacks it) the schema goes into the system prompt
+    instead, and the answer is only validated afterwards."""
+    if constrained:
+        return {"messages": messages, "response_format": response_format(schema)}
+    hint = "\n\n只输出符合这个 JSON Schema 的 JSON:\n" + json.dumps(schema, ensure_ascii=False)
+    first, *rest = messages
+    return {"messages": [{**first, "content": first["content"] + hint}, *rest]}
 
 
 def normalize_base_url(url: str) -> str:

@@ -9,6 +9,7 @@ through the same batcher and task as the CLI, so afterwards every
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from ..reading.pool import is_empty_row, pool_from_table
 from ..sheet import cells
 from ..tasks import ScreenTask
 from ..tasks.screen import date_rows
-from . import com
+
+log = logging.getLogger(__name__)
 
 POOL_SHEET = "Pool"
 RULES_REF = cells.RULES_REF
@@ -99,7 +101,7 @@ def refresh(book: Any = None) -> dict[str, int]:
     calculation = app.calculation
     try:
         full = Path(str(book.fullname))
-        counts = refresh_values(table, rules, progress=lambda text: com.status_bar(app, text),
+        counts = refresh_values(table, rules, progress=lambda text: status_bar(app, text),
                                 folder=full.parent if full.is_absolute() else None)
         rows = len(table) - 1
         if rows > 0:
@@ -112,5 +114,13 @@ def refresh(book: Any = None) -> dict[str, int]:
         app.calculate()
     finally:
         app.calculation = calculation
-        com.status_bar(app, False)
+        status_bar(app, False)
     return counts
+
+
+def status_bar(app: Any, text: str | bool) -> None:
+    """Excel's status bar text (``False`` gives it back to Excel)."""
+    try:
+        app.status_bar = text
+    except Exception as e:  # a busy Excel must not fail the refresh
+        log.debug("status bar: %s", e)

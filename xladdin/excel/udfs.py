@@ -2,6 +2,12 @@
 task through the process-wide runtime, return cell values. Every failure is a
 cell value starting ``#QWEN!``; nothing raises into Excel.
 
+The only COM-specific code is here too: recalculating a cell whose answers have arrived (``recalculate``),
+and reading the calling workbook's folder and Rules sheet (``book_folder``, ``book_rules``). On Windows
+with desktop Excel, inside the xlwings COM server, ``caller`` is the xlwings ``ComRange`` the UDF
+received; rewriting its formula on xlwings' COM event loop makes Excel call the UDF again (now a cache
+hit). ``ComRange`` retries with backoff while Excel is busy (RPC_E_SERVERCALL_RETRYLATER).
+
 In xlwings.conf (or the add-in settings) set ``UDF Modules`` to
 ``xladdin.excel.udfs`` and click Import Functions. ``caller`` is filled in by
 xlwings and does not appear in Excel.
@@ -9,14 +15,112 @@ xlwings and does not appear in Excel.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import concurrent.futures
+import logging
+import sys
+from pathlib import Path
 from typing import Any
 
 import xlwings as xw
 
 from ..sheet import functions
+from ..sheet.cells import RULES_ADDRESS, RULES_SHEET
 from ..sheet.pending import CellRuntime
-from . import com
+
+log = logging.getLogger(__name__)
+_dynamic_arrays: dict[int, bool] = {}  # Excel process id → has dynamic arrays (Formula2)
+
+
+def available() -> bool:
+    """True inside xlwings' COM server on Windows. Checked by platform first: importing
+    ``xlwings.com_server`` elsewhere changes the process's working directory."""
+    if sys.platform != "win32":
+        return False
+    try:
+        from xlwings import com_server  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def has_dynamic_arrays(caller: Any) -> bool:
+    """Whether the caller's Excel has dynamic arrays (asked once per Excel process, on the COM thread)."""
+    from xlwings.udfs import has_dynamic_array
+
+    pid = caller.sheet.book.app.pid
+    if pid not in _dynamic_arrays:
+        _dynamic_arrays[pid] = has_dynamic_array(pid)
+    return _dynamic_arrays[pid]
+
+
+async def _rewrite(caller: Any) -> None:
+    # Decided up front, as xlwings' own async UDFs do: on an Excel without Formula2, xlwings
+    # retries the missing property instead of failing, so a fallback on error would never run.
+    if has_dynamic_arrays(caller):
+        await caller.set_formula2(await caller.get_formula2())
+    else:
+        await caller.set_formula(await caller.get_formula())
+
+
+def rewrite(caller: Any) -> None:
+    """Schedule the recalculation of ``caller`` on the COM loop (returns at once)."""
+    from xlwings import com_server
+
+    future = asyncio.run_coroutine_threadsafe(_rewrite(caller), com_server.loop)
+    future.add_done_callback(lambda f: f.exception() and log.warning("rewrite failed: %s", f.exception()))
+
+
+def recalculate(settled: concurrent.futures.Future) -> None:
+    """The cells' runtime's ``told`` (run by a waiting cell's future once its answers are in): the cell's
+    recalculation scheduled (``rewrite``); a failure to schedule it is logged, the cell keeps its placeholder
+    until the next recalculation."""
+    caller = settled.result().caller
+    try:
+        rewrite(caller)
+    except Exception as e:
+        log.warning("cannot recalculate %s: %s", getattr(caller, "address", caller), e)
+
+
+_rules_memo: dict[str, tuple[float, Any]] = {}
+
+
+def book_folder(caller: Any) -> Path | None:
+    """The folder of the calling workbook (a report file's relative path is taken from it), or None
+    for a workbook not yet saved."""
+    try:
+        full = Path(str(caller.sheet.book.fullname))
+    except Exception:
+        return None
+    return full.parent if full.is_absolute() else None
+
+
+def book_rules(caller: Any, ttl: float = 2.0) -> Any:
+    """Values of the calling workbook's Rules sheet (key/value rows), or None without one.
+
+    Read on the COM thread the UDF runs on; remembered for ``ttl`` seconds so a
+    recalculation of 500 rows reads the sheet once."""
+    import time
+
+    try:
+        book = caller.sheet.book
+        name = book.name
+    except Exception:
+        return None
+    now = time.monotonic()
+    hit = _rules_memo.get(name)
+    if hit is not None and now - hit[0] < ttl:
+        return hit[1]
+    try:
+        sheets = [s.name for s in book.sheets]
+        values = book.sheets[RULES_SHEET].range(RULES_ADDRESS).value if RULES_SHEET in sheets else None
+    except Exception as e:  # a busy or closing workbook: default rules this time
+        log.debug("rules sheet: %s", e)
+        values = None
+    _rules_memo[name] = (now, values)
+    return values
+
 
 _runtime: CellRuntime | None = None
 # How xlwings converts each argument (``@xw.arg`` options): declared once, applied below, and
@@ -38,7 +142,7 @@ def runtime() -> CellRuntime:
     """The process-wide runtime every UDF shares (created on first use, closed at exit)."""
     global _runtime
     if _runtime is None:
-        _runtime = CellRuntime(told=com.recalculate if com.available() else None)
+        _runtime = CellRuntime(told=recalculate if available() else None)
         atexit.register(_close_at_exit)
     return _runtime
 
@@ -61,9 +165,9 @@ def QWEN_SCREEN(values, header=False, rules=None, caller=None):
     """Screen one row (代码 名称 行业 市盈率TTM ROE 每股收益 财报摘要 …) or a table with its header row
     (header=TRUE). Spills risk level, score, reason, flags, figures. rules: a key/value range; without it
     the workbook's Rules sheet is read when there is one."""
-    folder = com.book_folder(caller) if caller is not None else None
+    folder = book_folder(caller) if caller is not None else None
     if rules is None and caller is not None:
-        rules = com.book_rules(caller)  # the workbook's Rules sheet, when it has one
+        rules = book_rules(caller)  # the workbook's Rules sheet, when it has one
     return functions.call(runtime(), "QWEN_SCREEN", (values, header, rules), caller, folder)
 
 
@@ -93,7 +197,7 @@ def QWEN_HIGHLIGHTS(report, points=None, max_chars=None, caller=None):
     checked against the figures code read and the source; points: how many (default 3), max_chars: per
     highlight (default 60). A highlight with an unverified number is left out (QWEN_STATUS, the CLI's
     report say how many)."""
-    folder = com.book_folder(caller) if caller is not None else None
+    folder = book_folder(caller) if caller is not None else None
     return functions.call(runtime(), "QWEN_HIGHLIGHTS", (report, points, max_chars), caller, folder)
 
 

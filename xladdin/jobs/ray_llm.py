@@ -32,8 +32,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..core.batcher import ContextFit, Prepared, Requests, ask_again
 from ..core.cache import Cache
-from ..core.request import ContextFit, Prepared, Requests, ask_again
 from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
 from ..reading import documents, figures

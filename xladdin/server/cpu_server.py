@@ -10,7 +10,7 @@ import socket
 import sys
 import threading
 
-from xladdin.core.lifecycle import end_with_parent
+from xladdin.core.cache import end_with_parent
 from xladdin.engine.embedded import EmbeddedEngine
 from xladdin.errors import XladdinError
 from xladdin.settings import Settings

@@ -17,7 +17,7 @@ not park threads:
    (``#QWEN… pending``).
 3. When every pending request of that cell has settled (each answer goes to the
    cache the moment it arrives), the call's future (``Fates.watch``) runs the
-   door's own ``told`` — on Windows ``xladdin.excel.com.recalculate``, which
+   door's own ``told`` — on Windows ``xladdin.excel.udfs.recalculate``, which
    rewrites the cell's formula on xlwings' COM loop with its retry on a busy
    Excel. The UDF runs again: its rows are now ``Done`` or ``Failed``.
 
