@@ -22,7 +22,7 @@ from typing import Any
 
 from xladdin.calc import build
 from xladdin.calc.headless import column
-from xladdin.sheet import cells, functions
+from xladdin.sheet import functions
 
 from .common import RESULTS, write_run
 from .excel_path import FIELDS, HEADER, cli, on_stand_in
@@ -33,7 +33,7 @@ HEADLINE = ('calc_over_cli_time', 'table_over_cli_time')  # the numbers docs/BEN
 
 def calc(url: str, workdir: Path, data: list[dict[str, Any]], oxt: Path, table: bool = False) -> dict[str, Any]:
     """The sheet filled by a formula per row, or (``table``) by one formula over the table and its header."""
-    width = len(cells.SPILL_FIELDS)
+    width = len(functions.SPILL_FIELDS)
     sheet = [HEADER] + [[r[k] for k in FIELDS] for r in data]
     last = len(sheet)
     end = column(8 + width - 1)

@@ -28,8 +28,8 @@ from xladdin.core.batcher import Batcher
 from xladdin.excel import udfs
 from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.tasks import ScreenTask
 
 from .common import RESULTS, machine, rows, write_run
@@ -129,7 +129,7 @@ def fill(values: list[list[Any]], callers: list[Any], recalc: queue.SimpleQueue)
         out = udfs.QWEN_SCREEN([values[i]], False, None, caller)[0]
         calling += time.perf_counter() - t
         calls += 1
-        if out[0] != cells.PENDING:
+        if out[0] != functions.PENDING:
             final[i] = out
 
     for i, caller in enumerate(callers):

@@ -40,8 +40,7 @@ from typing import Any
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.resolver import Resolver
-from xladdin.engine.base import request_fields
-from xladdin.engine.openai_http import OpenAIHTTPEngine, metric_sums
+from xladdin.engine.openai_http import OpenAIHTTPEngine, metric_sums, request_fields
 from xladdin.jobs.pool_screen import screen_file
 from xladdin.settings import Settings
 from xladdin.tasks import ScreenTask

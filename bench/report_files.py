@@ -252,7 +252,7 @@ def excel_arm(url: str, work: Path, cells_n: int) -> dict[str, Any]:
     from xladdin.core.batcher import Batcher
     from xladdin.excel import udfs
     from xladdin.settings import Settings
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet.functions import CellRuntime
     from xladdin.testing import write_report_pdf
 
     small = [write_report_pdf(work / f"source-{i}.pdf", i).read_bytes() for i in range(6)]  # the calling thread

@@ -16,7 +16,7 @@ from xladdin.engine.base import SamplingParams
 from xladdin.excel import udfs
 from xladdin.jobs.pool_screen import screen_file
 from xladdin.reading.pool import SAMPLE_POOL
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet.functions import CellRuntime
 from xladdin.tasks import ClassifyTask, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 

@@ -16,11 +16,11 @@ from kit import overloaded_while, run_cli
 from xladdin.calc import build
 from xladdin.calc.build import FUNCTIONS
 from xladdin.calc.headless import column
-from xladdin.sheet import cells, functions
+from xladdin.sheet import functions
 
 needs_calc = pytest.mark.skipif(shutil.which("soffice") is None or build.calc_python() is None,
                                 reason="LibreOffice with Python (uno) is not installed")
-WIDTH = len(cells.SPILL_FIELDS)
+WIDTH = len(functions.SPILL_FIELDS)
 ROWS = 50
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
 
@@ -98,7 +98,7 @@ def test_a_sheet_of_qwen_screen_cells_fills_and_reopens_from_the_cache(tiny_mode
         assert row[0] == f"{given[0]}.SH" and row[2] in ("高", "中", "低"), row
         assert len(row) == WIDTH
     table = values[at["table"]]
-    assert table[0] == cells.spill_header()
+    assert table[0] == functions.spill_header()
     assert [r[0] for r in table[1:]] == [f"{600000 + i}.SH" for i in range(10)]
     assert [r[:4] for r in table[1:]] == [b[0][:4] for b in values[:10]]  # the table and its rows agree
     extracted, classified = values[at["others"] + 1][0][0], values[at["others"] + 2][0][0]
@@ -178,7 +178,7 @@ def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(t
     try:
         row = ((600519.0, "贵州茅台", "白酒", 25.0, 30.0, 50.0, "营业收入1505亿元"),)
         first = f.call("QWEN_SCREEN", (row, None, None))
-        assert first.value[0][0] == cells.PENDING and f.call("QWEN_SCREEN", (row, None, None)) is first
+        assert first.value[0][0] == functions.PENDING and f.call("QWEN_SCREEN", (row, None, None)) is first
         cell = Listener()
         first.addResultListener(cell)  # Calc listens: told the placeholder at once
         assert settled.wait(10) and len(posted) == 1
@@ -188,7 +188,7 @@ def test_a_waiting_call_is_one_result_settled_once_and_an_error_is_asked_again(t
         fail.clear()
         settled.clear()
         again = f.call("QWEN_SCREEN", (row, None, None))  # Calc recalculates the cell: asked again
-        assert again is not first and again.value[0][0] == cells.PENDING
+        assert again is not first and again.value[0][0] == functions.PENDING
         assert settled.wait(10)
         posted.pop()()
         assert again.final and again.value[0][:3] == ["600519.SH", "贵州茅台", "低"]

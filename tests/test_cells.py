@@ -31,12 +31,12 @@ from kit import Walk, free_port, overloaded_while, wait_until  # noqa: E402
 from xladdin.cells import calls, certs, manifests, service  # noqa: E402
 from xladdin.core.batcher import Batcher  # noqa: E402
 from xladdin.settings import Settings  # noqa: E402
-from xladdin.sheet import cells, functions  # noqa: E402
-from xladdin.sheet.pending import CellRuntime  # noqa: E402
+from xladdin.sheet import functions  # noqa: E402
+from xladdin.sheet.functions import CellRuntime  # noqa: E402
 from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
 
 OFFICE = Path(__file__).parent.parent / "office"
-WIDTH = len(cells.SPILL_FIELDS)
+WIDTH = len(functions.SPILL_FIELDS)
 
 
 def row(i: int, roe=10.0) -> list:
@@ -210,7 +210,7 @@ def test_a_table_with_its_header_spills_and_every_function_answers_through_the_t
         assert first[5]["state"] == "done" and len(first[5]["value"]) == 13
         settled = client.settle_all(first)
         values = [settled.get(r.get("id"), r.get("value")) for r in first]
-        assert values[0][0] == cells.spill_header() and [len(r) for r in values[0]] == [WIDTH] * 3
+        assert values[0][0] == functions.spill_header() and [len(r) for r in values[0]] == [WIDTH] * 3
         assert all(not calls.is_pending(v) for v in values)
         assert isinstance(values[2], float) or str(values[2]).startswith("#QWEN!")
         assert values[3] in ("白酒", "银行") or str(values[3]).startswith("#QWEN!")
@@ -566,7 +566,6 @@ def test_calls_left_for_later_send_their_cache_reads_together_not_one_call_s_at_
     cache read is still held on the disk thread (no call waits for its read before the next is made, even
     with a read bound of a minute); released, every value comes from the cache, none from the engine."""
     from xladdin.core.cache import Cache
-    from xladdin.sheet import pending
 
     engine = ScriptedEngine(lambda m: screen_answer())
     settings = tiny_settings(tmp_path)
@@ -579,7 +578,7 @@ def test_calls_left_for_later_send_their_cache_reads_together_not_one_call_s_at_
     first.close()
     assert len(engine.calls) == 12
 
-    monkeypatch.setattr(pending, "READ_WAIT_S", 60.0)
+    monkeypatch.setattr(functions, "READ_WAIT_S", 60.0)
     held, release = threading.Event(), threading.Event()
     real_get = Cache.get
 
@@ -705,10 +704,10 @@ def test_every_grid_declares_the_functions_of_the_one_table(monkeypatch):
     arity = dict(re.findall(r"(\w+): (\d+)", re.search(r"var ARITY = \{([^}]*)\}", js).group(1)))
     assert {k: int(v) for k, v in arity.items()} == {m["id"]: len(m["parameters"]) for m in meta}
     pending = json.loads(re.search(r'var PENDING = ("[^"]*");', js).group(1))
-    assert pending == cells.PENDING
+    assert pending == functions.PENDING
     from xladdin.calc import headless  # LibreOffice's script, run outside xladdin: its own copy
 
-    assert headless.PENDING == cells.PENDING
+    assert headless.PENDING == functions.PENDING
 
 
 def test_office_and_wps_files_are_written_by_the_commands(tmp_path):
@@ -906,7 +905,7 @@ def test_a_call_whose_answers_arrive_is_settled_from_them_and_not_run_again(tmp_
         assert [r["state"] for r in first] == ["pending"] * 20
         settled = client.settle_all(first)
         assert len(runs) == 20 and len(set(runs)) == 20  # each call's body once
-        assert settled[first[0]["id"]][0] == cells.spill_header()
+        assert settled[first[0]["id"]][0] == functions.spill_header()
         fn = calls.function("QWEN_SCREEN")
         for item, r in zip(batch, first, strict=True):  # the call run again (now from memory) gives the same
             assert calls.evaluate(runtime, fn, item["args"], "again") == settled[r["id"]]
@@ -915,6 +914,9 @@ def test_a_call_whose_answers_arrive_is_settled_from_them_and_not_run_again(tmp_
     finally:
         running.stop()
         runtime.close()
+
+
+SERVICE_WALK_MODULES = 16  # Excel's path: test_user_paths.WALK_MODULES; the service's door is two modules
 
 
 def test_a_call_walks_down_the_layers_and_its_door_is_told_by_its_future(tmp_path):
@@ -938,8 +940,9 @@ def test_a_call_walks_down_the_layers_and_its_door_is_told_by_its_future(tmp_pat
             running.stop()
             runtime.close()
     assert first[0]["state"] == "pending" and settled[first[0]["id"]][0][0] == "600002.SH"
-    assert {"xladdin.cells.service", "xladdin.sheet.pending", "xladdin.core.resolver"} <= walk.entered
+    assert {"xladdin.cells.service", "xladdin.sheet.functions", "xladdin.core.resolver"} <= walk.entered
     assert not walk.upward, sorted(walk.upward)
+    assert len(walk.entered) <= SERVICE_WALK_MODULES, walk.said()  # the scripted engine's module not counted
 
 
 def test_calls_run_after_their_post_are_paced_by_the_engine(tmp_path):

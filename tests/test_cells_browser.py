@@ -24,8 +24,8 @@ from conftest import tiny_settings  # noqa: E402
 from test_cells import WIDTH, overloaded_while, row, start  # noqa: E402
 
 from xladdin.core.batcher import Batcher  # noqa: E402
-from xladdin.sheet import cells  # noqa: E402
-from xladdin.sheet.pending import CellRuntime  # noqa: E402
+from xladdin.sheet import functions  # noqa: E402
+from xladdin.sheet.functions import CellRuntime  # noqa: E402
 from xladdin.testing import ScriptedEngine, screen_answer  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -107,7 +107,7 @@ def test_500_cells_in_one_recalculation_go_out_in_a_few_requests_and_the_second_
           while (!recalcs) await new Promise((ok) => setTimeout(ok, 20));
           return { before, after: w.functions.QWEN_SCREEN([r]), recalcs };
         }""", row(1000))
-        assert wps["before"] == [[cells.PENDING]] and len(wps["after"][0]) == WIDTH and wps["recalcs"] == 1
+        assert wps["before"] == [[functions.PENDING]] and len(wps["after"][0]) == WIDTH and wps["recalcs"] == 1
 
         # the service stopped under a pending call: the cell gets an error value, never hangs
         before = len(engine.calls)

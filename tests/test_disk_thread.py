@@ -18,8 +18,8 @@ from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
 from xladdin.core.resolver import Resolver
 from xladdin.excel import udfs
-from xladdin.sheet import cells, pending
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.tasks import ScreenResult, ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
@@ -100,7 +100,7 @@ def test_a_reopened_workbook_gets_its_values_at_once_read_on_the_disk_thread(tmp
     try:
         first = [udfs.QWEN_SCREEN([r], False, None, Caller(f"$L${i + 2}"))[0] for i, r in enumerate(ROWS)]
         assert [f[0] for f in first] == [f"{600000 + i}.SH" for i in range(len(ROWS))]  # no placeholder
-        assert first[0][cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+        assert first[0][functions.SPILL_FIELDS.index("reason")] == "经营稳健"
         assert recalculated == [] and rt.pending_cells == 0 and engine.calls == []  # no cell waits: none recalculated
         assert len(disk) == len(ROWS) and threads(disk) == {DISK_THREAD}, disk  # one read each, on the disk thread
     finally:
@@ -132,7 +132,7 @@ def test_a_slow_failing_or_hanging_read_never_holds_up_the_cell(disk, tmp_path, 
     one that hangs holds up the disk thread alone (the cell has its placeholder), and the request is then
     answered."""
     fill(tmp_path)
-    monkeypatch.setattr(pending, "READ_WAIT_S", 0.2, raising=False)
+    monkeypatch.setattr(functions, "READ_WAIT_S", 0.2, raising=False)
     reads = record_disk(monkeypatch)
     recalculated = Recalculated()
     rt, engine = reopen(tmp_path, recalculated)
@@ -158,12 +158,12 @@ def test_a_slow_failing_or_hanging_read_never_holds_up_the_cell(disk, tmp_path, 
             shown = call.result(5)
         except concurrent.futures.TimeoutError:
             pytest.fail("the cell's call waited on the disk")
-        assert shown[0][0] == cells.PENDING
+        assert shown[0][0] == functions.PENDING
         release.set()
         wait_until(lambda: recalculated, 30, message="the cell was never recalculated")
         assert recalculated == [cell]
         again = excel.submit(udfs.QWEN_SCREEN, [ROWS[0]], False, None, cell).result(5)[0]
-        assert again[0] == "600000.SH" and again[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+        assert again[0] == "600000.SH" and again[functions.SPILL_FIELDS.index("reason")] == "经营稳健"
         assert len(engine.calls) == (1 if disk == "raises" else 0)  # a failed read is a miss; a slow one a hit
         assert rt.batcher.cache.hits + rt.batcher.cache.misses == 1  # read once
         assert [op for op, _, _ in reads].count("get") == 1 and threads(reads) == {DISK_THREAD}, reads
@@ -335,7 +335,7 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
     rt = file_session(tmp_path, recalculated)
     try:
         shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
-        assert shown[0] == "688001.SH" and shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"  # at once
+        assert shown[0] == "688001.SH" and shown[functions.SPILL_FIELDS.index("reason")] == "经营稳健"  # at once
         assert recalculated == [] and rt.pending_cells == 0 and rt.batcher.engine.calls == []
         assert rt.batcher.reader.files_read == 0  # no file parsed again
         assert threads([("", "", t) for _, t in store]) == {DISK_THREAD}, store  # the store's reads
@@ -376,7 +376,7 @@ def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monke
         rt = file_session(tmp_path, recalculated)
         try:
             shown = udfs.QWEN_SCREEN([row], False, None, Caller("$L$2", book=book))[0]
-            assert shown[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+            assert shown[functions.SPILL_FIELDS.index("reason")] == "经营稳健"
             assert (rt.batcher.reader.files_read, rt.batcher.reader.from_store) == ((0, 1) if reopened else (1, 0))
         finally:
             udfs.set_runtime(None)
@@ -560,7 +560,7 @@ def test_a_batcher_used_again_after_close_reads_report_files_again(tmp_path):
         rt.batcher.close()
         second = [688002.0, "华兴二号", "设备", -40.0, None, None, "688002_年报.pdf"]
         value = udfs.QWEN_SCREEN([second], False, None, Caller("$L$3", book=book))[0]
-        assert value[0] == "688002.SH" and value[cells.SPILL_FIELDS.index("reason")] == "经营稳健", value
+        assert value[0] == "688002.SH" and value[functions.SPILL_FIELDS.index("reason")] == "经营稳健", value
         assert rt.batcher.reader.files_read == 2
     finally:
         udfs.set_runtime(None)

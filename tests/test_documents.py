@@ -22,8 +22,8 @@ from xladdin.excel import udfs
 from xladdin.reading.documents import read_document
 from xladdin.reading.figures import read_figures
 from xladdin.reading.tables import read_tables
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.tasks import ScreenResult, ScreenTask
 from xladdin.tasks.rules import Flag
 from xladdin.testing import write_pdf
@@ -152,10 +152,10 @@ def test_qwen_screen_with_a_report_path_in_the_row(tiny_engine, tmp_path):
 
         def settled():
             spilled = udfs.QWEN_SCREEN([row], False, None, caller)[0]
-            return spilled if spilled[0] != cells.PENDING else None
+            return spilled if spilled[0] != functions.PENDING else None
 
         spilled = wait_until(settled, 60, 0.1, message="the cell never settled")
-        out = dict(zip(cells.SPILL_FIELDS, spilled, strict=True))
+        out = dict(zip(functions.SPILL_FIELDS, spilled, strict=True))
         assert out["risk_level"] == "高" and out["net_profit"] == pytest.approx(-0.31204)
         assert "(第2页)" in out["evidence"] and "688001.pdf" in out["read"]
         missing = udfs.QWEN_SCREEN([[688001.0, "华兴源创", "设备", -40.0, None, None, str(tmp_path / "gone.pdf")]],
@@ -163,7 +163,7 @@ def test_qwen_screen_with_a_report_path_in_the_row(tiny_engine, tmp_path):
         assert str(missing[0][0]).startswith("#QWEN! report_file") and "gone.pdf" in missing[0][0]
         # a relative path: from the calling workbook's folder, as Excel's caller names it
         relative = udfs.QWEN_SCREEN([[*row[:6], "688001.pdf"]], False, None, caller)[0]
-        assert dict(zip(cells.SPILL_FIELDS, relative, strict=True))["net_profit"] == pytest.approx(-0.31204)
+        assert dict(zip(functions.SPILL_FIELDS, relative, strict=True))["net_profit"] == pytest.approx(-0.31204)
         # a workbook elsewhere may not make the cell read this folder's file
         elsewhere = udfs.QWEN_SCREEN([row], False, None, Caller(book=tmp_path / "other" / "pool.xlsx"))[0][0]
         assert elsewhere.startswith("#QWEN! report_file") and "outside the folders" in elsewhere
@@ -282,7 +282,7 @@ def test_the_real_annual_report_through_qwen_screen_with_its_path(tiny_engine, t
     runtime = CellRuntime(settings, batcher=Batcher.from_settings(settings, engine=tiny_engine))
     udfs.set_runtime(runtime)
     try:
-        out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([[603339.0, "四方科技", "专用设备", 25.0, None, None,
+        out = dict(zip(functions.SPILL_FIELDS, udfs.QWEN_SCREEN([[603339.0, "四方科技", "专用设备", 25.0, None, None,
                                                               str(REAL_PDF)]], False, None,
                                                             Caller(book=tmp_path / "pool.xlsx"))[0], strict=True))
     finally:
@@ -299,7 +299,7 @@ def test_a_whole_annual_report_as_a_cell_value(tiny_engine, tmp_path):
         spilled = udfs.QWEN_SCREEN([[300617.0, "安靠智电", "电气设备", 30.0, None, None, long_report()]])[0]
     finally:
         udfs.set_runtime(None)
-    out = dict(zip(cells.SPILL_FIELDS, spilled, strict=True))
+    out = dict(zip(functions.SPILL_FIELDS, spilled, strict=True))
     assert out["revenue"] == pytest.approx(3.18, rel=0.01) and out["net_profit"] == pytest.approx(0.636, rel=0.01)
     assert out["risk_level"] == "中" and "文本截断" in out["flags"]
 

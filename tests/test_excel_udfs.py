@@ -12,12 +12,12 @@ from kit import Caller, recalculates
 from xladdin.core.batcher import Batcher
 from xladdin.excel import udfs
 from xladdin.excel.macros import refresh_values
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.tasks.rules import Rules
 
 pytestmark = pytest.mark.slow
-WIDTH = len(cells.SPILL_FIELDS)
+WIDTH = len(functions.SPILL_FIELDS)
 HEADER = ["代码", "名称", "行业", "市盈率TTM", "ROE", "每股收益", "财报摘要"]
 
 
@@ -61,7 +61,7 @@ def rt(tiny_engine, tmp_path):
 def test_one_row_spills_a_verdict_then_hits_the_cache(rt):
     out = udfs.QWEN_SCREEN([row(1, roe=15, pe=30)])
     assert len(out) == 1 and len(out[0]) == WIDTH
-    values = dict(zip(cells.SPILL_FIELDS, out[0], strict=True))
+    values = dict(zip(functions.SPILL_FIELDS, out[0], strict=True))
     assert values["code"] == "600001.SH" and values["risk_level"] == "低" and values["score"] == 94
     requests = rt.batcher.snapshot()["engine_requests"]
     again = udfs.QWEN_SCREEN(np.array([row(1, roe=15, pe=30)], dtype=object))
@@ -71,7 +71,7 @@ def test_one_row_spills_a_verdict_then_hits_the_cache(rt):
 def test_table_with_header_is_one_call(rt):
     table = [HEADER] + [row(i) for i in range(5)] + [[None] * 7] + [row(9, roe="N/A x")]
     out = udfs.QWEN_SCREEN(table, True)
-    assert out[0] == cells.spill_header() and len(out) == 8
+    assert out[0] == functions.spill_header() and len(out) == 8
     assert [r[0] for r in out[1:6]] == [f"60000{i}.SH" for i in range(5)]
     assert out[6] == [""] * WIDTH  # a blank row stays blank
     assert out[7][0] == "#QWEN! roe is not a number: 'N/A x'" and out[7][1:] == [""] * (WIDTH - 1)
@@ -85,9 +85,9 @@ def test_bad_input_and_bad_rules_are_error_values(rt):
 
 
 def test_rules_range_changes_level_and_score(rt):
-    strict = cells.rules_rows(Rules(roe_low_risk_from=25, pe_limit=20))
-    default = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)])[0], strict=True))
-    custom = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)], False, [["key", "value", ""], *strict])[0],
+    strict = functions.rules_rows(Rules(roe_low_risk_from=25, pe_limit=20))
+    default = dict(zip(functions.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)])[0], strict=True))
+    custom = dict(zip(functions.SPILL_FIELDS, udfs.QWEN_SCREEN([row(2)], False, [["key", "value", ""], *strict])[0],
                       strict=True))
     assert (default["risk_level"], custom["risk_level"]) == ("低", "中")
 
@@ -97,7 +97,7 @@ def test_pending_cells_get_a_placeholder_and_are_recalculated(rt):
     rt.told = recalculates(recalculated)
     callers = [Caller(f"$K${i}") for i in range(2, 12)]
     first = [udfs.QWEN_SCREEN([row(100 + i)], False, None, c) for i, c in enumerate(callers)]
-    assert all(f[0][0] == cells.PENDING and len(f[0]) == WIDTH for f in first)
+    assert all(f[0][0] == functions.PENDING and len(f[0]) == WIDTH for f in first)
     recalculated.wait(len(callers))
     assert sorted(c.address for c in recalculated) == sorted(c.address for c in callers)
     # Excel calls the cells again: all cache hits, no placeholder
@@ -115,7 +115,7 @@ def test_200_concurrent_row_calls_reach_the_engine_batched(rt):
     rt.told = recalculates(recalculated)
     with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel's threads call one cell each
         first = list(pool.map(lambda r, c: udfs.QWEN_SCREEN([r], False, None, c), rows, callers))
-    assert all(f[0][0] == cells.PENDING for f in first)
+    assert all(f[0][0] == functions.PENDING for f in first)
     assert len(recalculated.wait(len(callers))) == len(callers), f"{len(recalculated)} of 200 recalculated"
     with concurrent.futures.ThreadPoolExecutor(32) as pool:  # Excel recalculates them: answers from memory
         results = list(pool.map(lambda r, c: udfs.QWEN_SCREEN([r], False, None, c), rows, callers))
@@ -181,9 +181,9 @@ class FakeBook:
 def test_rules_sheet_of_the_calling_book_is_read_without_an_argument(rt):
     caller = Caller("$L$2")
     caller.sheet.book = FakeBook("strict.xlsx", [["roe_low_risk_from", 25], ["pe_limit", 20], [None, None]])
-    out = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)], False, None, caller)[0], strict=True))
+    out = dict(zip(functions.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)], False, None, caller)[0], strict=True))
     assert out["risk_level"] == "中"  # ROE 20 < 25 under the book's rules; 低 under the defaults
-    assert dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)])[0], strict=True))["risk_level"] == "低"
+    assert dict(zip(functions.SPILL_FIELDS, udfs.QWEN_SCREEN([row(3)])[0], strict=True))["risk_level"] == "低"
 
 
 def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path):
@@ -196,14 +196,14 @@ def test_a_failed_pending_cell_shows_its_error_instead_of_asking_again(tmp_path)
     udfs.set_runtime(rt)
     try:
         caller = Caller("$L$2")
-        assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
+        assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == functions.PENDING
         assert recalculated.wait(1) == [caller]
         requests = rt.batcher.snapshot()["engine_requests"]
         again = udfs.QWEN_SCREEN([row(1)], False, None, caller)  # Excel recalculates the cell
         assert again[0][0] == f"#QWEN! engine error 503 ({server.url}): overloaded"
         assert rt.batcher.snapshot()["engine_requests"] == requests and recalculated == [caller]  # no loop
         rt.error_ttl = 0  # later, a recalculation asks again
-        assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == cells.PENDING
+        assert udfs.QWEN_SCREEN([row(1)], False, None, caller)[0][0] == functions.PENDING
     finally:
         udfs.set_runtime(None)
         server.close()
@@ -230,12 +230,12 @@ def test_a_cell_whose_answer_fails_spills_the_rules_verdict_and_is_not_asked_aga
     udfs.set_runtime(runtime)
     try:
         caller = Caller("$K$2")
-        assert udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0][0] == cells.PENDING
+        assert udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0][0] == functions.PENDING
         assert [c.address for c in recalculated.wait(1)] == ["$K$2"]
         asked = runtime.batcher.snapshot()["engine_requests"]
         assert asked == 2  # asked, then asked again with the error
         for _ in range(3):  # Excel recalculates the cell, then the whole sheet, again and again
-            values = dict(zip(cells.SPILL_FIELDS, udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0],
+            values = dict(zip(functions.SPILL_FIELDS, udfs.QWEN_SCREEN([row(7, roe=3.0)], False, None, caller)[0],
                               strict=True))
             assert values["risk_level"] == "高" and values["flags"] == "模型未作答"
         assert runtime.batcher.snapshot()["engine_requests"] == asked and len(recalculated) == 1

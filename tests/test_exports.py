@@ -185,7 +185,7 @@ def test_a_bad_rules_value_names_the_key_and_the_reason(value, words, tmp_path):
     from xladdin.core.batcher import Batcher
     from xladdin.core.cache import Cache
     from xladdin.excel import udfs
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet.functions import CellRuntime
     from xladdin.testing import ScriptedEngine, screen_answer
 
     udfs.set_runtime(CellRuntime(batcher=Batcher(ScriptedEngine(lambda _: screen_answer()), Cache(tmp_path / "c"))))

@@ -25,8 +25,8 @@ from xladdin.calc.runtime import CalcFunctions, Waiting
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
 from xladdin.excel import udfs
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 DOORS = ["excel", "calc"]
@@ -70,7 +70,7 @@ class Door:
     def verdict(self, values: list) -> list:
         """The cell's value once its requests (if any) have settled."""
         first = self.ask(values)
-        if first[0] == cells.PENDING:
+        if first[0] == functions.PENDING:
             self.settle(1)
             return self.shown[tuple(values)]
         return first
@@ -106,7 +106,7 @@ class ExcelDoor(Door):
     def ask(self, values: list) -> list:
         key = tuple(values)
         out = udfs.QWEN_SCREEN([list(values)], False, None, self._caller(key))
-        assert len(out) == 1 and len(out[0]) == len(cells.SPILL_FIELDS), out
+        assert len(out) == 1 and len(out[0]) == len(functions.SPILL_FIELDS), out
         self.shown[key] = out[0]
         return out[0]
 
@@ -145,7 +145,7 @@ class CellListener:
         if self.added:  # told a settled value (the first telling is the value at registration)
             self.door.settled[self.key] += 1
         self.added = True
-        assert len(value) == 1 and len(value[0]) == len(cells.SPILL_FIELDS), value
+        assert len(value) == 1 and len(value[0]) == len(functions.SPILL_FIELDS), value
         self.door.shown[self.key] = value[0]
 
 
@@ -241,12 +241,12 @@ def test_without_a_disk_cache_every_cell_reaches_its_verdict_once(door, cache, t
     d = doors(door, Batcher(engine, cache_for(cache, tmp_path), window_ms=0))
     rows = [row(i) for i in range(n)]
     first = [d.ask(r)[0] for r in rows]
-    assert first == [cells.PENDING] * n
+    assert first == [functions.PENDING] * n
     again = [d.ask(r)[0] for r in rows[:10]]  # recalculated while the requests may be out: joins them
-    assert set(again) <= {cells.PENDING, *(code(i) for i in range(10))}, again
+    assert set(again) <= {functions.PENDING, *(code(i) for i in range(10))}, again
     d.settle(n)
     assert [d.shown[tuple(r)][0] for r in rows] == [code(i) for i in range(n)]  # each cell its verdict
-    assert {d.shown[tuple(r)][cells.SPILL_FIELDS.index("risk_level")] for r in rows} == {"低"}
+    assert {d.shown[tuple(r)][functions.SPILL_FIELDS.index("risk_level")] for r in rows} == {"低"}
     final = [d.value(r) for r in rows]  # recalculated once more: the same values, from memory
     assert final == [d.shown[tuple(r)] for r in rows] and [f[0] for f in final] == [code(i) for i in range(n)]
     assert len(engine.calls) == n  # one request per distinct row, none asked again
@@ -269,7 +269,7 @@ def test_a_model_change_mid_request_is_the_cell_s_error_then_asked_again_under_t
     cache = Cache(tmp_path / "c")
     d = doors(door, Batcher(engine, cache, window_ms=0))
     r = row(7)
-    assert d.ask(r)[0] == cells.PENDING
+    assert d.ask(r)[0] == functions.PENDING
     d.settle(1)
     shown = d.shown[tuple(r)][0]
     assert shown.startswith("#QWEN!") and "asked of scripted-model: the answer is not stored" in shown, shown
@@ -279,7 +279,7 @@ def test_a_model_change_mid_request_is_the_cell_s_error_then_asked_again_under_t
 
     d.runtime.resolver.error_ttl = 0  # the failure's time is over
     engine.respond = lambda _: screen_answer("经营稳健")
-    assert d.ask(r)[0] == cells.PENDING  # asked again
+    assert d.ask(r)[0] == functions.PENDING  # asked again
     d.settle(1)
     assert d.shown[tuple(r)][0] == code(7) and len(engine.calls) == 2
     assert d.value(r)[0] == code(7) and len(engine.calls) == 2
@@ -304,7 +304,7 @@ def test_an_error_counts_for_its_time_then_the_row_is_asked_again(door, tmp_path
     d = doors(door, Batcher(engine, Cache(tmp_path / "c", enabled=False), window_ms=0))
     assert d.runtime.resolver.error_ttl == 30.0  # an error's time, by default
     rows = [row(i) for i in range(3)]
-    assert [d.ask(r)[0] for r in rows] == [cells.PENDING] * 3
+    assert [d.ask(r)[0] for r in rows] == [functions.PENDING] * 3
     d.settle(3)
     errors = [d.shown[tuple(r)][0] for r in rows]
     assert all(e.startswith("#QWEN! engine error 503") for e in errors), errors
@@ -317,7 +317,7 @@ def test_an_error_counts_for_its_time_then_the_row_is_asked_again(door, tmp_path
     assert len(engine.calls) == asked and d.waiting() == 0  # no new request, no cell waiting
 
     d.runtime.resolver.error_ttl = 0  # the failure's time is over: the next call asks again
-    assert [d.ask(r)[0] for r in rows] == [cells.PENDING] * 3
+    assert [d.ask(r)[0] for r in rows] == [functions.PENDING] * 3
     d.settle(3)
     assert [d.shown[tuple(r)][0] for r in rows] == [code(i) for i in range(3)]
     assert len(engine.calls) == asked + 3  # one new request per row
@@ -352,13 +352,13 @@ def test_a_replica_gone_between_recalculations_leaves_every_cell_its_verdict(doo
         batcher = Batcher.from_settings(settings)
         d = doors(door, batcher)
         first = [row(i) for i in range(4)]
-        assert [d.ask(r)[0] for r in first] == [cells.PENDING] * 4
+        assert [d.ask(r)[0] for r in first] == [functions.PENDING] * 4
         d.settle(4)
         assert [d.shown[tuple(r)][0] for r in first] == [code(i) for i in range(4)]
         a.close()  # one replica goes away
         gone = True
         second = [row(i) for i in range(4, 16)]
-        assert [d.ask(r)[0] for r in second] == [cells.PENDING] * 12
+        assert [d.ask(r)[0] for r in second] == [functions.PENDING] * 12
         d.settle(12)
         assert [d.shown[tuple(r)][0] for r in second] == [code(i) for i in range(4, 16)], \
             [d.shown[tuple(r)][0] for r in second]

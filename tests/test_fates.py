@@ -13,8 +13,8 @@ from xladdin.core.cache import Cache
 from xladdin.core.resolver import Done, Failed, Pending, Resolver
 from xladdin.errors import EngineError
 from xladdin.excel import udfs
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.tasks.screen import ScreenTask
 from xladdin.testing import ScriptedEngine, screen_answer
 
@@ -38,14 +38,14 @@ def test_a_cell_recalculated_while_its_request_is_out_joins_it_and_reads_nothing
         rt.batcher.start()  # a sheet recalculated after its first cells started the engine
         get = rt.batcher.cache.get
         rt.batcher.cache.get = lambda key: reads.append(key) or get(key)  # the disk cache's reads, counted
-        assert udfs.QWEN_SCREEN([ROW], False, None, cell)[0][0] == cells.PENDING
+        assert udfs.QWEN_SCREEN([ROW], False, None, cell)[0][0] == functions.PENDING
         for _ in range(3):  # Excel recalculates the sheet while the answer is out
-            assert udfs.QWEN_SCREEN([ROW], False, None, cell)[0][0] == cells.PENDING
+            assert udfs.QWEN_SCREEN([ROW], False, None, cell)[0][0] == functions.PENDING
         assert len(reads) == 1  # its one read, on the first call
         release.set()
         assert recalculated.wait(30)
         final = udfs.QWEN_SCREEN([ROW], False, None, cell)[0]
-        assert final[0] == "600519.SH" and final[cells.SPILL_FIELDS.index("reason")] == "经营稳健"
+        assert final[0] == "600519.SH" and final[functions.SPILL_FIELDS.index("reason")] == "经营稳健"
         assert len(reads) == 1 and len(engine.calls) == 1  # one read, one request; the value from the table
     finally:
         udfs.set_runtime(None)
@@ -97,7 +97,7 @@ def test_the_cells_and_calc_calls_waiting_on_a_request_are_in_the_one_fate_table
     try:
         caller = Caller("$H$2")
         for _ in range(3):  # Excel recalculates the cell while its request is out
-            assert udfs.QWEN_SCREEN([ROW], False, None, caller)[0][0] == cells.PENDING
+            assert udfs.QWEN_SCREEN([ROW], False, None, caller)[0][0] == functions.PENDING
         pending = calc.call("QWEN_SCREEN", ((tuple(ROW),), None, None))
         fates = rt.resolver.fates
         assert fates.waiting == 1 and rt.pending_cells == 1  # one cell, one waiter
@@ -105,7 +105,7 @@ def test_the_cells_and_calc_calls_waiting_on_a_request_are_in_the_one_fate_table
         release.set()
         assert recalculated.wait(10)
         assert fates.waiting == 0 and isinstance(rt.resolver.resolve(ScreenTask(), dict(
-            zip(cells.POSITIONAL, ROW, strict=False))), Done)
+            zip(functions.POSITIONAL, ROW, strict=False))), Done)
         assert udfs.QWEN_SCREEN([ROW], False, None, caller)[0][0] == "600519.SH"
         wait_until(lambda: posted, 10, message="the Calc call's settle was not posted")
         posted.pop()()

@@ -66,7 +66,7 @@ def test_the_pandas_door_and_a_cell_give_the_same_highlights(tmp_path):
     import pandas as pd
 
     from xladdin.excel import udfs
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet.functions import CellRuntime
 
     engine = ScriptedEngine(planted)
     df = pd.DataFrame({"代码": ["600519"], "名称": ["贵州茅台"], "财报摘要": [REPORT]})

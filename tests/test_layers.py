@@ -250,7 +250,7 @@ def test_no_test_asserts_a_timing():
 
 
 def drawn_layer(token: str) -> int | None:
-    """The layer of a path drawn in DESIGN.md's picture (``xladdin/core/``, ``sheet/cells.py``,
+    """The layer of a path drawn in DESIGN.md's picture (``xladdin/core/``, ``sheet/functions.py``,
     ``errors.py``, ``pool_screen.py``), or ``None`` for a name that is not one module's."""
     parts = token.removeprefix("xladdin/").removesuffix("/").removesuffix(".py").split("/")
     if len(parts) > 1 or parts[0] in units():

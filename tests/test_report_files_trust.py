@@ -19,7 +19,7 @@ from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
 from xladdin.excel import udfs
 from xladdin.settings import Settings
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet.functions import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 SECRET = "机密口令 hunter2 营业收入99.99亿元"

@@ -78,8 +78,8 @@ def test_a_pool_of_report_files_reads_each_file_once_and_a_rerun_opens_none(tiny
 
 def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_udfs, tmp_path,  # noqa: F811
                                                                         monkeypatch):
-    from xladdin.sheet import cells
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet import functions
+    from xladdin.sheet.functions import CellRuntime
 
     call_udf, name, module = windows_udfs
     distinct_pdfs(tmp_path, ["688001"])
@@ -102,10 +102,10 @@ def test_qwen_screen_with_a_report_path_reads_it_off_the_calling_thread(windows_
     book = str(tmp_path / "pool.xlsx")  # a saved workbook beside the report
     row = ((688001.0, "华兴源创", "设备", -40.0, None, None, "688001_年报.pdf", None, None, None),)
     first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
-    assert first[0][0] == cells.PENDING  # not read yet: pending like any other cell
+    assert first[0][0] == functions.PENDING  # not read yet: pending like any other cell
     wait_until(lambda: recalculated, BOUND_S, message="the cell was never recalculated")
     done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
-    out = dict(zip(cells.SPILL_FIELDS, done[0], strict=True))
+    out = dict(zip(functions.SPILL_FIELDS, done[0], strict=True))
     assert out["risk_level"] == "高" and out["net_profit"] == pytest.approx(-0.31204) and "688001" in out["read"]
     again = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
     assert again == done and batcher.reader.snapshot()["files_read"] == 1 and len(engine.calls) == 1

@@ -12,8 +12,8 @@ from kit import Caller, cache_for, recalculates
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
 from xladdin.excel import udfs
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 
@@ -37,11 +37,11 @@ def test_500_cells_reach_their_values_without_a_disk_cache(kind, tmp_path):
         rows = [[600000.0 + i, f"公司{i}", "行业", 20.0, 18.0, 1.0, f"营业收入{100 + i}亿元"] for i in range(n)]
         callers = [Caller(f"$L${i + 2}") for i in range(n)]
         first = [udfs.QWEN_SCREEN([r], False, None, c)[0][0] for r, c in zip(rows, callers, strict=True)]
-        assert first.count(cells.PENDING) == n
+        assert first.count(functions.PENDING) == n
         assert all_settled.wait(60), len(recalc)
         final = [udfs.QWEN_SCREEN([r], False, None, c)[0] for r, c in zip(rows, callers, strict=True)]
         assert [f[0] for f in final] == [f"{600000 + i}.SH" for i in range(n)]  # every cell has its verdict
-        assert {f[cells.SPILL_FIELDS.index("risk_level")] for f in final} == {"低"}
+        assert {f[functions.SPILL_FIELDS.index("risk_level")] for f in final} == {"低"}
         assert len(engine.calls) == n  # one request per distinct row, none asked again
         assert len(recalc) == n  # each cell recalculated once: no loop
     finally:
@@ -137,7 +137,7 @@ def test_status_shows_hit_rate_one_for_a_sheet_answered_wholly_from_the_cache(tm
     first = CellRuntime(batcher=Batcher(ScriptedEngine(lambda _: screen_answer()), Cache(tmp_path / "c")))
     udfs.set_runtime(first)
     try:
-        assert all(udfs.QWEN_SCREEN([r])[0][0] != cells.PENDING for r in rows)  # no caller: waits, fills the cache
+        assert all(udfs.QWEN_SCREEN([r])[0][0] != functions.PENDING for r in rows)  # no caller: waits, fills the cache
     finally:
         udfs.set_runtime(None)
         first.close()

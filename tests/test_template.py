@@ -12,7 +12,7 @@ import pytest
 
 from xladdin.excel import udfs
 from xladdin.excel.macros import RULES_REF, verdict_formula
-from xladdin.sheet import cells
+from xladdin.sheet import functions
 from xladdin.tasks.rules import DEFAULT_RULES, Rules
 
 ROOT = Path(__file__).parent.parent
@@ -50,7 +50,7 @@ def test_sheets_and_formulas():
     assert n >= 18
     for r in range(2, n + 2):
         assert pool[f"L{r}"].value == verdict_formula(r) == f"=QWEN_SCREEN(A{r}:J{r},FALSE,{RULES_REF})"
-    assert [c.value for c in pool[1]][11:] == cells.spill_header()
+    assert [c.value for c in pool[1]][11:] == functions.spill_header()
     assert wb["Summary"]._charts
     # help text that shows a formula is text: no spreadsheet computes it (Calc read it as one before)
     assert not [c.coordinate for row in wb["How-to"].iter_rows() for c in row if c.data_type == "f"]
@@ -72,9 +72,9 @@ def test_rules_sheet_round_trips():
     n = len(Rules.model_fields)
     assert len(values) >= n and [v[0] for v in values[:n]] == list(Rules.model_fields)
     assert all(v[0] is None for v in values[n:])  # room for more rules, read as blanks
-    assert cells.rules_from_range(values) == DEFAULT_RULES
+    assert functions.rules_from_range(values) == DEFAULT_RULES
     values[2][1] = 30  # pe_limit
-    assert cells.rules_from_range(values).pe_limit == 30
+    assert functions.rules_from_range(values).pe_limit == 30
 
 
 @pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (libreoffice-calc-nogui) not installed")

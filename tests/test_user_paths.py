@@ -439,8 +439,8 @@ def windows_udfs(monkeypatch):
 def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     """Arguments and results go through xlwings' own ``call_udf``: its argument conversion, the caller
     it builds, the function as its decorators registered it, and its return conversion."""
-    from xladdin.sheet import cells
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet import functions
+    from xladdin.sheet.functions import CellRuntime
 
     call_udf, name, module = windows_udfs
     engine = ScriptedEngine(lambda m: screen_answer("业绩稳健"), delay=0.3)
@@ -451,7 +451,7 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     row = ((600519.0, "贵州茅台", "白酒", 25.0, 34.19, 59.49, "营收1505亿元", None, None, None),)
     rules = (("roe_low_risk_from", 40.0), ("pe_limit", 50.0))  # a Rules range as COM passes it
     first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
-    assert first[0][0] == cells.PENDING and len(first[0]) == len(cells.SPILL_FIELDS)
+    assert first[0][0] == functions.PENDING and len(first[0]) == len(functions.SPILL_FIELDS)
     wait_until(lambda: recalculated, 30, message="the cell was never recalculated")
     assert [(c.address, c.sheet.name, c.sheet.book.name) for c in recalculated] == [("$L$2", "Pool", "pool.xlsx")]
     done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
@@ -461,14 +461,14 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
     assert stricter[0][2] == "中" and len(engine.calls) == 1  # rules in code: the model is not asked again
     bad = ((600519.0, "贵州茅台", "白酒", "N/A?", "abc", 1.0, "x", None, None, None),)
     shown = call_udf(name, "QWEN_SCREEN", (bad, MISSING, MISSING, MISSING), None, {"address": "$L$4"})
-    assert shown[0][0] == "#QWEN! pe_ttm is not a number: 'N/A?'" and len(shown[0]) == len(cells.SPILL_FIELDS)
+    assert shown[0][0] == "#QWEN! pe_ttm is not a number: 'N/A?'" and len(shown[0]) == len(functions.SPILL_FIELDS)
     status = dict(call_udf(name, "QWEN_STATUS", (), None, {"address": "$A$1"}))
     assert status["asked of the engine"] == 1 and status["pending cells"] == 0
 
 
 # One cell's walk: a QWEN_SCREEN row with its report text, and one without (no report: nothing is read of
 # one). A module more on the path, or a call up into a layer above, fails the test below.
-WALK_MODULES = {"营业收入12.5亿元，同比增长10%；归属于上市公司股东的净利润1.2亿元，同比增长8%。": 1, None: 1}
+WALK_MODULES = {"营业收入12.5亿元，同比增长10%；归属于上市公司股东的净利润1.2亿元，同比增长8%。": 15, None: 13}
 
 
 @pytest.mark.parametrize("text", list(WALK_MODULES), ids=["report text", "no report"])
@@ -480,8 +480,8 @@ def test_one_cell_walks_down_the_layers_and_returns_through_its_future(windows_u
     up; and the cell passes at most ``WALK_MODULES`` modules (the engine's included)."""
     from test_fate_doors import chat_route
 
-    from xladdin.sheet import cells
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet import functions
+    from xladdin.sheet.functions import CellRuntime
 
     call_udf, name, module = windows_udfs
     server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat_route})
@@ -506,7 +506,7 @@ def test_one_cell_walks_down_the_layers_and_returns_through_its_future(windows_u
         finally:
             server.close()
     entered, upward = walk.entered, walk.upward
-    assert first[0][0] == cells.PENDING and done[0][:3] == ["600000.SH", "公司", "中"], (first, done)
+    assert first[0][0] == functions.PENDING and done[0][:3] == ["600000.SH", "公司", "中"], (first, done)
     assert not upward, sorted(upward)
     assert "xladdin.engine.openai_http" in entered and "xladdin.core.resolver" in entered  # what is watched
     assert len(entered) <= WALK_MODULES[text], walk.said()
@@ -520,8 +520,8 @@ def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_reque
     values at once)."""
     import concurrent.futures
 
-    from xladdin.sheet import cells
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet import functions
+    from xladdin.sheet.functions import CellRuntime
 
     call_udf, name, module = windows_udfs
     disk = kit.record_disk(monkeypatch)
@@ -539,7 +539,7 @@ def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_reque
     runtime = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c"), window_ms=0),
                           told=kit.recalculates(recalculated.append))
     try:
-        assert [c[0][0] for c in cells_of(runtime)] == [cells.PENDING] * len(rows)
+        assert [c[0][0] for c in cells_of(runtime)] == [functions.PENDING] * len(rows)
         wait_until(lambda: len(recalculated) == len(rows), 30, message="not every cell was recalculated")
         assert [c[0][0] for c in cells_of(runtime)] == [f"{600000 + i}.SH" for i in range(len(rows))]
         cache = runtime.batcher.cache
@@ -573,14 +573,14 @@ def test_classify_labels_as_text_survive_xlwings_conversion():
 
 def test_screen_row_through_xlwings_conversion(tmp_path):
     from xladdin.excel.udfs import ARG_OPTIONS
-    from xladdin.sheet import cells
+    from xladdin.sheet import functions
 
     raw = ((600519.0, "贵州茅台", "白酒", 25.0, 34.19, 59.49, "营收1505亿元", None, None, None, None),)
     values = xlwings_read(raw, ARG_OPTIONS["QWEN_SCREEN"]["values"])
-    records, _ = cells.screen_records(values, False)
+    records, _ = functions.screen_records(values, False)
     assert ScreenTask().parse(records[0]).code == "600519.SH"
     single = xlwings_read(600519.0, ARG_OPTIONS["QWEN_SCREEN"]["values"])  # one cell
-    assert cells.screen_records(single, False)[0] == [{"code": 600519.0}]
+    assert functions.screen_records(single, False)[0] == [{"code": 600519.0}]
 
 
 def test_com_is_not_imported_off_windows(tmp_path, monkeypatch):
@@ -602,7 +602,7 @@ def test_a_cell_is_recalculated_on_the_com_loop_against_a_recording_stand_in(mon
     import xlwings
 
     from xladdin.excel import udfs
-    from xladdin.sheet.pending import Answered
+    from xladdin.sheet.functions import Answered
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -796,8 +796,8 @@ class HungServer:
 @pytest.mark.parametrize("kind", ["hung", "down"])
 def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
     from xladdin.excel import udfs
-    from xladdin.sheet import cells
-    from xladdin.sheet.pending import CellRuntime
+    from xladdin.sheet import functions
+    from xladdin.sheet.functions import CellRuntime
 
     server = HungServer() if kind == "hung" else None
     url = server.url if server else "http://127.0.0.1:9/v1"
@@ -811,10 +811,10 @@ def test_no_cell_waits_for_a_hung_or_down_server(tmp_path, kind):
         status = dict(udfs.QWEN_STATUS())
         expected = f"#QWEN! engine timeout after 2s ({url})" if server else f"#QWEN! engine offline ({url})"
         shown = [o[0][0] for o in first]
-        pending = shown.count(cells.PENDING)
+        pending = shown.count(functions.PENDING)
         # a placeholder at once (the engine starts off Excel's threads), or, once the start has
         # failed (a refused connection fails at once), the error itself
-        assert set(shown) <= {cells.PENDING, expected} and status["pending cells"] <= pending, set(shown)
+        assert set(shown) <= {functions.PENDING, expected} and status["pending cells"] <= pending, set(shown)
         assert pending == 500 if server else pending >= 1  # a placeholder: no call waited for the engine
         wait_until(lambda: len(recalculated) >= pending, 30, message=lambda: f"{len(recalculated)} of {pending} "
                    "pending cells recalculated")
@@ -857,16 +857,16 @@ def test_screen_table_with_header_through_xlwings_dataframe_converter(tmp_path):
 
     from xladdin.excel.udfs import ARG_OPTIONS
     from xladdin.reading.pool import pool_from_frame
-    from xladdin.sheet import cells
+    from xladdin.sheet import functions
 
     raw = (("代码", "名称", "ROE(%)", "净利润(万元)", "财报摘要"),
            (600519.0, "贵州茅台", 34.19, 6272.05, "营收1505亿元"),
            (None, None, None, None, None),  # a blank row keeps its place in the spill
            ("000001", "平安银行", None, None, ""))
     values = xlwings_read(raw, ARG_OPTIONS["QWEN_SCREEN"]["values"])
-    frame = cells.table_frame(cells.to_rows(values))
+    frame = functions.table_frame(functions.to_rows(values))
     assert isinstance(frame, pd.DataFrame) and list(frame.columns) == list(raw[0]) and len(frame) == 3
-    records, columns = cells.screen_records(values, True)
+    records, columns = functions.screen_records(values, True)
     assert columns == list(raw[0]) and records[1] is None
     first = ScreenTask().parse(records[0])
     assert first.code == "600519.SH" and first.roe == 34.19 and first.net_profit == 0.627205  # 万元 → 亿元

@@ -10,8 +10,8 @@ from test_user_paths import MISSING, windows_udfs  # noqa: F401  (the fixture)
 
 from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
-from xladdin.sheet import cells
-from xladdin.sheet.pending import CellRuntime
+from xladdin.sheet import functions
+from xladdin.sheet.functions import CellRuntime
 from xladdin.testing import ScriptedEngine, screen_answer
 
 REPORT = "2021-04-23__600519__2020年年度报告.txt"
@@ -42,12 +42,12 @@ def test_a_cell_leaves_out_a_report_published_after_the_workbook_s_as_of_day(win
         runtime = module.runtime()
         runtime.told = recalculates(recalculated.append)
         first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
-        if first[0][0] == cells.PENDING:
+        if first[0][0] == functions.PENDING:
             wait_until(lambda: recalculated, BOUND_S, message="the cell was never recalculated")
         done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
         again = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2", "book": book})
         assert again == done  # recalculated from memory: the same, its notes included
-        return dict(zip(cells.SPILL_FIELDS, done[0], strict=True))
+        return dict(zip(functions.SPILL_FIELDS, done[0], strict=True))
 
     def started() -> None:
         """Excel's UDF server (re)started: a runtime reading the settings as they are now, the one cache."""
@@ -95,7 +95,7 @@ def test_a_report_dated_by_its_text_alone_is_read_off_the_calling_thread_and_lef
     row = ((600519.0, "贵州茅台", "白酒", 25.0, 30.0, None, "600519_年报.txt", None, None, None),)
     done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None,
                     {"address": "$L$2", "book": str(tmp_path / "pool.xlsx")})
-    out = dict(zip(cells.SPILL_FIELDS, done[0], strict=True))
+    out = dict(zip(functions.SPILL_FIELDS, done[0], strict=True))
     assert "未用 600519_年报.txt: 公告日 2021-04-23 (正文: 董事会批准报送日期) 晚于 as-of 2021-03-31" in out["notes"]
     assert asked_with_report(engine) == [False]
 
@@ -115,7 +115,7 @@ def test_the_refresh_macro_fills_the_cache_as_the_cells_will_ask_as_of_the_day(t
         assert counts["rows"] == 1 and counts["errors"] == 0 and asked_with_report(engine) == [False]
         caller = Caller("$L$2", book=tmp_path / "pool.xlsx")
         cell = udfs.QWEN_SCREEN([pool_row], False, None, caller)  # the Pool sheet's formula, in that workbook
-        assert LEFT_OUT in dict(zip(cells.SPILL_FIELDS, cell[0], strict=True))["notes"]
+        assert LEFT_OUT in dict(zip(functions.SPILL_FIELDS, cell[0], strict=True))["notes"]
         assert len(engine.calls) == 1  # the formula's request was the one the macro made
     finally:
         udfs.set_runtime(None)
@@ -164,8 +164,8 @@ def test_calc_cells_as_of_a_day_refuse_a_row_published_after_it_and_leave_out_a_
         cell = Listener()
         first.addResultListener(cell)
         header, left, refused, public = cell.values[-1]
-        assert header == cells.spill_header()
-        left, public = dict(zip(cells.SPILL_FIELDS, left, strict=True)), dict(zip(cells.SPILL_FIELDS, public,
+        assert header == functions.spill_header()
+        left, public = dict(zip(functions.SPILL_FIELDS, left, strict=True)), dict(zip(functions.SPILL_FIELDS, public,
                                                                                    strict=True))
         assert LEFT_OUT in left["notes"] and "公告日未知" not in left["flags"] and left["published"] == ""
         assert refused[0] == ("#QWEN! published 公告日期 2021-04-28 is after the as-of day 2021-03-31: this row's "
@@ -197,7 +197,7 @@ def test_the_cell_service_s_cells_as_of_the_day_leave_out_a_later_report(tmp_pat
         batch = [{"fn": "QWEN_SCREEN", "args": [one_row]}]
         first = client.calls(batch)
         value = first[0]["value"] if first[0]["state"] == "done" else client.settle_all(first)[first[0]["id"]]
-        out = dict(zip(cells.SPILL_FIELDS, value[0], strict=True))
+        out = dict(zip(functions.SPILL_FIELDS, value[0], strict=True))
         assert LEFT_OUT in out["notes"] and "公告日未知" not in out["flags"] and asked_with_report(engine) == [False]
     finally:
         running.stop()

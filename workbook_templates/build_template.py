@@ -18,7 +18,7 @@ from openpyxl.utils import get_column_letter
 
 from xladdin.excel.macros import POOL_COLUMNS, RULES_REF, VERDICT_COL, verdict_formula
 from xladdin.reading.pool import SAMPLE_POOL, match_header
-from xladdin.sheet import cells
+from xladdin.sheet import functions
 from xladdin.tasks.rules import RiskLevel
 
 HERE = Path(__file__).parent
@@ -112,7 +112,7 @@ def build(path: Path) -> Path:
     wb = Workbook()
     pool = wb.active
     pool.title = "Pool"
-    spill = cells.spill_header()
+    spill = functions.spill_header()
     verdict_idx = ord(VERDICT_COL) - ord("A") + 1
     header = list(POOL_COLUMNS) + [""] * (verdict_idx - 1 - len(POOL_COLUMNS)) + spill
     pool.append(header)
@@ -131,7 +131,7 @@ def build(path: Path) -> Path:
 
     rules = wb.create_sheet("Rules")
     rules.append(["key", "value", "说明 description"])
-    for row in cells.rules_rows():
+    for row in functions.rules_rows():
         rules.append(row)
     rules["E1"] = "QWEN_SCREEN 读取 " + RULES_REF + "；修改数值后公式重算，不再询问模型 / formulas read this range"
     for cell in rules[1]:
@@ -140,8 +140,8 @@ def build(path: Path) -> Path:
     rules.column_dimensions["C"].width = 48
 
     summary = wb.create_sheet("Summary")
-    risk_col = get_column_letter(verdict_idx + cells.SPILL_FIELDS.index("risk_level"))
-    score_col = get_column_letter(verdict_idx + cells.SPILL_FIELDS.index("score"))
+    risk_col = get_column_letter(verdict_idx + functions.SPILL_FIELDS.index("risk_level"))
+    score_col = get_column_letter(verdict_idx + functions.SPILL_FIELDS.index("score"))
     risk_range = f"Pool!${risk_col}$2:${risk_col}${MAX_ROWS + 1}"
     summary.append(["风险等级 risk", "数量 count"])
     for i, level in enumerate(RiskLevel, start=2):

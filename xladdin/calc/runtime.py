@@ -23,8 +23,8 @@ from ..engine import engine_kind
 from ..engine.private_server import PrivateServer
 from ..errors import is_error_text
 from ..settings import Settings
-from ..sheet import cells, functions
-from ..sheet.pending import CellRuntime
+from ..sheet import functions
+from ..sheet.functions import CellRuntime
 
 log = logging.getLogger(__name__)
 MAX_CALLS = 100_000  # distinct calls remembered (a call's value and the cells listening to it)
@@ -70,7 +70,7 @@ def _final(value: Any) -> bool:
     """A value that no later call can change: neither a placeholder nor an error (an error is shown
     for a while, then its request is made again, as in Excel)."""
     values = [v for row in value for v in row] if isinstance(value, list) else [value]
-    return not any(v == cells.PENDING or is_error_text(v) for v in values)
+    return not any(v == functions.PENDING or is_error_text(v) for v in values)
 
 
 class Waiting:

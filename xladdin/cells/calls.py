@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import XladdinError, is_error_text
-from ..sheet import cells, functions
-from ..sheet.functions import BY_NAME, Function, Param
-from ..sheet.pending import CellRuntime
+from ..sheet import functions
+from ..sheet.functions import BY_NAME, CellRuntime, Function, Param
 
 MAX_CALL_BYTES = 1 << 20  # one call's arguments as JSON (a whole annual report's text fits)
 
@@ -120,7 +119,7 @@ def _plain(value: Any) -> Any:
 def is_pending(value: Any) -> bool:
     if isinstance(value, list):
         return any(is_pending(v) for v in value)
-    return value == cells.PENDING
+    return value == functions.PENDING
 
 
 def is_error(value: Any) -> bool:

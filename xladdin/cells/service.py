@@ -47,9 +47,8 @@ from ..core.cache import on_serial_thread
 from ..errors import ConfigError
 from ..reading.documents import looks_like_path
 from ..settings import loopback
-from ..sheet import cells
-from ..sheet.functions import metadata
-from ..sheet.pending import CellRuntime
+from ..sheet import functions
+from ..sheet.functions import CellRuntime, metadata
 from . import calls, manifests
 
 log = logging.getLogger(__name__)
@@ -208,7 +207,7 @@ class CellService:
                 cid = calls.call_id(fn.name, args)
             except (calls.CallError, TypeError, ValueError) as e:
                 error = e if isinstance(e, calls.CallError) else calls.CallError(f"a call's arguments: {e}")
-                out.append({"state": "error", "value": cells.error_value(error)})
+                out.append({"state": "error", "value": functions.error_value(error)})
                 continue
             with self._lock:
                 entry = self._entries.get(cid)

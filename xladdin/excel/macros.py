@@ -16,14 +16,14 @@ from typing import Any
 
 from ..errors import XladdinError
 from ..reading.pool import is_empty_row, pool_from_table
-from ..sheet import cells
+from ..sheet import functions
 from ..tasks import ScreenTask
 from ..tasks.screen import date_rows
 
 log = logging.getLogger(__name__)
 
 POOL_SHEET = "Pool"
-RULES_REF = cells.RULES_REF
+RULES_REF = functions.RULES_REF
 POOL_COLUMNS = (
     "代码",
     "名称",
@@ -35,7 +35,7 @@ POOL_COLUMNS = (
     "净利润(亿元)",
     "上年净利润(亿元)",
     "营业收入(亿元)",
-)  # cells.POSITIONAL order
+)  # functions.POSITIONAL order
 LAST_INPUT_COL = "J"
 VERDICT_COL = "L"
 
@@ -58,7 +58,7 @@ def refresh_values(table: list[list[Any]], rules: Any = None, progress: Callable
     placed, dating = date_rows(pool, [reports.place(rec, folder) for rec in pool.records()], rt.as_of, rt.read_text)
     records = [rec for i, (row, rec) in enumerate(zip(pool.rows, placed, strict=True))
                if not is_empty_row(row) and i not in dating.refused]
-    task = ScreenTask(rules=cells.rules_from_range(rules), max_text_chars=rt.max_text_chars)
+    task = ScreenTask(rules=functions.rules_from_range(rules), max_text_chars=rt.max_text_chars)
     counts = {"rows": len(records), "done": 0, "cached": 0, "errors": 0}
 
     def on_result(_: int, res: Any) -> None:
@@ -79,7 +79,7 @@ def verdict_column(existing: Any, rows: int) -> list[list[str]]:
     """The verdict column's formulas for data rows 2..rows+1, as one 2-D block. A cell holding a
     formula of the user's own (not ``QWEN_SCREEN``) or a value keeps it; blanks and our formulas
     get the row's ``QWEN_SCREEN`` formula."""
-    current = [r[0] if r else None for r in cells.to_rows(existing)] if rows > 1 else [existing]
+    current = [r[0] if r else None for r in functions.to_rows(existing)] if rows > 1 else [existing]
     current += [None] * (rows - len(current))
     out = []
     for i, value in enumerate(current[:rows]):
@@ -96,7 +96,8 @@ def refresh(book: Any = None) -> dict[str, int]:
     sheet = book.sheets[POOL_SHEET]
     table = sheet.range("A1").expand().value
     names = [s.name for s in book.sheets]
-    rules = book.sheets[cells.RULES_SHEET].range(cells.RULES_ADDRESS).value if cells.RULES_SHEET in names else None
+    rules = (book.sheets[functions.RULES_SHEET].range(functions.RULES_ADDRESS).value
+             if functions.RULES_SHEET in names else None)
     app = book.app
     calculation = app.calculation
     try:

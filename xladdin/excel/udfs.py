@@ -26,8 +26,7 @@ from typing import Any
 import xlwings as xw
 
 from ..sheet import functions
-from ..sheet.cells import RULES_ADDRESS, RULES_SHEET
-from ..sheet.pending import CellRuntime
+from ..sheet.functions import RULES_ADDRESS, RULES_SHEET, CellRuntime
 
 log = logging.getLogger(__name__)
 _dynamic_arrays: dict[int, bool] = {}  # Excel process id → has dynamic arrays (Formula2)
