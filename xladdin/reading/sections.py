@@ -1,7 +1,7 @@
 """Where a long report's sections begin, a reading of its text: the key-figure tables (主要会计数据 /
 主要财务指标) and the management discussion (经营情况讨论与分析 / 管理层讨论与分析 …), each at its first
 heading that is not a line of a table of contents. What the model is given of a long report starts
-from them (``tasks/base.py``); a report file's are found in its reader process, with its other
+from them (``tasks.base.excerpt``); a report file's are found in its reader process, with its other
 readings (``figures.readings``)."""
 
 from __future__ import annotations

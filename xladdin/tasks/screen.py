@@ -8,7 +8,7 @@ Code reads what code can read first (``figures.read_figures``): a figure it foun
 quote, is left out of the schema the model is given for that row, so no token is spent writing
 it again (``python -m bench schema``: 1.7× faster on the starter model); so is a figure whose
 words the text never uses (no 毛利 anywhere: no gross margin to read, nothing to invent). The
-model reads the rest; ``audit`` checks both the same way. A given field whose figure code reads from
+model reads the rest; ``rules.audit_figures`` checks both the same way. A given field whose figure code reads from
 the text itself (ROE, EPS, revenue, net profit: ``checked_fields``) is left out of the row the model
 reads: code compares the two exactly (``finish``), so the model is not given them to compare again
 (26 fewer Qwen3 tokens on a short market row of ~124).
