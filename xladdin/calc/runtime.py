@@ -100,7 +100,7 @@ class Waiting:
 
 class _Call:
     """One distinct call (function and arguments): what computes its value, what makes it of its answers
-    once they are in (``pending.Answered.made``), and its result now. The call is the caller its
+    once they are in (``functions.Answered.made``), and its result now. The call is the caller its
     requests are watched under, so a result replaced meanwhile is still the one settled."""
 
     __slots__ = ("compute", "finish", "result")

@@ -98,7 +98,7 @@ def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any
 
 
 def finished(rt: CellRuntime, fn: Function, value: Callable[[], Any]) -> Any:
-    """A waiting call's cell value, made from its answers (``pending.Answered.made``), as ``evaluate``
+    """A waiting call's cell value, made from its answers (``functions.Answered.made``), as ``evaluate``
     gives it."""
     return _plain(functions.settled(rt, fn.name, value))
 

@@ -94,7 +94,7 @@ class Fates:
         self._waiters: dict[Hashable, int] = {}  # a cell or call → its tickets not yet settled
 
     def watch(self, who: Hashable, tickets: list[concurrent.futures.Future],
-              result: Any = None) -> concurrent.futures.Future | None:
+              result: Any) -> concurrent.futures.Future | None:
         """The call's future: set to ``result`` once all ``tickets`` have settled, after their fates are kept
         here (so what its waiter runs then finds them done or failed); ``None`` when ``who`` already waits
         (an earlier call of that cell is told then). The resolver calls nobody: the door's own function is

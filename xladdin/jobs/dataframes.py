@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..core.batcher import Batcher, started
 from ..errors import InputError
-from ..reading.documents import Reports
+from ..reading.documents import Reports, read_document
 from ..reading.pool import NOTES_REQUIRED, REQUIRED, Pool, pool_from_frame
 from ..settings import Settings
 from ..tasks.base import Task
@@ -39,7 +39,7 @@ def screen(df: Any, *, rules: Rules = DEFAULT_RULES, settings: Settings | None =
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     day = parse_as_of(as_of)
     pool, records = _pool_records(df, settings, reports, day)
-    records, dating = date_rows(pool, records, day, undated=settings.undated_reports)
+    records, dating = date_rows(pool, records, day, read_document, settings.undated_reports)
     return _beside(df, task, ScreenResult, records, settings, progress, batcher, dating)
 
 

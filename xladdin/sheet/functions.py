@@ -470,7 +470,7 @@ def call(rt: CellRuntime, name: str, args: Sequence[Any], caller: Any = None, fo
 
 
 def settled(rt: CellRuntime, name: str, value: Callable[[], Any]) -> Any:
-    """A waiting call's value made from its answers (``pending.Answered.made``), guarded as ``call``."""
+    """A waiting call's value made from its answers (``Answered.made``), guarded as ``call``."""
     try:
         return value()
     except Exception as e:

@@ -8,9 +8,9 @@ Code reads what code can read first (``figures.read_figures``): a figure it foun
 quote, is left out of the schema the model is given for that row, so no token is spent writing
 it again (``python -m bench schema``: 1.7× faster on the starter model); so is a figure whose
 words the text never uses (no 毛利 anywhere: no gross margin to read, nothing to invent). The
-model reads the rest; ``rules.audit_figures`` checks both the same way. A given field whose figure code reads from
-the text itself (ROE, EPS, revenue, net profit: ``checked_fields``) is left out of the row the model
-reads: code compares the two exactly (``finish``), so the model is not given them to compare again
+model reads the rest; ``rules.audit_figures`` checks both the same way. A given field whose figure code
+reads from the text itself (ROE, EPS, revenue, net profit: ``checked_fields``) is left out of the row the
+model reads: code compares the two exactly (``finish``), so the model is not given them to compare again
 (26 fewer Qwen3 tokens on a short market row of ~124).
 
 Each row is dated before it is screened (``date_rows``, below: its report's period and publication day,
@@ -34,7 +34,7 @@ from .. import periods
 from ..errors import InputError, XladdinError
 from ..periods import from_name
 from ..reading.document import DocumentText, stripped
-from ..reading.documents import FIELD, read_document
+from ..reading.documents import FIELD
 from ..reading.figures import (
     FIGURES,
     Figure,
@@ -467,11 +467,11 @@ class Dating:
 
 
 def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
-              read: Callable[[Any], str] | None = None, undated: bool = False) -> tuple[list[Any], Dating]:
+              read: Callable[[Any], str], undated: bool = False) -> tuple[list[Any], Dating]:
     """The placed ``records`` of ``pool`` as of ``as_of`` (``None``: as they are), and what was found
-    (``Dating``). Under ``as_of`` a file's text is read for its dates (by ``read``, default
-    ``read_document``; the cells: their runtime's reader), so that a later day its text gives wins over
-    its name's. ``undated``: a report of no known day is used (flagged) instead of left out."""
+    (``Dating``). Under ``as_of`` a file's text is read for its dates by the caller's ``read`` (the core's
+    reader; pandas: ``documents.read_document``): a task does no I/O. So a later day its text gives wins
+    over its name's. ``undated``: a report of no known day is used (flagged) instead of left out."""
     dating = Dating(as_of)
     out = []
     for i, (rec, own) in enumerate(zip(records, pool.report_dates(), strict=True)):
@@ -484,7 +484,7 @@ def date_rows(pool: Pool, records: list[Any], as_of: dt.date | None,
             found.append(report_dates(text))
         if as_of is not None and path:
             try:
-                found.append(report_dates((read or read_document)(path)))
+                found.append(report_dates(read(path)))
             except XladdinError:
                 pass  # the row's own reading says why
         dates = own.combined(*found)
