@@ -178,7 +178,7 @@ def write_changes(path: str | Path, changes: Changes) -> Path:
             wb = Workbook()
             wb.remove(wb.active)
             _write_changes_sheet(wb, changes)
-            wb.save(tmp)
+            save_workbook(wb, tmp)
         else:
             tmp.write_text(json.dumps(changes.as_dict(), ensure_ascii=False, indent=1), encoding="utf-8")
         os.replace(tmp, path)
@@ -330,7 +330,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     sm["A1"].font = Font(bold=True, color="C00000" if note else "000000")
     if risk_col is None:  # not a screen (highlights): the run's facts are on the Run sheet
         _write_run(wb, run)
-        wb.save(path)
+        save_workbook(wb, path)
         return
     sm.append([])
     sm.append(["风险等级 risk", "数量 count"])
@@ -359,7 +359,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     if changes is not None:
         _write_changes_sheet(wb, changes)
     _write_run(wb, run)
-    wb.save(path)
+    save_workbook(wb, path)
 
 
 def _write_run(wb: Any, run: dict[str, Any]) -> None:
@@ -437,9 +437,17 @@ def write_by_period(ws: Any, table: list[list[Any]]) -> None:
 
 
 def _append_text_safe(ws: Any, row: list[Any]) -> None:
-    """Append ``row``; a text starting with ``=`` stays text (openpyxl would store a formula)."""
+    """Append ``row``, each text as an .xlsx cell can hold it (``save_workbook`` keeps it text)."""
     ws.append([xlsx_text(v) for v in row])
-    if any(isinstance(v, str) and v.startswith("=") for v in row):
-        for cell in ws[ws.max_row]:
-            if cell.data_type == "f":
-                cell.data_type = "s"
+
+
+def save_workbook(wb: Any, path: str | Path) -> None:
+    """Save ``wb`` with no formula in it: openpyxl stores any text starting with ``=`` as a formula, so
+    every such cell of every sheet (an industry, a name, a quote from a report: whatever a pool or a
+    report holds) is made text here, the one place every workbook the product writes is saved."""
+    for ws in wb.worksheets:
+        for row in ws.iter_rows():
+            for cell in row:
+                if cell.data_type == "f":
+                    cell.data_type = "s"
+    wb.save(path)

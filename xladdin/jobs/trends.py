@@ -24,7 +24,7 @@ from ..tasks.base import Provenance
 from ..tasks.screen import ScreenResult, ScreenTask
 from .changes import code_column, read_screen
 from .compare import HEADER, figure_table, trend_table
-from .report import check_output, write_by_period, xlsx_text
+from .report import check_output, save_workbook, write_by_period, xlsx_text
 
 MAX_FILES = 100_000  # report files one folder may give
 CODE_ONLY = "程序读数 code's reading"  # what read a folder's reports: no model
@@ -148,7 +148,7 @@ def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, 
     _style_header(figures, Font, Alignment)
     figures.column_dimensions["A"].width = 16
     figures.column_dimensions["B"].width = 26
-    wb.save(path)
+    save_workbook(wb, path)
 
 
 def _style_header(ws: Any, font: Any, alignment: Any) -> None:
