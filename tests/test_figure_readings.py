@@ -288,9 +288,11 @@ def test_the_tables_give_values_quotes_pages_and_a_loss():
                        "revenue_prev": 1, "roe_prev": 2, "eps_prev": 2, "operating_cash_flow": 1}
     assert a.flags == {Flag.LOSS}  # the table's own loss; a minority's loss words on page 2 do not count
     # no 合并利润表 nor 主营业务分行业 table in these pages: the gross margins are missing, and said why (never a
-    # prose figure's)
+    # prose figure's); so do a key figure no row names and a change printed 不适用
     assert a.notes == ["缺毛利率: 未找到合并利润表的营业收入与营业成本, 不计毛利率",
                        "缺上年毛利率: 未找到合并利润表的营业收入与营业成本, 不计毛利率",
+                       "缺扣非净利润: 主要会计数据表(第1页起)中未找到「扣除非经常性损益后的净利润」行",
+                       f"缺净利增长: 表中本行未给出本年比上年增减数「{PROFIT_ROW[:40]}」(第1页)",
                        "缺分行业毛利率: 未读到主营业务分行业/分产品表(营业收入、营业成本、毛利率与单位)",
                        f"文本报告亏损「{PROFIT_ROW}」"]
     assert a.evidence().startswith(f"营收「{REVENUE_ROW}」(第1页); 净利润「{PROFIT_ROW}」(第1页); 营收增长「")

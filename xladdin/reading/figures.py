@@ -226,6 +226,29 @@ def withheld_figures(text: str) -> dict[str, str]:
     return {n: why for row, why in kt.withheld.items() for n in _FROM_ROW.get(row, (row,)) if n not in read}
 
 
+@read_once
+def missing_figures(text: str) -> dict[str, str]:
+    """Key figures a report's tables neither give nor withhold, each with the reason: no key-figure table, no
+    row naming it, a row without the change column or last year's figure. For the notes of a figure left
+    empty (the model's reading, where traced, still stands)."""
+    kt = read_key_tables(text)
+    read = _from_tables(text)
+    out: dict[str, str] = {}
+    for row, why in kt.absent.items():
+        out.update((n, why) for n in _FROM_ROW[row] if n not in read)
+    for row_name, row in kt.rows.items():
+        where = f"(第{row.page}页)" if row.page else ""
+        quote = f"「{row.quote[:40]}」{where}"
+        for n in _FROM_ROW[row_name][1:]:
+            if n in read:
+                continue
+            if n.endswith("_growth"):
+                out[n] = f"表中本行未给出本年比上年增减数{quote}"
+            elif row.prior is None:
+                out[n] = f"表中本行只有本年数{quote}"
+    return out
+
+
 def table_notes(text: str) -> list[str]:
     """How code placed the key figures (上年取调整后)."""
     return list(read_key_tables(text).notes)

@@ -132,6 +132,9 @@ class KeyTables:
     bank: bool = False
     found: bool = False  # a key-figure table is in the report
     second: dict[str, StatementRow] = field(default_factory=dict)  # the statements' own rows (a second source)
+    # a key figure of a report no table row gives (no key-figure table, or none of its rows names it), neither
+    # read nor withheld: why it is missing, for the row's notes (the model may still read it)
+    absent: dict[str, str] = field(default_factory=dict)
 
 
 def page_of(text: str, position: int) -> int | None:
@@ -219,7 +222,31 @@ def read_key_tables(text: str) -> KeyTables:
     if out.found or _STATEMENT_IN.search(text):  # an annual report, or its statements without the key table
         out.bank = bool(_BANK.search(_norm(_table_text(text))))
         _read_statement(text, out)
+    _say_absent(text, out)
     return out
+
+
+# a key figure's row as the tables name it, for the reason it is missing
+ROW_WORDS = {"revenue": "营业收入", "net_profit": "归属于上市公司股东的净利润",
+             "net_profit_deducted": "扣除非经常性损益后的净利润", "operating_cash_flow": "经营活动产生的现金流量净额",
+             "eps": "基本每股收益", "roe": "加权平均净资产收益率"}
+
+
+def _say_absent(text: str, out: KeyTables) -> None:
+    """Each key figure a report's tables neither give nor withhold, with the reason (``KeyTables.absent``): no
+    key-figure table (in a report: a text of pages, or one naming its 年度报告), or no row of it naming the
+    figure."""
+    if out.found:
+        page = page_of(text, text.find("主要会计数据"))  # the line that opened the table names it
+        where = f"(第{page}页起)" if page else ""
+        why = "主要会计数据表{where}中未找到「{words}」行"
+    elif PAGE_BREAK in text or "年度报告" in text:
+        where, why = "", "未找到主要会计数据/主要财务指标表"
+    else:
+        return
+    for name, words in ROW_WORDS.items():
+        if name not in out.rows and name not in out.withheld and name not in out.foreign:
+            out.absent[name] = why.format(where=where, words=words)
 
 
 def read_tables(text: str) -> dict[str, TableRow]:

@@ -32,6 +32,7 @@ from ..reading.figures import (
     Reading,
     convert,
     loss_statement,
+    missing_figures,
     quote_supports,
     read_figures,
     read_shares,
@@ -287,6 +288,11 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
             a.quotes[name] = found.quote
             if found.page is not None:
                 a.pages[name] = found.page
+    labels = {**FIGURES, **TABLE_FIGURES}
+    for name, why in missing_figures(text).items():  # every key figure left empty says why
+        said = f"缺{labels[name][0]}: "
+        if a.values.get(name) is None and not any(n.startswith(said) for n in a.notes):
+            a.notes.append(said + why)
     a.notes.extend(table_notes(text))
     a.segments, left = read_segments(text)
     a.notes.extend(left)
