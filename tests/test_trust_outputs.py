@@ -4,9 +4,16 @@ not validate is a miss, a damaged night never stops the nights after it."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import threading
+
 import openpyxl
+from conftest import Server, vllm_models
 from kit import run_main
-from test_user_trust import refusing_server
+from test_user_trust import REFUSING, answering_server, refusing_server, write_csv
+
+from xladdin.testing import screen_answer
 
 FORMULAS = ("=1+1", '=HYPERLINK("http://evil.example/x","点此")', "=cmd|' /C calc'!A0")
 
@@ -52,3 +59,184 @@ def test_no_text_of_a_pool_or_a_report_becomes_a_formula_in_any_workbook_written
     assert r.returncode == 0, r.stderr
     assert formula_cells(tmp_path / "c.xlsx") == []
     assert FORMULAS[0] in texts(tmp_path / "c.xlsx")
+
+
+# ------------------------------------------------------------------ an answer stored under its own model only
+def switching_router(after: int) -> Server:
+    """A router on 127.0.0.1 keeping connections alive, serving both models as ``qwen`` (so an answer's own
+    ``model`` field cannot tell them apart): model A for the first ``after`` answers, then model B, whose
+    listing then names B. Each answer's reason says which model gave it."""
+    answered = itertools.count()
+    lock = threading.Lock()
+    state = {"model": "org/Qwen3-8B"}
+
+    def models(_body):
+        return vllm_models(state["model"])
+
+    def chat(_body):
+        with lock:
+            if next(answered) >= after:
+                state["model"] = "org/Qwen3-4B"
+            by = "A答" if state["model"] == "org/Qwen3-8B" else "B答"
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer(by)}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    return Server({"/v1/models": models, "/v1/chat/completions": chat}, keep_alive=True)
+
+
+def test_an_answer_of_another_model_behind_the_same_name_is_never_stored_under_this_one(tmp_path, monkeypatch,
+                                                                                         capsys):
+    rows = [(f"6000{i:02d}", f"公司{i}", "12", "20", f"营业收入{i}亿元") for i in range(12)]
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
+    monkeypatch.setenv("XLADDIN_RETRIES", "0")
+    monkeypatch.setenv("XLADDIN_OPENAI_HTTP__MAX_PARALLEL", "1")  # one answer at a time: A's 4 come before B's
+    router = switching_router(after=4)
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", router.url)
+        run_main(capsys, "screen", pool, "-o", tmp_path / "one.json", "--no-progress")
+    finally:
+        router.close()
+    first = json.loads((tmp_path / "one.json").read_text(encoding="utf-8"))["rows"]
+    assert not any("B答" in str(row.get("理由 reason")) for row in first), first  # never shown as model A's
+    refused = [row for row in first if row.get("错误 error")]
+    assert refused and all("org/Qwen3-4B" in row["错误 error"] for row in refused), first  # the run says so
+    # model A again, refusing every request: what comes back is what was stored under A's key, all A's own
+    honest = Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": REFUSING})
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", honest.url)
+        run_main(capsys, "screen", pool, "-o", tmp_path / "two.json", "--no-progress")
+    finally:
+        honest.close()
+    second = json.loads((tmp_path / "two.json").read_text(encoding="utf-8"))["rows"]
+    stored = [row["理由 reason"] for row in second if "A答" in str(row.get("理由 reason"))
+              or "B答" in str(row.get("理由 reason"))]
+    assert stored and all("A答" in reason for reason in stored), second
+
+
+# ------------------------------------------------------------------ a damaged cache entry is a miss, made again
+def screened(tmp_path, monkeypatch, capsys, pool, name):
+    server = answering_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        r = run_main(capsys, "screen", pool, "-o", tmp_path / name, "--no-progress")
+    finally:
+        server.close()
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((tmp_path / name).read_text(encoding="utf-8"))
+    verdicts = [{k: v for k, v in row.items() if k != "缓存命中 cached"} for row in report["rows"]]
+    return verdicts, report["run"], r.stdout + r.stderr
+
+
+def test_a_cache_entry_damaged_on_the_disk_is_a_miss_made_again_never_a_changed_figure(tmp_path, monkeypatch,
+                                                                                        capsys):
+    import diskcache
+
+    rows = [(f"6005{i:02d}", f"公司{i}", "12", "20", f"营业收入{706.34 + i}亿元, 归母净利润{66.6 + i}亿元")
+            for i in range(6)]
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
+    monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / "cache"))
+    first, _, _ = screened(tmp_path, monkeypatch, capsys, pool, "one.json")
+    with diskcache.Cache(str(tmp_path / "cache")) as store:  # one bit flipped in every stored answer
+        keys = list(store.iterkeys())
+        for key in keys:
+            raw = bytearray(store.get(key))
+            raw[len(raw) // 2] ^= 0x04
+            store.set(key, bytes(raw))
+    again, run, out = screened(tmp_path, monkeypatch, capsys, pool, "two.json")
+    assert again == first  # every row made again: the same verdicts, the same figures
+    assert run["cache_hits"] == 0 and run["cache_damaged"] == len(keys) == len(rows), run
+    assert f"{len(rows)} damaged cache entries" in out, out
+    third, run, _ = screened(tmp_path, monkeypatch, capsys, pool, "three.json")
+    assert third == first and run["cache_hits"] == len(rows) and run["cache_damaged"] == 0, run
+
+
+def test_random_bit_flips_in_the_cache_file_never_stop_a_run_nor_change_a_figure(tmp_path, monkeypatch, capsys):
+    import random
+
+    rows = [(f"6006{i:02d}", f"公司{i}", "12", "20", f"营业收入{706.34 + i}亿元") for i in range(4)]
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
+    monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / "cache"))
+    first, _, _ = screened(tmp_path, monkeypatch, capsys, pool, "one.json")
+    db = tmp_path / "cache" / "cache.db"
+    pristine = db.read_bytes()
+    chance = random.Random(64)
+    for trial in range(6):
+        damaged = bytearray(pristine)
+        for _ in range(8):
+            damaged[chance.randrange(len(damaged))] ^= 1 << chance.randrange(8)
+        db.write_bytes(bytes(damaged))
+        for side in ("cache.db-wal", "cache.db-shm"):
+            (tmp_path / "cache" / side).unlink(missing_ok=True)
+        again, _, _ = screened(tmp_path, monkeypatch, capsys, pool, f"t{trial}.json")
+        assert again == first, trial
+
+
+def test_a_pool_row_with_more_cells_than_its_header_is_screened_and_written_back_whole(tmp_path, monkeypatch,
+                                                                                      capsys):
+    pool = tmp_path / "pool.csv"  # a text holding a comma, not quoted: one cell more than the header
+    pool.write_text("代码,名称,ROE,市盈率TTM,财报摘要\n600519,贵州茅台,30,25,营业收入1505亿元, 净利润747亿元\n"
+                    "000858,五粮液,25,18,营业收入832亿元\n", encoding="utf-8")
+    rows, _, _ = screened(tmp_path, monkeypatch, capsys, pool, "out.json")
+    assert [r["名称"] for r in rows] == ["贵州茅台", "五粮液"]
+    assert rows[0]["(第6列)"].strip() == "净利润747亿元" and rows[1]["(第6列)"] is None
+
+
+# ------------------------------------------------------------------ the nights: none lost to a damaged one
+NIGHT_ROWS = [("600001", "甲公司", "20", "15", "营业收入10亿元"), ("600002", "乙公司", "3", "40", "营业收入8亿元")]
+
+
+def nightly(tmp_path, monkeypatch, capsys, pool, day, *extra):
+    server = refusing_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        return run_main(capsys, "nightly", pool, "--dir", tmp_path / "nights", "--date", day, "--no-progress",
+                        *extra)
+    finally:
+        server.close()
+
+
+def test_a_damaged_earlier_night_is_passed_over_with_its_reason_and_tonight_compared_with_the_one_before(
+        tmp_path, monkeypatch, capsys):
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), NIGHT_ROWS)
+    assert nightly(tmp_path, monkeypatch, capsys, pool, "2021-05-06").returncode == 0
+    good = tmp_path / "nights" / "2021-05-06.xlsx"
+    (tmp_path / "nights" / "2021-05-07.xlsx").write_bytes(good.read_bytes()[:700])  # cut short last night
+    (tmp_path / "nights" / "2021-05-08.xlsx").write_bytes(b"")  # and an empty one
+    for day in ("2021-05-09", "2021-05-10"):  # tonight, and every night after
+        r = nightly(tmp_path, monkeypatch, capsys, pool, day)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "nights" / f"{day}.changes.json").is_file()
+        if day == "2021-05-09":
+            assert "since 2021-05-06.xlsx" in r.stdout, r.stdout
+            assert "2021-05-07.xlsx" in r.stderr and "2021-05-08.xlsx" in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr
+    r = run_main(capsys, "diff", tmp_path / "nights" / "2021-05-07.xlsx", good)
+    assert r.returncode == 2 and "2021-05-07.xlsx" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
+
+
+def test_a_night_after_today_is_refused_unless_asked_for(tmp_path, monkeypatch, capsys):
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), NIGHT_ROWS)
+    r = nightly(tmp_path, monkeypatch, capsys, pool, "2099-12-31")
+    assert r.returncode == 2 and "2099-12-31 is after today" in r.stderr, r
+    assert not (tmp_path / "nights" / "2099-12-31.xlsx").exists()
+    assert nightly(tmp_path, monkeypatch, capsys, pool, "2099-12-31", "--allow-future").returncode == 0
+
+
+def test_output_a_windows_console_cannot_encode_is_replaced_and_the_night_ends_whole(tmp_path):
+    import os
+
+    from kit import run_cli
+
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), NIGHT_ROWS)
+    server = refusing_server()
+    env = {**os.environ, "XLADDIN_ENGINE_URL": server.url, "XLADDIN_RETRIES": "0", "PYTHONIOENCODING": "cp1252"}
+    try:
+        for day in ("2021-05-06", "2021-05-07"):
+            r = run_cli("nightly", pool, "--dir", tmp_path / "nights", "--date", day, "--no-progress", env=env)
+            assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    finally:
+        server.close()
+    assert (tmp_path / "nights" / "2021-05-07.changes.json").is_file()

@@ -36,6 +36,9 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # output the terminal's encoding cannot hold (a cp1252 console, a
+        if hasattr(stream, "reconfigure"):  # redirect on Windows) is replaced, never a traceback at the end
+            stream.reconfigure(errors="replace")
     args = build_parser().parse_args(argv)
     collector.for_many_requests()  # the process is the command's (``collector``)
     try:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
+from ..jobs.changes import read_screen
 from ..jobs.pool_screen import screen_file
 from ..jobs.report import write_changes
 from ..tasks.screen import parse_as_of
@@ -33,13 +34,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rules", help="TOML file overriding rule thresholds")
     p.add_argument("--undated-reports", action="store_true", default=None,
                    help="use a report whose publication day is not known (its row flagged 公告日未知)")
+    p.add_argument("--allow-future", action="store_true", help="accept a --date after today")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_settings_options(p)
     p.set_defaults(func=run)
 
 
-def earlier_night(folder: Path, day: dt.date) -> Path | None:
-    """The newest night's report in ``folder`` before ``day`` (named ``YYYY-MM-DD.xlsx``), or ``None``."""
+def earlier_night(folder: Path, day: dt.date, skipped: list[str] | None = None) -> Path | None:
+    """The newest readable night's report in ``folder`` before ``day`` (named ``YYYY-MM-DD.xlsx``), or
+    ``None``; a night that cannot be read (empty, cut short, damaged) is passed over, its reason added to
+    ``skipped``, and the one before it taken."""
     nights = []
     if folder.is_dir():
         for entry in folder.iterdir():
@@ -51,7 +55,15 @@ def earlier_night(folder: Path, day: dt.date) -> Path | None:
                     continue
                 if night < day:
                     nights.append((night, entry))
-    return max(nights)[1] if nights else None
+    for _, entry in sorted(nights, reverse=True):
+        try:
+            read_screen(entry)
+        except InputError as e:
+            if skipped is not None:
+                skipped.append(str(e))
+            continue
+        return entry
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,11 +71,17 @@ def run(args: argparse.Namespace) -> int:
     day = parse_as_of(args.date) if args.date else dt.date.today()
     if day is None:
         raise InputError("date", "give the night's day as 2021-04-30")
+    if day > dt.date.today() and not args.allow_future:
+        raise InputError("date", f"{day.isoformat()} is after today: a night is screened as of its day "
+                         "(--allow-future to name a later one anyway)")
     folder = Path(args.dir)
     if folder.exists() and not folder.is_dir():
         raise InputError("dir", f"{folder} is not a folder")
     output = folder / f"{day.isoformat()}.xlsx"
-    before = earlier_night(folder, day)
+    skipped: list[str] = []
+    before = earlier_night(folder, day, skipped)
+    for why in skipped:
+        print(f"skipped an earlier night: {why}", file=sys.stderr)
     summary = screen_file(args.pool, str(output), settings_from(args), rules=load_rules(args.rules),
                           progress=not args.no_progress, reports=args.reports, compare=before, as_of=day)
     if summary.note:

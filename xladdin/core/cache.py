@@ -9,9 +9,11 @@ model id, sampling params, validated input). Values are the model's validated
 output, so a result is rebuilt from it by the task's deterministic rules.
 diskcache is safe across threads and processes, so several Excel sessions and
 a nightly run can share one directory. An unusable directory degrades to no
-cache with a warning; nothing else fails. A batcher reads and writes its answers
-on one thread of its own (``SerialThread``): never on a cell's thread, never on the
-loop that drives the engine's requests.
+cache with a warning; nothing else fails. Every value is stored sealed: its pickle
+after the sha256 of it (``seal``); one that does not open (a bit flipped on the disk,
+a value cut short) is a miss, counted (``damaged``) and removed, so it is made again.
+A batcher reads and writes its answers on one thread of its own (``SerialThread``):
+never on a cell's thread, never on the loop that drives the engine's requests.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import threading
 import time
@@ -81,6 +84,32 @@ def _mark(directory: Path) -> None:
         marker.write_text(MARKER_TEXT, encoding="utf-8")
 
 
+_DIGEST = 32  # bytes of a sealed value's sha256, before its pickle
+
+
+def seal(value: Any) -> bytes:
+    """``value`` as stored: the sha256 of its pickle, then the pickle (diskcache keeps bytes as they are)."""
+    packed = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return hashlib.sha256(packed).digest() + packed
+
+
+class Damaged(Exception):
+    """A stored value that does not open: not sealed as ``seal`` seals, or its digest not its pickle's."""
+
+
+def unseal(raw: Any) -> Any:
+    """The value ``seal`` stored in ``raw``; ``Damaged`` when it is not that (an entry of an older format too)."""
+    if not isinstance(raw, bytes) or len(raw) <= _DIGEST:
+        raise Damaged("not a sealed value")
+    packed = raw[_DIGEST:]
+    if hashlib.sha256(packed).digest() != raw[:_DIGEST]:
+        raise Damaged("its digest does not match")
+    try:
+        return pickle.loads(packed)  # noqa: S301 (the pickle is the one this cache sealed: its digest matched)
+    except Exception as e:
+        raise Damaged(f"{e.__class__.__name__}: {e}") from None
+
+
 class Cache:
     """Thread-safe facade over ``diskcache.Cache``; counts hits and misses of this process. It opens only a
     folder of its own (``foreign``: ``refused`` says why not, and nothing is written there), marking it;
@@ -100,6 +129,7 @@ class Cache:
             enabled = False
             self.warning = f"no cache at {directory}"
         self.write_failures = 0  # answers that could not be stored (a full disk, say)
+        self.damaged = 0  # entries that did not open (``unseal``): each a miss, made again
         self._lock = threading.Lock()
         self._dc = None
         self._meta = None  # small side store (model id per server URL), so entries are len(_dc)
@@ -124,12 +154,7 @@ class Cache:
         return self._dc is not None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        value = None
-        if self._dc is not None:
-            try:
-                value = self._dc.get(key)
-            except Exception as e:
-                log.warning("cache read failed: %s", e)
+        value = self._open(self._dc, key)
         with self._lock:
             if value is None:
                 self.misses += 1
@@ -137,11 +162,35 @@ class Cache:
                 self.hits += 1
         return value
 
+    def _open(self, store: Any, key: str) -> Any:
+        """The value stored under ``key`` in ``store``, or ``None``: none, unreadable, or damaged (counted, and
+        removed so that it is made again)."""
+        if store is None:
+            return None
+        try:
+            raw = store.get(key)
+        except Exception as e:
+            log.warning("cache read failed: %s", e)
+            return None
+        if raw is None:
+            return None
+        try:
+            return unseal(raw)
+        except Damaged as e:
+            with self._lock:
+                self.damaged += 1
+            log.warning("a damaged cache entry is made again (%s)", e)
+            try:
+                store.delete(key)
+            except Exception:
+                pass
+            return None
+
     def set(self, key: str, value: dict[str, Any]) -> None:
         if self._dc is None:
             return
         try:
-            self._dc.set(key, value)
+            self._dc.set(key, seal(value))
         except Exception as e:
             with self._lock:
                 self.write_failures += 1
@@ -153,26 +202,20 @@ class Cache:
             _in_one(self._dc, items, self.set)
 
     def get_meta(self, name: str) -> Any:
-        return None if self._meta is None else self._meta.get(name)
+        return self._open(self._meta, name)
 
     def set_meta(self, name: str, value: Any) -> None:
         if self._meta is not None:
-            self._meta.set(name, value)
+            self._meta.set(name, seal(value))
 
     def get_document(self, key: str) -> Any:
-        if self._documents is None:
-            return None
-        try:
-            return self._documents.get(key)
-        except Exception as e:
-            log.warning("cache read failed: %s", e)
-            return None
+        return self._open(self._documents, key)
 
     def set_document(self, key: str, value: Any) -> None:
         if self._documents is None:
             return
         try:
-            self._documents.set(key, value)
+            self._documents.set(key, seal(value))
         except Exception as e:
             log.warning("cache write failed: %s", e)
 
@@ -196,6 +239,7 @@ class Cache:
             "hits": self.hits,
             "misses": self.misses,
             "hit_rate": round(self.hits / lookups, 4) if lookups else None,
+            "damaged": self.damaged,
         }
 
     def clear(self) -> int:

@@ -123,11 +123,9 @@ class _HTTP:
     ``bench/results/client.json``). The servers are reached directly (proxy variables are not read: a
     model server is on this machine or the LAN).
 
-    Every request names the server it is for (``server``, its base URL), and aiohttp's trace of a new
-    connection records when one was last opened to it (``opened``): a server replaced at its URL answers
-    on new connections, so an answer counts only once the server has been identified after that
-    (``OpenAIHTTPEngine._send``). The identification's own listing names no server: what answers it is
-    what it identifies.
+    Every request names the server it is for (``server``, its base URL); an answer counts only once the
+    server has been identified by a check that started after it came (``OpenAIHTTPEngine._send``). The
+    identification's own listing names no server: what answers it is what it identifies.
 
     Errors: a server that cannot be reached raises aiohttp's ``ClientConnectionError`` (or
     ``TimeoutError`` past ``connect``); an answer of any status is returned."""
@@ -139,7 +137,6 @@ class _HTTP:
         # an aiohttp session belongs to the event loop it was opened on: one per loop that asks (the batcher's
         # loop asks everything; another loop, a caller's asyncio.run, gets a session of its own)
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
-        self.opened: dict[str, float] = {}  # a server's base URL → when a connection to it was last opened
 
     def session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -147,12 +144,9 @@ class _HTTP:
         if session is None or session.closed:
             for other in [o for o in self._sessions if o.is_closed()]:
                 del self._sessions[other]  # (its loop has ended: nothing more can run on it)
-            traced = aiohttp.TraceConfig()
-            traced.on_connection_create_end.append(_fresh_connection)
             session = self._sessions[loop] = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30), headers=self.headers,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout), trust_env=False,
-                trace_configs=[traced])
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.options.timeout), trust_env=False)
         return session
 
     async def request(self, method: str, url: str, server: str | None, *, body: dict[str, Any] | None = None,
@@ -164,7 +158,7 @@ class _HTTP:
             bounded.update(data=json.dumps(body, ensure_ascii=False).encode(), headers=_JSON)
         if self.auth and (basic := self.auth.get(_origin(url))) is not None:
             bounded["headers"] = {**bounded.get("headers", {}), "Authorization": basic}
-        async with self.session().request(method, url, trace_request_ctx=_Trace(self, server), **bounded) as r:
+        async with self.session().request(method, url, **bounded) as r:
             return _Answer(r.status, await r.read(), r.headers, r.request_info)
 
     async def post(self, url: str, body: dict[str, Any], server: str, timeout: float | None = None) -> _Answer:
@@ -276,21 +270,6 @@ class _Metrics:
     vllm: bool  # vLLM's token counters are there
 
 
-@dataclass(frozen=True, slots=True)
-class _Trace:
-    """What aiohttp's trace of a request is told: the client, and the server it is for."""
-
-    http: _HTTP
-    server: str | None
-
-
-async def _fresh_connection(session: Any, context: Any, params: Any) -> None:
-    """aiohttp's trace of a new connection: when one was last opened to its server."""
-    trace = context.trace_request_ctx
-    if isinstance(trace, _Trace) and trace.server is not None:
-        trace.http.opened[trace.server] = time.monotonic()
-
-
 class _Replicas:
     """Which servers may get a request: up (or down for longer than ``DOWN_RETRY_S``) and serving the
     engine's model, as last identified."""
@@ -333,29 +312,31 @@ class _Replicas:
         (default: now); requests waiting at once share one check. Marks the server ``wrong`` if its model
         is not ``model_id``."""
         after = time.monotonic() if after is None else after
-        if self.identified[i] >= after:
-            return
-        running = self.identifying.get(i)
-        if running is None or running[0] < after:
-            running = self.identifying[i] = (time.monotonic(), asyncio.ensure_future(check()))
-        started, future = running
-        try:
-            model = await asyncio.shield(future)
-        except (EngineOffline, EngineTimeout):
-            raise
-        except EngineError as e:  # no longer lists the model (or lists nothing readable): its answers are not
-            self.wrong[i] = getattr(e, "serves", None) or "an unknown model"  # this model's, for good
-            log.warning("%s: it gets no more requests", e)
-            raise
-        finally:
-            if self.identifying.get(i) is running:
-                del self.identifying[i]
-        self.identified[i] = max(self.identified[i], started)
-        self.down.pop(i, None)
-        self.why.pop(i, None)
-        if model != model_id:
-            self.wrong[i] = model
-            log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model, model_id)
+        while self.identified[i] < after:  # a check that started earlier is waited for, then one more
+            running = self.identifying.get(i)  # covers every request that waited meanwhile (one per wave)
+            if running is None:
+                running = self.identifying[i] = (time.monotonic(), asyncio.ensure_future(check()))
+            started, future = running
+            try:
+                model = await asyncio.shield(future)
+            except (EngineOffline, EngineTimeout):
+                raise
+            except EngineError as e:  # no longer lists the model (or lists nothing readable): its answers are
+                self.wrong[i] = getattr(e, "serves", None) or "an unknown model"  # not this model's, for good
+                log.warning("%s: it gets no more requests", e)
+                raise
+            finally:
+                if self.identifying.get(i) is running:
+                    del self.identifying[i]
+            self.identified[i] = max(self.identified[i], started)
+            self.down.pop(i, None)
+            self.why.pop(i, None)
+            if model != model_id:
+                if i not in self.wrong:
+                    log.warning("%s now serves %s, not %s: it gets no more requests", self.urls[i], model,
+                                model_id)
+                self.wrong[i] = model
+                return
 
     async def check(self, i: int, probe: Callable[[], Awaitable[Any]]) -> None:
         """Whether server ``i`` is working (one ``probe`` at a time, shared): progress moves
@@ -558,7 +539,7 @@ class OpenAIHTTPEngine(Engine):
                 continue
             break
         content, finish, tokens, answered_by = chat_answer(data, self.urls[i])
-        if answered_by not in (None, self.served):  # e.g. a proxy that sent the request to another model
+        if answered_by not in (None, self.served, self.model_id):  # a proxy that sent it to another model
             raise EngineError(f"{self.urls[i]} answered as {answered_by!r}, not {self.served!r}: the answer is "
                               "not used", url=self.urls[i])
         self.completion_tokens += tokens
@@ -578,13 +559,13 @@ class OpenAIHTTPEngine(Engine):
             self.replicas.busy[i] -= 1
             if not post.done():
                 post.cancel()
-        # a connection opened to the server since it was last identified (by any request: a server replaced at
-        # its URL answers on new connections): the answer counts only once it is identified after that
-        opened = self._http.opened.get(self.urls[i], 0.0)
-        if opened > self.replicas.identified[i]:
-            await self._identify(i, after=opened)
-            if i in self.wrong:
-                raise self._not_used(i)
+        # an answer counts only once the server is identified by a check that started after it came: a server
+        # replaced at its URL, or a router that sends a kept-alive connection's requests to another model
+        # under the same served name, is caught before its answer is stored under this model's key (requests
+        # answered while a check runs share the next one: one /models per wave of answers)
+        await self._identify(i, after=time.monotonic())
+        if i in self.wrong:
+            raise self._not_used(i)
         self.answered[i] += 1
         self.replicas.progressed[i] = self.last_progress = time.monotonic()
         return data

@@ -112,8 +112,10 @@ def read_saved(path: str | Path) -> Saved:
             columns = list(dict.fromkeys(k for r in rows for k in r))
             run = data.get("run")
             return Saved(path, columns, rows, run if isinstance(run, dict) else {})
-    except (OSError, ValueError) as e:
-        raise InputError("report", f"{path.name}: cannot be read as a report ({e})") from None
+    except InputError:
+        raise
+    except Exception as e:  # damaged: empty, cut short, not a zip (BadZipFile), a workbook of another shape
+        raise InputError("report", f"{path.name}: cannot be read as a report ({e.__class__.__name__}: {e})") from None
     raise InputError("report", f"{path.name}: expected a report .xlsx, .csv or .json")
 
 

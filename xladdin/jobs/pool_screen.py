@@ -255,6 +255,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         counts = {"errors": errors, "cache_hits": hits, "engine_requests": snap["engine_requests"],
                   "without_answer": alone,  # rows the rules and code answered alone
                   "results_recalled": snap["recalled"],  # report rows whose result was kept by their input
+                  "cache_damaged": core.cache.damaged,  # entries that did not open: made again
                   # report files parsed in this run, and found already read in the cache (no file opened)
                   **{name: n for name, n in core.reader.snapshot().items() if name != "files_reading"}}
         run = run_facts(settings, core, task, input_path, reports, pool, len(records), note=note, counts=counts,
@@ -269,5 +270,8 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         hint = (f"{snap['timed_out']} of {len(records)} rows timed out: the engine made no progress for "
                 f"{timeout:g}s — {why}")
         note = f"{note}; {hint}" if note else hint
+    if core.cache.damaged:
+        damaged = f"{core.cache.damaged} damaged cache entries did not open: their rows were made again"
+        note = f"{note}; {damaged}" if note else damaged
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone,
                       pool.unrecognised(), changes)

@@ -269,6 +269,10 @@ def pool_from_table(header: list[Any], rows: list[list[Any]], path: Path,
     """The pool of a table; ``required``: the fields it must have (a tuple: one of them). A pool that need
     not name its companies (``NOTES_REQUIRED``) and has no code column gets its rows numbered."""
     columns = [("" if h is None else str(h)).strip() for h in header]
+    rows = [r[: len(columns)] if len(r) > len(columns) and is_empty_row(r[len(columns) :]) else r for r in rows]
+    wider = max((len(r) for r in rows), default=0)
+    if wider > len(columns):  # cells beyond the header (a text with an unquoted comma): kept, in columns
+        columns += [f"(第{j + 1}列)" for j in range(len(columns), wider)]  # of their own, never lost or a crash
     pool = Pool(path, columns, rows)
     for i, col in enumerate(columns):
         m = match_header(col)
