@@ -80,3 +80,48 @@ def test_as_of_the_real_reports_are_used_only_once_public_through_the_cli(tiny_m
         if day.year == 2026:
             used = sum("未用 " not in (row["说明 notes"] or "") for row in rows_of(out))
             assert used >= 0.9 * len(years)
+
+
+def test_a_day_the_report_states_as_its_disclosure_is_its_day_an_approval_only_a_lower_bound():
+    stated = from_text("2022年年度报告\n董事会批准报送日期：2023年4月24日\n"
+                       "内部控制评价报告全文披露日期 2023 年 04 月 26 日")
+    assert (stated.published, stated.published_source, stated.lower) == (
+        dt.date(2023, 4, 26), "正文: 内部控制评价报告全文披露日期", False)
+    cover = from_text("证券代码：600001 公告编号：2023-012\n某某股份有限公司\n2022年年度报告\n2023年4月26日\n\f……")
+    assert (cover.published, cover.lower) == (dt.date(2023, 4, 26), False)
+    board = from_name("600001_2022年报.pdf").combined(from_text("2022年年度报告\n董事会批准报送日期：2023年3月24日"))
+    assert board.published == dt.date(2023, 4, 30)  # the statutory deadline: public by then for certain
+    assert board.published_source == "法定披露期限; 正文: 董事会批准报送日期 2023-03-24 只是下限"
+    late = from_name("600001_2022年报.pdf").combined(from_text("2022年年度报告\n董事会批准报送日期：2023年6月20日"))
+    assert late.published == dt.date(2023, 6, 20) and "晚于法定披露期限 2023-04-30" in late.published_source
+    half = from_name("600001_2023年半年度报告.pdf").combined(
+        from_text("2023年半年度报告\n董事会批准报送日期：2023年8月10日"))
+    assert half.published == dt.date(2023, 8, 31)
+    unknown = from_name("report.pdf").combined(from_text("董事会批准报送日期：2023年3月24日"))
+    assert unknown.published is None and "只知公告日不早于 2023-03-24" in unknown.not_public(dt.date(2024, 1, 1))
+    sse = from_name("600519_20210423_1234.pdf")  # the SSE site's name: code, day, a number
+    assert (sse.published, sse.published_source) == (dt.date(2021, 4, 23), "文件名")
+
+
+@real
+@pytest.mark.slow
+def test_as_of_the_day_before_a_real_report_became_public_it_is_never_used_on_its_day_it_is(tiny_model_path,
+                                                                                            tmp_path):
+    """百普赛斯 2022 states its day (内部控制评价报告全文披露日期 2023-04-26; its board and auditor 04-24);
+    沙河股份 2003 only its auditor's and cover's (2004-03-26): used from the deadline, 2004-04-30."""
+    files = {"301080_百普赛斯_2022.pdf": ("2023-04-25", "2023-04-26"),
+             "000014_沙河股份_2003.pdf": ("2004-04-29", "2004-04-30")}
+    rows = []
+    for i, name in enumerate(files):
+        shutil.copyfile(REPORTS / name, tmp_path / f"r{i}.pdf")  # no date in the name: the text dates it
+        rows.append([name[:6], name.split("_")[1], "其他", "20", "10", f"r{i}.pdf"])
+    pool = write_csv(tmp_path / "pool.csv", rows, header=("代码", "名称", "行业", "市盈率TTM", "ROE", "报告文件"))
+    for at, (name, (before, on)) in enumerate(files.items()):
+        for day, wanted in ((before, False), (on, True)):
+            out = tmp_path / f"{day}.json"
+            r = cli(["screen", str(pool), "--as-of", day, "-o", str(out)], tiny_model_path, tmp_path, timeout=900)
+            assert r.returncode in (0, 1), r.stderr[-2000:]
+            row = rows_of(out)[at]
+            assert ("未用 " not in (row["说明 notes"] or "")) is wanted, (name, day, row["说明 notes"])
+            if wanted:
+                assert row["公告日 published"] == on, row

@@ -160,14 +160,18 @@ def test_the_newest_report_published_by_the_date_is_chosen_from_a_folder_of_two_
         return [(row["报告期 period"], row["公告日 published"], row["阅读范围 read"].split(":")[0])
                 for row in rows_of(out)]
 
-    assert chosen("2021-12-31") == [("2020年度", "2021-04-23", a2020.name), ("2020年度", "2021-02-01", b2020.name)]
-    assert chosen("2022-03-20") == [("2020年度", "2021-04-23", a2020.name), ("2021年度", "2022-03-09", b2021.name)]
-    assert chosen("2022-06-30") == [("2021年度", "2022-03-31", a2021.name), ("2021年度", "2022-03-09", b2021.name)]
+    # a day its text gives by an approval or a signature is only the earliest it was public: such a report is
+    # used from its period's statutory deadline (annual reports: 4-30), never from the board's day
+    assert chosen("2021-12-31") == [("2020年度", "2021-04-23", a2020.name), ("2020年度", "2021-04-30", b2020.name)]
+    assert chosen("2022-03-20") == [("2020年度", "2021-04-23", a2020.name), ("2020年度", "2021-04-30", b2020.name)]
+    assert chosen("2022-06-30") == [("2021年度", "2022-03-31", a2021.name), ("2021年度", "2022-04-30", b2021.name)]
     notes = rows_of(tmp_path / "2022-03-20.json")[0]["说明 notes"]
     assert "未用 2022-03-31__600519__2021年年度报告.txt: 公告日 2022-03-31 (文件名) 晚于 as-of 2022-03-20" in notes
     text_dated = rows_of(tmp_path / "2021-12-31.json")[1]["说明 notes"]
-    assert "报告期 2020年度 (文件名); 公告日 2021-02-01 (正文: 董事会批准报送日期)" in text_dated
-    assert "公告日 2022-03-09 (正文: 董事长签署日)" in rows_of(tmp_path / "2022-03-20.json")[1]["说明 notes"]
+    assert ("报告期 2020年度 (文件名); 公告日 2021-04-30 (法定披露期限; 正文: 董事会批准报送日期 2021-02-01 只是下限)"
+            in text_dated)
+    assert ("未用 000001_2021年报.pdf: 公告日 2022-04-30 (法定披露期限; 正文: 董事长签署日 2022-03-09 只是下限) 晚于 "
+            "as-of 2022-03-20") in rows_of(tmp_path / "2022-03-20.json")[1]["说明 notes"]
 
 
 def test_a_pool_row_published_after_as_of_is_refused(tiny_model_path, tmp_path):
@@ -284,7 +288,8 @@ def test_a_report_dated_only_by_its_text_is_read_once_under_as_of(tiny_model_pat
     r = run_main(capsys, "screen", pool, "--as-of", "2021-03-31", "-o", tmp_path / "out.json", "--no-progress")
     assert r.returncode == 0, r.stderr[-2000:]
     row = rows_of(tmp_path / "out.json")[0]
-    assert f"未用 {later.name}: 公告日 2021-04-02 (正文: 董事会批准报送日期) 晚于 as-of 2021-03-31" in row["说明 notes"]
+    assert (f"未用 {later.name}: 公告日 2021-04-30 (法定披露期限; 正文: 董事会批准报送日期 2021-04-02 只是下限) 晚于 "
+            "as-of 2021-03-31") in row["说明 notes"]
     run = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["run"]
     assert read_here == [] and run["files_read"] == 1  # read by a reader process, once
 
@@ -314,7 +319,7 @@ def test_reports_that_only_their_text_dates_are_read_once_by_readers_to_choose_o
                  "--no-progress")
     assert r.returncode == 0, r.stderr[-2000:]
     row = rows_of(tmp_path / "out.json")[0]
-    assert (row["报告期 period"], row["公告日 published"]) == ("2020年度", "2021-02-01")
+    assert (row["报告期 period"], row["公告日 published"]) == ("2020年度", "2021-04-30")
     assert row["阅读范围 read"].split(":")[0] == older.name
     run = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["run"]
     assert read_here == [] and (run["files_read"], run["files_from_store"]) == (0, 1)

@@ -96,7 +96,8 @@ def test_a_report_dated_by_its_text_alone_is_read_off_the_calling_thread_and_lef
     done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None,
                     {"address": "$L$2", "book": str(tmp_path / "pool.xlsx")})
     out = dict(zip(functions.SPILL_FIELDS, done[0], strict=True))
-    assert "未用 600519_年报.txt: 公告日 2021-04-23 (正文: 董事会批准报送日期) 晚于 as-of 2021-03-31" in out["notes"]
+    assert ("未用 600519_年报.txt: 公告日 2021-04-30 (法定披露期限; 正文: 董事会批准报送日期 2021-04-23 只是下限) 晚于 "
+            "as-of 2021-03-31") in out["notes"]
     assert asked_with_report(engine) == [False]
 
 

@@ -7,10 +7,15 @@ here in code, never by the model:
 - a pool's 公告日期 / 报告期 columns (a date, ``20210423``, ``2021年报``, ``2021-12-31``, ``2021Q1``);
 - the file name as the exchanges' sites name files (``2021-04-23__贵州茅台__2020年年度报告.pdf``;
   ``600519_2021年报.pdf`` gives the period alone);
-- the report's text: its cover title (``2021年第一季度报告``) and its own statement of the day it was
-  approved for release (``董事会批准报送日期：2022年3月30日``, ``本年度报告于2022年3月29日由…董事会…审议
-  通过``, ``本财务报表业经…董事会于…批准报出``, the date under 董事长 at its end); else its auditor's report's
-  date, the earliest it can have been public. Never a date from another sentence.
+- the report's text: its cover title (``2021年第一季度报告``) and its own statement of its disclosure
+  (``内部控制评价报告全文披露日期``, released with the report; a cover date beside its 公告编号).
+
+Those are the day a report became public. Its approval for release (``董事会批准报送日期：2022年3月30日``,
+``本年度报告于2022年3月29日由…董事会…审议通过``, ``本财务报表业经…董事会于…批准报出``, the date under 董事长
+at its end) and its auditor's report's date are only the earliest it can have been public (``lower``): a
+report dated by them alone is taken as public from the statutory deadline of its period (annual reports
+4-30 of the next year, half-year 8-31, Q1 4-30, Q3 10-31; ``DEADLINES``), or from the bound itself when it
+is later, and its 公告日 says so. Never a date from another sentence.
 
 A day before its period ends (or years after it) is impossible and not used; where sources disagree
 the latest is kept and the others named (``ReportDates.combined``).
@@ -67,7 +72,15 @@ _AUDIT_SIGNED = re.compile(r"审计报告签署日期\s*[:：]?\s*" + _CN_DATE)
 _AUDITOR = re.compile(r"中国注册会计师(?!\s*(?:审计|执业|职业|独立|准则))")
 AUDIT_DATE_BEFORE = 150  # the date beside the signature: this far before it (some print it above)
 AUDIT_DATE_CHARS = 400  # how far after the auditor's signature its date stands
+_BARE_DATE = re.compile(r"(?<![\d,.])((?:19|20)\d\d)[ \t]+(\d{1,2})[ \t]+(\d{1,2})(?![\d,.%])")
 _CHAIR = re.compile(r"董事长\s*[:：]")
+# the report's own statements of the day it became public: the 内部控制评价报告 is disclosed with it
+_DISCLOSED = re.compile(r"内部控制评价报告全文披露日期\s*[:：]?\s*" + _CN_DATE)
+_NOTICE_NO = re.compile(r"公告编号")
+NOTICE_DATE_CHARS = 200  # a cover's date stands this close to its 公告编号
+PAGE_BREAK = "\f"
+# the statutory deadline of each kind of report: (months after the period's end's year, month, day)
+DEADLINES: dict[str, tuple[int, int, int]] = {"A": (1, 4, 30), "H1": (0, 8, 31), "Q1": (0, 4, 30), "Q3": (0, 10, 31)}
 LATEST_AFTER_END = 730  # a publication day after this many days from its period's end is no publication day
 COVER_CHARS = 3000  # where a report's cover title stands
 UNKNOWN_DAY = "公告日未知"
@@ -92,6 +105,12 @@ class Period:
         month = KINDS[self.kind][2]
         return dt.date(self.year, month, 31 if month in (3, 12) else 30)
 
+    @property
+    def deadline(self) -> dt.date:
+        """The last day its report may be published (``DEADLINES``): public by then for certain."""
+        years, month, day = DEADLINES[self.kind]
+        return dt.date(self.year + years, month, day)
+
     def __str__(self) -> str:
         return self.label
 
@@ -105,23 +124,36 @@ class ReportDates:
     published: dt.date | None = None
     published_source: str | None = None
     conflict: str | None = None  # sources that gave other days (the latest is kept)
+    lower: bool = False  # ``published`` is only the earliest day it can have been public (an approval, a signature)
+    unknown: str | None = None  # why no day is known though a lower bound is (its period is not)
 
     def combined(self, *others: ReportDates) -> ReportDates:
         """These dates with ``others``': the first period known; of the publication days the period makes
         possible, the latest (a report is public no earlier than any source says), the others named in
-        ``conflict``."""
+        ``conflict``. When no source states the day itself (only lower bounds: an approval, a signature), the
+        day is its period's statutory deadline, or the bound when later; with no period, none."""
         out = self
         for other in others:
             if out.period is None and other.period is not None:
                 out = replace(out, period=other.period, period_source=other.period_source)
-        days = [(d.published, d.published_source) for d in (self, *others)
+        days = [(d.published, d.published_source, d.lower) for d in (self, *others)
                 if d.published is not None and possible(d.published, out.period)]
         if not days:
-            return replace(out, published=None, published_source=None, conflict=None)
-        day, source = max(days, key=lambda d: d[0])
-        other = sorted({f"{d.isoformat()} ({s})" for d, s in days if d != day})
-        return replace(out, published=day, published_source=source,
-                       conflict=f"公告日来源不一, 取最晚: {'; '.join(other)}" if other else None)
+            return replace(out, published=None, published_source=None, conflict=None, lower=False, unknown=None)
+        day, source, lower = max(days, key=lambda d: (d[0], not d[2]))  # the latest; at a tie, a stated day
+        other = sorted({f"{d.isoformat()} ({s})" for d, s, _ in days if d != day})
+        out = replace(out, published=day, published_source=source, lower=False, unknown=None,
+                      conflict=f"公告日来源不一, 取最晚: {'; '.join(other)}" if other else None)
+        if not lower or not all(bound for _, _, bound in days):
+            return out
+        if out.period is None:
+            return replace(out, published=None, published_source=None,
+                           unknown=f"只知公告日不早于 {day} ({source}), 报告期未知, 无法定披露期限可用")
+        deadline = out.period.deadline
+        if deadline > day:
+            return replace(out, published=deadline,
+                           published_source=f"法定披露期限; {source} {day} 只是下限")
+        return replace(out, published_source=f"{source}, 晚于法定披露期限 {deadline}")
 
     def not_public(self, as_of: dt.date, undated: bool = False) -> str | None:
         """Why a report of these dates was not public on ``as_of`` (``None``: it was; with ``undated``, a
@@ -130,7 +162,8 @@ class ReportDates:
         if self.period is not None and self.period.end >= as_of:
             return f"报告期 {self.period.label} ({self.period_source}) 到 as-of {as_of} 尚未结束"
         if self.published is None:
-            return None if undated else f"{UNKNOWN_DAY} (文件名、正文均未载明; --undated-reports 可照用)"
+            said = self.unknown or "文件名、正文均未载明"
+            return None if undated else f"{UNKNOWN_DAY} ({said}; --undated-reports 可照用)"
         if self.published > as_of:
             return f"公告日 {self.published} ({self.published_source}) 晚于 as-of {as_of}"
         return None
@@ -301,17 +334,44 @@ def _audit_day(text: str, period: Period | None) -> list[tuple[dt.date, str]]:
             day = _any_date(m)
             if day and possible(day, period):
                 return [(day, "正文: 审计报告日 (公告日不早于此)")]
+    for sign in _AUDITOR.finditer(text):  # a text layer that lost 年 月 日 (``2004 3 26`` under the signatures)
+        for m in _BARE_DATE.finditer(text, sign.end(), sign.end() + AUDIT_DATE_CHARS):
+            day = _date(*m.groups())
+            if day and possible(day, period):
+                return [(day, "正文: 审计报告日 (公告日不早于此)")]
     return []
 
 
+def disclosed_day(text: str, period: Period | None = None) -> tuple[dt.date, str] | None:
+    """The day a report's text says it was disclosed: its 内部控制评价报告全文披露日期 (released with it), or a
+    date on its first page beside its 公告编号; ``None`` when it says neither."""
+    for m in _DISCLOSED.finditer(text):
+        day = _date(*m.groups())
+        if day and possible(day, period):
+            return day, "正文: 内部控制评价报告全文披露日期"
+    first = text.split(PAGE_BREAK, 1)[0][:COVER_CHARS]
+    for notice in _NOTICE_NO.finditer(first):
+        lo, hi = max(0, notice.start() - NOTICE_DATE_CHARS), notice.end() + NOTICE_DATE_CHARS
+        for m in _ANY_DATE.finditer(first, lo, hi):
+            day = _any_date(m)
+            if day and possible(day, period):
+                return day, "正文: 公告编号旁的日期"
+    return None
+
+
 def from_text(text: str | None) -> ReportDates:
-    """What a report's text says: its cover title's period, and the day it was approved for release
-    (``text_days``' first)."""
+    """What a report's text says: its cover title's period, and the day it was disclosed (``disclosed_day``),
+    else the latest day ``text_days`` gives, a lower bound only (``lower``)."""
     if not text:
         return ReportDates()
     period = None
     if m := _PERIOD.search(text[:COVER_CHARS]):
         period = _period_of(m)
+    source = "正文: 封面标题" if period else None
+    if (stated := disclosed_day(text, period)) is not None:
+        return ReportDates(period, source, *stated)
     days = text_days(text, period)
-    published, source = days[0] if days else (None, None)
-    return ReportDates(period, "正文: 封面标题" if period else None, published, source)
+    if not days:
+        return ReportDates(period, source)
+    day, said = max(days, key=lambda d: d[0])
+    return ReportDates(period, source, day, said, lower=True)

@@ -351,6 +351,9 @@ _TOC_LINE = re.compile(r"第(?P<n>[一二三四五六七八九十]+)(?P<kind>[�
 _NOT_READ = re.compile(r"(?:[节章]|^[一二三四五六七八九十]+、)释义|业务概要|重要事项|股份变动|股本变动|优先股|债券"
                        r"|董事、?监事|监事会报告|股东大会|公司治理|内部控制|环境|社会责任|ESG")
 _WHOLE = re.compile(r"财务(?:会计)?报告|财务报表")  # read to the notes, however long
+# the day the report became public, as it states it, in the 公司治理 chapter not read: looked for there alone
+_GOVERNANCE = re.compile(r"公司治理")
+_DISCLOSURE_LINE = re.compile(r"^.*内部控制评价报告全文披露日期.*$", re.M)
 TOC_PAGES = 12  # the 目录 is looked for in the first pages
 CHAPTER_PAGES = 20  # pages of a chapter read (its opening), the financial report apart
 NEAR_LINES = 2  # a chapter's page looked for at the numbers of the 目录's lines this near it too
@@ -409,6 +412,7 @@ class _Plan:
     def __init__(self, chapters: list[Chapter]):
         self.chapters = chapters
         self.within: tuple[int, int] | None = None  # the chapter read being read: its place and opening page
+        self.offset: int | None = None  # PDF page index less printed page number, as a chapter opening gave it
 
     def jump(self, text: str, flat: str, index: int) -> tuple[list[int], str] | None:
         """Where to read on from after the page at ``index`` (its ``text``; ``flat``: without whitespace),
@@ -419,6 +423,7 @@ class _Plan:
             if chapter.read:  # its first opening (a running header naming the chapter opens nothing)
                 if self.within is None or self.within[0] != k:
                     self.within = (k, index)
+                    self.offset = index - chapter.page
                 break
             return self._after(k, index)
         if self.within is not None:
@@ -426,6 +431,14 @@ class _Plan:
             if not self.chapters[k].whole and (index - opened + 1 >= CHAPTER_PAGES or _ends_reading(text, flat)):
                 return self._after(k, opened)
         return None
+
+    def governance(self, pages: int) -> range:
+        """The PDF pages of the 公司治理 chapter, not read (empty without it or a known offset)."""
+        at = next((k for k, c in enumerate(self.chapters) if _GOVERNANCE.search(c.heading)), None)
+        if at is None or self.offset is None:
+            return range(0)
+        end = self.chapters[at + 1].page if at + 1 < len(self.chapters) else self.chapters[at].page + CHAPTER_PAGES
+        return range(max(0, self.chapters[at].page + self.offset), min(pages, end + self.offset + 1))
 
     def _after(self, k: int, opened: int) -> tuple[list[int], str] | None:
         """The next chapter read after chapter ``k``, which opened on PDF page ``opened``: the PDF pages it may
@@ -518,6 +531,11 @@ def _pdf(p: Path, raw: bytes) -> str:
                 continue
             i += 1
         read = sum(1 for t in pages if t)
+        if plan is not None and not any("内部控制评价报告全文披露日期" in t for t in pages):
+            for t in reversed(plan.governance(len(pages))):  # its line alone, on its page: the report's own day
+                if not pages[t] and (line := _DISCLOSURE_LINE.search(page_text(t))):
+                    pages[t] = line.group(0)
+                    break
         if not read or chars < MIN_CHARS_PER_PAGE * read:
             raise InputError(FIELD, f"{p.name} has no text layer (a scan?): run OCR on it first, e.g. ocrmypdf")
         return PAGE_BREAK.join(layout.with_tables(doc, pages, p.name))

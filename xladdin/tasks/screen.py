@@ -389,7 +389,8 @@ def rule_inputs(inp: StockSample, verified: dict[str, float]) -> dict[str, tuple
 # Screening as of a date: no row uses what was not public on that day.
 #
 # Each row's report has a period and a publication date (``periods``: the pool's 公告日期 / 报告期 columns,
-# the file's name, its text; of the days they give, the latest the period makes possible). Under
+# the file's name, its text; of the days they give, the latest the period makes possible; a day known only
+# as a lower bound, an approval or a signature, taken as its period's statutory deadline). Under
 # ``as_of``:
 #
 # - a row whose own 公告日期 is after the date is refused (its figures were not public then): that row's
