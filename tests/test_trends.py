@@ -57,6 +57,20 @@ def test_a_folder_with_two_years_of_a_company_gives_its_trend_and_the_industries
     assert ("电池", "营收(亿元) revenue", "2022年度", 2, 1.6, 1.2, 2.0) in figures
 
 
+def test_compare_on_a_relative_folder_with_a_bad_file_passes_it_over_with_its_reason(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "600001_甲公司_2023.txt").write_text(annual(2023, 15000, 12000, 1800, 1500), encoding="utf-8")
+    (reports / "600002_乙公司_2023.pdf").write_text("<html><body>404 Not Found</body></html>", encoding="utf-8")
+    r = run_cli("compare", "reports/", "-o", "c.xlsx", "--no-progress", cwd=tmp_path)  # as the README writes it
+    assert r.returncode == 0, r.stderr
+    assert "skipped 600002_乙公司_2023.pdf" in r.stderr and "not a PDF" in r.stderr, r.stderr
+    companies = sheet(tmp_path / "c.xlsx", "Companies")
+    assert {row[0] for row in companies[1:]} == {"600001"}
+    assert sheet(tmp_path / "c.xlsx", "Skipped")[1][0] == "600002_乙公司_2023.pdf"
+    assert "1 files passed over" in sheet(tmp_path / "c.xlsx", "Industries")[0][0]
+
+
 def test_compare_names_a_bad_source_and_output(tmp_path):
     r = run_cli("compare", tmp_path / "none", "-o", tmp_path / "c.xlsx")
     assert r.returncode == 2 and "no such report or folder" in r.stderr

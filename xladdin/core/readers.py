@@ -119,8 +119,20 @@ def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
     each kept in the store of texts of the cache ``open_cache`` opens (only when there is something to
     read; closed after), where the screen's own reader then finds it (no file parsed twice); a file that
     cannot be read is ``None``."""
+    read = texts_or_errors(open_cache, allowed, processes, memory_mib)
 
     def texts(paths: list[Path]) -> dict[Path, str | None]:
+        return {p: text if isinstance(text, str) else None for p, text in read(paths).items()}
+
+    return texts
+
+
+def texts_or_errors(open_cache: Callable[[], Cache], allowed: Reports, processes: int | None = None,
+                    memory_mib: int = MEMORY_MIB) -> Callable[[list[Path]], dict[Path, str | InputError]]:
+    """``read_texts`` with a file that cannot be read given as its ``InputError`` (what it is, named), so a
+    caller can pass it over with its reason and go on."""
+
+    def texts(paths: list[Path]) -> dict[Path, str | InputError]:
         cache = open_cache()
         reader = Reader(cache, processes=processes, memory_mib=memory_mib)
         try:
@@ -128,14 +140,14 @@ def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
             for p in paths:
                 try:
                     asked[p] = reader.text(ReportPath(str(p), allowed))[1]
-                except InputError:
-                    asked[p] = None
-            out: dict[Path, str | None] = {}
+                except InputError as e:
+                    asked[p] = e
+            out: dict[Path, str | InputError] = {}
             for p, text in asked.items():
                 try:
                     out[p] = text.result() if isinstance(text, concurrent.futures.Future) else text
-                except InputError:
-                    out[p] = None
+                except InputError as e:
+                    out[p] = e
             return out
         finally:
             reader.close()

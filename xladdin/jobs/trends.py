@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.cache import Cache
+from ..core.readers import texts_or_errors
 from ..errors import InputError, XladdinError
-from ..reading.documents import SUFFIXES, Reports, attach
+from ..reading.documents import SUFFIXES, ReportPath, Reports, with_text
 from ..reading.pool import header_field, normalize_code, read_pool
 from ..settings import Settings
 from ..tasks.base import Provenance
@@ -31,13 +34,14 @@ CODE_ONLY = "程序读数 code's reading"  # what read a folder's reports: no mo
 _TITLES = {field: info.title for field, info in ScreenResult.model_fields.items()}
 
 
-def read_rows(source: str | Path, settings: Settings, pool: str | Path | None = None,
-              progress: bool = True) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+def read_rows(source: str | Path, settings: Settings, pool: str | Path | None = None, progress: bool = True,
+              skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
     """(code, name, industry, period, {result field: value}) of each row of a screen report, or of each
-    report file of a folder (read by code)."""
+    report file of a folder (read by code); a file that cannot be read goes to ``skipped`` with why."""
     path = Path(source).expanduser()
     if path.is_dir():
-        return _folder_rows(path, settings, _industries(pool), progress)
+        return _folder_rows(path.resolve(), settings, _industries(pool), progress,
+                            skipped if skipped is not None else [])
     if not path.is_file():
         raise InputError("source", f"{source}: no such report or folder")
     return _report_rows(path, _industries(pool))
@@ -72,8 +76,11 @@ def _report_rows(path: Path, industries: dict[str, Any]) -> list[tuple[str, str,
     return out
 
 
-def _folder_rows(folder: Path, settings: Settings, industries: dict[str, Any],
-                 progress: bool) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+def _folder_rows(folder: Path, settings: Settings, industries: dict[str, Any], progress: bool,
+                 skipped: list[tuple[str, str]]) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+    """Each report file of ``folder`` (absolute) read by the reader processes, bounded in memory as the
+    screen's are; a file that cannot be read (not a PDF, encrypted, scanned, too large) is passed over with
+    its reason, the others compared."""
     files = sorted(Path(e.path) for e in os.scandir(folder)
                    if e.is_file() and not e.name.startswith(".") and Path(e.name).suffix.lower() in SUFFIXES)
     if not files:
@@ -81,18 +88,29 @@ def _folder_rows(folder: Path, settings: Settings, industries: dict[str, Any],
     if len(files) > MAX_FILES:
         raise InputError("source", f"{folder}: {len(files):,} report files, over {MAX_FILES:,}")
     allowed = Reports.of(settings, None, folder)
+    if progress:
+        print(f"reading {len(files)} report files in {folder} …", file=sys.stderr, flush=True)
+    texts = texts_or_errors(lambda: Cache(settings.cache_dir, enabled=not settings.no_cache), allowed,
+                            settings.readers, settings.reader_memory_mib)(files)
     task = ScreenTask()
     provenance = Provenance(model=CODE_ONLY, task_version=task.version, cached=False)
     out = []
     for path in _bar(files, progress):
         code = (re.findall(r"(?<!\d)(\d{6})(?!\d)", path.name) or [path.stem])[0]
         name = _name_of(path.stem, code)
+        text = texts[path]
         try:
-            record = attach(allowed.place({"code": code, "name": name, "report_file": str(path)}))
+            if isinstance(text, XladdinError):
+                raise text
+            record = with_text({"code": code, "name": name}, ReportPath(str(path), allowed), text)
             result = task.without_answer(task.parse(record), XladdinError("no model asked"), provenance)
         except XladdinError as e:
-            raise InputError("source", f"{path.name}: {e}") from None
+            skipped.append((path.name, str(e)))
+            continue
         out.append((code, name, industries.get(code), result.period, result.model_dump()))
+    if not out:
+        raise InputError("source", f"{folder}: no report file could be read (" +
+                         "; ".join(f"{name}: {why}" for name, why in skipped[:3]) + ")")
     return out
 
 
@@ -116,12 +134,17 @@ def compare_file(source: str | Path, output: str | Path, settings: Settings, *, 
     out = check_output(output, source if Path(source).is_file() else None)
     if out.suffix.lower() != ".xlsx":
         raise InputError("output", f"{out.name}: the comparison is a workbook: name a .xlsx file")
-    rows = read_rows(source, settings, pool, progress)
-    write_comparison(out, rows, source)
+    skipped: list[tuple[str, str]] = []
+    rows = read_rows(source, settings, pool, progress, skipped)
+    write_comparison(out, rows, source, skipped)
+    for name, why in skipped:
+        print(f"skipped {name}: {why}", file=sys.stderr)
     return out
 
 
-def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, Any]]], source: Any) -> None:
+def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, Any]]], source: Any,
+                     skipped: list[tuple[str, str]] | None = None) -> None:
+    skipped = skipped or []
     from openpyxl import Workbook
     from openpyxl.styles import Alignment, Font
 
@@ -129,7 +152,8 @@ def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, 
     ws = wb.active
     ws.title = "Industries"
     table = figure_table((industry, period, figures, code) for code, _, industry, period, figures in rows)
-    ws.append([xlsx_text(f"{len(rows)} reports from {source}")])
+    passed = f"; {len(skipped)} files passed over (the Skipped sheet says why)" if skipped else ""
+    ws.append([xlsx_text(f"{len(rows)} reports from {source}{passed}")])
     write_by_period(ws, table)
     companies = wb.create_sheet("Companies")
     header, trend = trend_table((code, name, period, figures) for code, name, _, period, figures in rows)
@@ -148,6 +172,13 @@ def write_comparison(path: Path, rows: list[tuple[str, str, Any, Any, dict[str, 
     _style_header(figures, Font, Alignment)
     figures.column_dimensions["A"].width = 16
     figures.column_dimensions["B"].width = 26
+    if skipped:
+        passed_over = wb.create_sheet("Skipped")
+        passed_over.append(["文件 file", "原因 why"])
+        for name, why in skipped:
+            passed_over.append([xlsx_text(name), xlsx_text(why)])
+        _style_header(passed_over, Font, Alignment)
+        passed_over.column_dimensions["B"].width = 100
     save_workbook(wb, path)
 
 
