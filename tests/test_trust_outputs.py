@@ -240,3 +240,35 @@ def test_output_a_windows_console_cannot_encode_is_replaced_and_the_night_ends_w
     finally:
         server.close()
     assert (tmp_path / "nights" / "2021-05-07.changes.json").is_file()
+
+
+# ------------------------------------------------------------------ a report replaced in place is read again
+def test_a_report_replaced_by_another_of_the_same_size_and_time_is_read_again(tmp_path, monkeypatch, capsys):
+    import os
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    report = reports / "600001_年报.txt"
+    table = ("2023年年度报告\n主要会计数据 单位：万元 2023年 2022年 本期比上年同期增减(%) 2021年\n"
+             "营业收入 {0} 48,002.10 8.98 40,100.00\n")
+    report.write_text(table.format("52,310.50") + "x" * 70_000 + "\n", encoding="utf-8")
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM"), [("600001", "甲公司", "12", "20")])
+    monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / "cache"))
+
+    def revenue() -> float:
+        server = refusing_server()
+        try:
+            monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+            monkeypatch.setenv("XLADDIN_RETRIES", "0")
+            r = run_main(capsys, "screen", pool, "--reports", reports, "-o", tmp_path / "o.json", "--no-progress")
+        finally:
+            server.close()
+        assert r.returncode == 0, r.stderr
+        return json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]["营收(亿元) revenue"]
+
+    assert revenue() == 5.23105
+    st = report.stat()
+    report.write_text(table.format("61,310.50") + "x" * 70_000 + "\n", encoding="utf-8")  # the same size
+    os.utime(report, ns=(st.st_atime_ns, st.st_mtime_ns))  # its time put back
+    assert report.stat().st_size == st.st_size
+    assert revenue() == 6.13105

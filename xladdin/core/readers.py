@@ -45,7 +45,7 @@ from typing import Any
 
 from ..reading import figures
 from ..reading.document import Document
-from ..reading.documents import FIELD, InputError, ReportPath, Reports, locate, read_file
+from ..reading.documents import FIELD, InputError, ReportPath, Reports, edges, locate, read_file
 from .cache import Cache, Failures, SerialThread, Ticket, end_with_parent, settle, watch_parent
 
 log = logging.getLogger(__name__)
@@ -59,13 +59,13 @@ _BELOW_NORMAL = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0)  # its pri
 GATHER_S = 0.02  # with no reader running, how long the first file waits for the others of its burst (their
 # readers then start together, each in one process start-up time, not one after another)
 
-Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
+Stamp = tuple[str, int, int, str]  # resolved path, size, mtime_ns, the digest of its edges (``documents.edges``)
 
 
 def stamp_of(path: ReportPath) -> Stamp:
     """The file ``path`` names as a stamp, once it is allowed (``documents.locate``: a stat)."""
     real, st = locate(path)
-    return str(real), st.st_size, st.st_mtime_ns
+    return str(real), st.st_size, st.st_mtime_ns, edges(real, st.st_size)
 
 
 @dataclass

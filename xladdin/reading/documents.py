@@ -187,6 +187,23 @@ def looks_like_path(text: str) -> bool:
     return not re.search(r"\s", t) or bool(_FULL_PATH.match(t))
 
 
+EDGE_BYTES = 64 * 1024  # of a file's start and end, hashed into its stamp
+
+
+def edges(real: Path | str, size: int) -> str:
+    """A cheap digest of a file's content: its first and last ``EDGE_BYTES`` (a report replaced by another of
+    the same size, its modification time put back, is told apart); ``""`` when it cannot be read."""
+    try:
+        with open(real, "rb") as f:
+            head = f.read(EDGE_BYTES)
+            if size > 2 * EDGE_BYTES:
+                f.seek(size - EDGE_BYTES)
+                head += f.read(EDGE_BYTES)
+    except OSError:
+        return ""
+    return hashlib.blake2b(head, digest_size=16).hexdigest()
+
+
 def locate(path: ReportPath) -> tuple[Path, os.stat_result]:
     """The file ``path`` names, resolved, and its stat, once it is found inside its folders and within
     the size bound (one stat, no read). Raises ``InputError`` naming the file and the setting."""
@@ -237,11 +254,11 @@ def read_document(path: str | Path) -> str:
         real = Path(path).expanduser().resolve()
         path = ReportPath(str(real), Reports((real.parent,)))
     real, st = locate(path)
-    return _read(str(real), st.st_mtime_ns, st.st_size, path.reports.max_bytes)
+    return _read(str(real), st.st_mtime_ns, st.st_size, path.reports.max_bytes, edges(real, st.st_size))
 
 
 @functools.lru_cache(maxsize=32)
-def _read(path: str, mtime_ns: int, size: int, max_bytes: int) -> str:
+def _read(path: str, mtime_ns: int, size: int, max_bytes: int, content: str) -> str:
     return read_file(path, max_bytes)[1]
 
 
@@ -583,12 +600,12 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
                   left_out: dict[str, list[str]] | None = None,
                   texts: Callable[[list[Path]], dict[Path, str | None]] | None = None) -> dict[str, Path]:
     """Report files in ``folder`` by the six-digit stock code in their names (``603339_年报.pdf``). A code
-    with several files gets the newest: by the publication day and period their names give
-    (``2021-04-23__…__2020年年度报告.pdf``) when every one gives a day, else by the period or year each
-    name gives (``600025_华能水电_2024.pdf``), else by modification time. With
-    ``as_of``, a report published after that day (or whose period had not ended) is never chosen: the
-    newest published by then is, its day the latest its name and its text give (``periods``); each file
-    left out, and why, goes to ``left_out`` under its code. ``texts``: the texts of many files at once
+    with several files gets its report (``_choose``): each file known for what it is (``report_kind``: a
+    notice is never a report; a 摘要 or an English version only when no full Chinese report is there), then
+    the newest period, a corrected re-release before its original, the later publication day, the later
+    file. With ``as_of``, a file published after that day (or whose period had not ended) is never chosen,
+    its day the latest its name and its text give (``periods``), its text telling what it is too. Each file
+    passed over, and why, goes to ``left_out`` under its code. ``texts``: the texts of many files at once
     (a file that cannot be read: ``None``); default one after another here (``read_document``)."""
     if not folder.is_dir():
         raise InputError("reports", f"{folder}: not a folder")
@@ -605,29 +622,107 @@ def match_reports(codes: list[str], folder: Path, as_of: dt.date | None = None,
     every = [p for paths in candidates.values() for p in paths]
     read = (texts or _read_texts)(every) if as_of is not None and every else {}  # a later day in its text wins
     for code, paths in candidates.items():
+        notes = left_out.setdefault(code, []) if left_out is not None else []
         dates = {p: periods.from_name(p.name) for p in paths}
-        if as_of is None:
-            named = {p: _named_year(p.name, dates[p]) for p in paths}  # 600025_2023.pdf, 600025_2024年报.pdf
-            if all(d.published for d in dates.values()):
-                found[code] = max(paths, key=lambda p: (dates[p].newest, p.name))
-            elif all(named.values()):
-                found[code] = max(paths, key=lambda p: (named[p], p.name))
-            else:
-                found[code] = max(paths, key=lambda p: p.stat().st_mtime)
-            continue
         for p in paths:
             if read.get(p):
                 dates[p] = dates[p].combined(report_dates(read[p]))  # type: ignore[arg-type]
-        why = {p: dates[p].not_public(as_of, undated=True) for p in paths}  # an undated file: date_rows decides
-        public = [p for p in paths if why[p] is None]
-        for p in paths:
-            if why[p] is not None:
-                (left_out if left_out is not None else {}).setdefault(code, []).append(f"未用 {p.name}: {why[p]}")
-        dated = [p for p in public if dates[p].published is not None]
-        if dated or public:
-            found[code] = max(dated, key=lambda p: (dates[p].newest, p.name)) if dated else \
-                max(public, key=lambda p: p.stat().st_mtime)
+        if as_of is not None:
+            why = {p: dates[p].not_public(as_of, undated=True) for p in paths}  # an undated file: date_rows decides
+            notes.extend(f"未用 {p.name}: {why[p]}" for p in paths if why[p] is not None)
+            paths = [p for p in paths if why[p] is None]
+        chosen = _choose(paths, dates, {p: report_kind(p.name, read.get(p)) for p in paths}, notes)
+        if chosen is not None:
+            found[code] = chosen
+        if left_out is not None and not notes:
+            del left_out[code]
     return found
+
+
+# What a file is, from its name and, when read, its title page: a notice about a report (更正公告, 补充公告)
+# is no report; a 摘要 and an English version are read only when no full Chinese report is there; a
+# corrected re-release (修订版, 更新后, 更正后) replaces its original.
+FULL, SUMMARY, ENGLISH, NOTICE = "全文", "摘要", "英文版", "公告"
+_CORRECTED = re.compile(r"修订版|修订稿|修订后|更新后|更正后|更新版|[(（]更新[)）]|[(（]修订[)）]")
+_NOTICE = re.compile(r"(?:更正|补充|更新|修订)(?:的)?(?:公告|说明)|提示性公告|关于.{0,40}的公告|公告$")
+_SUMMARY = re.compile(r"摘要|summary", re.I)
+_ENGLISH = re.compile(r"英文|english|(?<![a-z])en(?![a-z])", re.I)
+_TITLE_CHARS = 1500  # a title page's text looked at
+
+
+def report_kind(name: str, text: str | None = None) -> tuple[str, bool]:
+    """(what the file is: ``FULL``, ``SUMMARY``, ``ENGLISH`` or ``NOTICE``; whether it is a corrected
+    re-release) from its name and, when read, its title page (``text``)."""
+    stem = name.rsplit(".", 1)[0]
+    corrected = bool(_CORRECTED.search(stem))
+    title = (text or "")[:_TITLE_CHARS]
+    if _NOTICE.search(stem) and not corrected or (title and _notice_title(title)):
+        return NOTICE, False
+    if _ENGLISH.search(stem) or (title and _latin(title)):
+        return ENGLISH, corrected
+    if _SUMMARY.search(stem) or re.search(r"(?:年度|季度)报告摘要", re.sub(r"\s+", "", title[:600])):
+        return SUMMARY, corrected
+    return FULL, corrected
+
+
+def _notice_title(title: str) -> bool:
+    """A title page that is a notice's: 更正公告 or 补充公告 in its first lines, no 年度报告全文 / 正文."""
+    head = re.sub(r"\s+", "", title[:300])
+    return bool(re.search(r"(?:更正|补充)(?:的)?公告", head)) and not re.search(r"报告(?:全文|正文)", head)
+
+
+def _latin(title: str) -> bool:
+    """A title page written in English: far more Latin letters than Chinese characters."""
+    latin = sum(ch.isascii() and ch.isalpha() for ch in title)
+    han = sum("\u4e00" <= ch <= "\u9fff" for ch in title)
+    return latin > 200 and latin > 4 * han
+
+
+_KIND_RANK = {FULL: 2, SUMMARY: 1, ENGLISH: 0}
+
+
+def _choose(paths: list[Path], dates: dict[Path, Any], kinds: dict[Path, tuple[str, bool]],
+            notes: list[str]) -> Path | None:
+    """The report among ``paths`` (each with its dates and kind): never a notice; the Chinese files before the
+    English ones; then the newest period (a file whose period is not known last), a full report before its
+    摘要, a corrected re-release before its original, the later day, the later file. Every other file is named
+    in ``notes`` with why (older periods counted once); a 摘要 or English version chosen says so."""
+    for p in paths:
+        if kinds[p][0] == NOTICE:
+            notes.append(f"未用 {p.name}: 是公告 (更正/补充), 不是报告")
+    reports = [p for p in paths if kinds[p][0] != NOTICE]
+    chinese = [p for p in reports if kinds[p][0] != ENGLISH]
+    for p in reports if chinese else ():
+        if kinds[p][0] == ENGLISH:
+            notes.append(f"未用 {p.name}: 英文版, 已有中文报告")
+    pool = chinese or reports
+    if not pool:
+        return None
+
+    def order(p: Path) -> tuple[Any, ...]:
+        d = dates[p]
+        period = d.period.order if d.period is not None else _named_year(p.name, d) or (0, 0)
+        kind, corrected = kinds[p]
+        return period, _KIND_RANK[kind], corrected, d.published or dt.date.min, p.stat().st_mtime, p.name
+
+    chosen = max(pool, key=order)
+    older = 0
+    for p in pool:
+        if p == chosen:
+            continue
+        if order(p)[0] < order(chosen)[0]:
+            older += 1
+        elif kinds[p][0] != kinds[chosen][0]:
+            notes.append(f"未用 {p.name}: {kinds[p][0]}, 已有{kinds[chosen][0]} {chosen.name}")
+        elif kinds[chosen][1] and not kinds[p][1]:
+            notes.append(f"未用 {p.name}: 已被修订版 {chosen.name} 取代")
+        else:
+            notes.append(f"未用 {p.name}: 同一报告期, 取较新的 {chosen.name}")
+    if older:
+        notes.append(f"未用较旧报告期的 {older} 个文件")
+    if kinds[chosen][0] != FULL:
+        notes.append(f"所读 {chosen.name} 是{kinds[chosen][0]}: 没有完整的中文年报")
+    return chosen
 
 
 def _read_texts(paths: list[Path]) -> dict[Path, str | None]:

@@ -450,10 +450,10 @@ class Dating:
             update["period"] = dates.period.label
         if dates.published is not None:
             update["published"] = dates.published.isoformat()
+        said = [*self.notes[i], *([dates.sources()] if self.as_of is not None and dates.sources() else [])]
+        if said:  # the files passed over, and why (under ``as_of`` where the dates were read too)
+            update["notes"] = "; ".join([*said, *([res.notes] if res.notes else [])])
         if self.as_of is not None:
-            said = [*self.notes[i], *([dates.sources()] if dates.sources() else [])]
-            if said:
-                update["notes"] = "; ".join([*said, *([res.notes] if res.notes else [])])
             if self.undated[i]:
                 update["flags"] = [f for f in Flag if f in {*res.flags, Flag.UNDATED}]
         return res.model_copy(update=update) if update else res
