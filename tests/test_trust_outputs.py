@@ -272,3 +272,37 @@ def test_a_report_replaced_by_another_of_the_same_size_and_time_is_read_again(tm
     os.utime(report, ns=(st.st_atime_ns, st.st_mtime_ns))  # its time put back
     assert report.stat().st_size == st.st_size
     assert revenue() == 6.13105
+
+
+# ------------------------------------------------------------------ no command writes over one of its inputs
+def test_no_command_writes_over_its_inputs_and_every_output_is_checked_before_the_work(tmp_path, monkeypatch,
+                                                                                       capsys):
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "行业", "ROE", "市盈率TTM", "gold_roe"),
+                     [("600001", "甲公司", "电池", "12", "20", "12")])
+    kept = pool.read_bytes()
+    server = refusing_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        assert run_main(capsys, "screen", pool, "-o", tmp_path / "r.xlsx", "--no-progress").returncode == 0
+        r = run_main(capsys, "compare", tmp_path / "r.xlsx", "--pool", pool, "-o", pool)
+        assert r.returncode == 2 and "xlsx" in r.stderr, r.stderr  # a .csv: refused by its suffix first
+        pool_xlsx = tmp_path / "pool.xlsx"
+        wb = openpyxl.Workbook()
+        wb.active.append(["代码", "名称", "行业"])
+        wb.active.append(["600001", "甲公司", "电池"])
+        wb.save(pool_xlsx)
+        before = pool_xlsx.read_bytes()
+        r = run_main(capsys, "compare", tmp_path / "r.xlsx", "--pool", pool_xlsx, "-o", pool_xlsx)
+        assert r.returncode == 2 and "one of the command's inputs (pool.xlsx)" in r.stderr, r.stderr
+        assert pool_xlsx.read_bytes() == before
+        asked = len(server.bodies)
+        r = run_main(capsys, "eval", pool, "-o", pool, "--no-progress")
+        assert r.returncode == 2 and pool.read_bytes() == kept, r.stderr
+        r = run_main(capsys, "eval", pool, "-o", tmp_path / "e.xlsx", "--no-progress")
+        assert r.returncode == 2 and "writes .json" in r.stderr and not (tmp_path / "e.xlsx").exists()
+        assert len(server.bodies) == asked  # refused before anything was asked
+        r = run_main(capsys, "eval", pool, "-o", tmp_path / "new" / "folder" / "e.json", "--no-progress")
+        assert r.returncode in (0, 1) and (tmp_path / "new" / "folder" / "e.json").is_file(), r.stderr
+    finally:
+        server.close()

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..jobs import evaluate
+from ..jobs.report import check_output
 from .settings_options import add_settings_options, settings_from
 
 
@@ -25,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     output = args.output or str(Path(args.gold).with_name(Path(args.gold).stem + "_eval.json"))
+    check_output(output, args.gold, suffixes=(".json",))  # before the evaluation, never over the gold
     if Path(args.gold).suffix.lower() == ".jsonl":
         report = evaluate.evaluate_reports(args.gold, settings_from(args), reports=args.reports,
                                            progress=not args.no_progress)

@@ -82,14 +82,19 @@ def report_path(path: str | Path) -> Path:
     return path
 
 
-def check_output(path: str | Path, input_path: str | Path | None = None) -> Path:
-    """Refuse an output this module cannot write — before any row is screened: a wrong suffix,
-    a directory, the input file itself, a folder that cannot be created or written."""
+def check_output(path: str | Path, *inputs: str | Path | None, suffixes: tuple[str, ...] = ()) -> Path:
+    """Refuse an output this module cannot write — before any row is screened: a wrong suffix (one of
+    ``suffixes`` when given: a command that writes one format), a directory, one of the command's
+    ``inputs`` (never written over), a folder that cannot be created or written."""
     path = report_path(path)
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError("output", f"{path.name}: this command writes {' or '.join(suffixes)}: name such a file")
     if path.is_dir():
         raise InputError("output", f"{path} is a directory: name a report file, e.g. {path / 'report.xlsx'}")
-    if input_path is not None and path.exists() and os.path.samefile(path, input_path):
-        raise InputError("output", f"{path} is the input file: name another report file")
+    for given in inputs:
+        if given is not None and path.exists() and Path(given).exists() and os.path.samefile(path, given):
+            raise InputError("output", f"{path} is one of the command's inputs ({Path(given).name}): name another "
+                             "file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".xladdin-check-"):

@@ -131,9 +131,9 @@ def _bar(files: list[Path], progress: bool) -> Iterable[Path]:
 def compare_file(source: str | Path, output: str | Path, settings: Settings, *, pool: str | Path | None = None,
                  progress: bool = True) -> Path:
     """The comparison workbook of ``source`` (a screen report or a folder of report files) at ``output``."""
-    out = check_output(output, source if Path(source).is_file() else None)
-    if out.suffix.lower() != ".xlsx":
-        raise InputError("output", f"{out.name}: the comparison is a workbook: name a .xlsx file")
+    if Path(output).suffix.lower() != ".xlsx":
+        raise InputError("output", f"{Path(output).name}: the comparison is a workbook: name a .xlsx file")
+    out = check_output(output, source if Path(source).is_file() else None, pool)
     skipped: list[tuple[str, str]] = []
     rows = read_rows(source, settings, pool, progress, skipped)
     write_comparison(out, rows, source, skipped)
