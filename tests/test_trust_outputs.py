@@ -306,3 +306,49 @@ def test_no_command_writes_over_its_inputs_and_every_output_is_checked_before_th
         assert r.returncode in (0, 1) and (tmp_path / "new" / "folder" / "e.json").is_file(), r.stderr
     finally:
         server.close()
+
+
+# ------------------------------------------------------------------ an HTTPS engine whose certificate is not trusted
+def test_an_https_engine_with_a_self_signed_certificate_is_named_as_such_with_the_fix(tmp_path):
+    import os
+    import ssl
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kit import run_cli
+
+    from xladdin.cells.certs import ensure
+
+    made = ensure(tmp_path / "certs", ("127.0.0.1",))
+    listing = vllm_models("org/Qwen3-8B")[2]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(listing)))
+            self.end_headers()
+            self.wfile.write(listing)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(made.cert, made.key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM"), [("600001", "甲公司", "12", "20")])
+    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+    env.update(XLADDIN_ENGINE_URL=f"https://127.0.0.1:{httpd.server_address[1]}/v1", XLADDIN_RETRIES="0")
+    try:
+        r = run_cli("screen", pool, "-o", tmp_path / "o.json", "--no-progress", env=env)
+        assert r.returncode == 2 and "certificate is not trusted" in r.stderr and "SSL_CERT_FILE" in r.stderr, r
+        assert "engine offline" not in r.stderr
+        trusted = {**env, "SSL_CERT_FILE": str(made.ca)}
+        r = run_cli("screen", pool, "-o", tmp_path / "o.json", "--no-progress", env=trusted)
+        assert "certificate" not in r.stderr, r.stderr  # trusted: the server is reached (its chat is no chat)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -640,6 +640,11 @@ def transport_error(e: BaseException, server_url: str, started: float) -> Engine
     """A request that got no answer (the server not reached, or not in time) as the engine error a row shows."""
     if isinstance(e, TimeoutError | aiohttp.ServerTimeoutError):
         return EngineTimeout(f"engine timeout after {time.monotonic() - started:.0f}s ({server_url})", url=server_url)
+    if isinstance(e, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):  # reached, not trusted
+        why = getattr(getattr(e, "certificate_error", None), "verify_message", None) or "its certificate failed"
+        return EngineError(f"{server_url}: its TLS certificate is not trusted ({why}): point SSL_CERT_FILE at the "
+                           "certificate of its CA (a self-signed server: its own .pem), or reach it over http://",
+                           url=server_url)
     return EngineOffline(f"engine offline ({server_url})", url=server_url)
 
 
