@@ -352,3 +352,19 @@ def test_an_https_engine_with_a_self_signed_certificate_is_named_as_such_with_th
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_row_failing_tonight_is_one_change_and_duplicate_codes_sorted_otherwise_are_the_same_rows(
+        tmp_path, monkeypatch, capsys):
+    header = ("代码", "名称", "ROE", "市盈率TTM", "财报摘要")
+    rows = [("600001", "甲公司", "20", "15", "营业收入10亿元"), ("600002", "乙公司A类", "3", "40", "营业收入8亿元"),
+            ("600002", "乙公司B类", "20", "12", "营业收入9亿元")]
+    pool = write_csv(tmp_path / "pool.csv", header, rows)
+    assert nightly(tmp_path, monkeypatch, capsys, pool, "2021-05-06").returncode == 0
+    write_csv(pool, header, [rows[2], ("600001", "甲公司", "20", "abc", "营业收入10亿元"), rows[1]])  # sorted otherwise
+    r = nightly(tmp_path, monkeypatch, capsys, pool, "2021-05-07")
+    changes = json.loads((tmp_path / "nights" / "2021-05-07.changes.json").read_text(encoding="utf-8"))
+    assert [(c["change"], c["code"], c["level"]["now"]) for c in changes["rows"]] == [
+        ("变化 changed", "600001.SH", "错误")], changes  # one row, now an error: not one leaving and one new
+    assert changes["codes_twice"] == ["600002"] and "600002" in r.stdout, r.stdout
+    assert r.returncode == 1 | 4  # a row failed, rows changed: never a false 新高

@@ -3,14 +3,18 @@ score or flags changed, the rows that appeared and those that left, new 高 rows
 
 A report is read back as the product writes it (``report.py``): an ``.xlsx`` (its Results and Run
 sheets), a ``.csv`` (and the ``.run.json`` beside it; a text made safe with a leading apostrophe is
-read as it was) or a ``.json``. Rows are matched by their stock code (a code twice in a pool: by its
-occurrence), never by position, so a pool sorted another way compares as the same rows.
+read as it was) or a ``.json``. Rows are matched by their stock code's six digits (a verdict's
+``600001.SH`` and an error row's ``600001`` are one stock: a row failing tonight is one change, to 错误), a
+code more than once in either report by its name too and then by its order among those (the codes named
+in the changes), never by position, so a pool sorted another way compares as the same rows.
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +77,7 @@ class Changes:
     new: str
     rows: list[Change]
     compared: int  # rows in both reports
+    twice: list[str] = field(default_factory=list)  # codes more than once in a report (matched by name and order)
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -82,14 +87,17 @@ class Changes:
 
     def line(self) -> str:
         counts = self.counts()
+        twice = (f"; codes more than once, matched by name and order: {', '.join(self.twice[:10])}"
+                 if self.twice else "")
         if not self.rows:
-            return f"no changes: {self.compared} rows compared ({self.old} → {self.new})"
+            return f"no changes: {self.compared} rows compared ({self.old} → {self.new}){twice}"
         parts = ", ".join(f"{n} {kind.split()[0]}" for kind, n in counts.items() if n)
-        return f"{len(self.rows)} rows changed of {self.compared} compared: {parts} ({self.old} → {self.new})"
+        return (f"{len(self.rows)} rows changed of {self.compared} compared: {parts} ({self.old} → {self.new})"
+                f"{twice}")
 
     def as_dict(self) -> dict[str, Any]:
         return {"old": self.old, "new": self.new, "compared": self.compared, "changed": len(self.rows),
-                "counts": self.counts(), "rows": [c.as_dict() for c in self.rows]}
+                "counts": self.counts(), "rows": [c.as_dict() for c in self.rows], "codes_twice": self.twice}
 
 
 def read_saved(path: str | Path) -> Saved:
@@ -174,19 +182,31 @@ def code_column(saved: Saved) -> str:
     raise InputError("report", f"{saved.path.name}: no code column (not a screen report)")
 
 
-def _keyed(saved: Saved) -> dict[tuple[str, int], dict[str, Any]]:
-    """Rows by (code, occurrence): a row's code from the verdict, else from the pool's own column (an
-    error row has no verdict)."""
+def _codes(saved: Saved) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each row's (key code, code as shown, row): the code from the verdict, else from the pool's own column (an
+    error row has no verdict); keyed by its six digits, so ``600001.SH`` (a verdict) and ``600001`` (the pool's
+    own cell of an error row) are one stock."""
     own = next((c for c in saved.columns if c != CODE and (match_header(c) or ("",))[0] == "code"), None) \
         if CODE in saved.columns else None
     column = code_column(saved)
-    seen: dict[str, int] = {}
-    out = {}
+    out = []
     for row in saved.rows:
-        code = row.get(column) if row.get(column) not in (None, "") else row.get(own) if own else None
-        code = _code(code)
-        seen[code] = seen.get(code, 0) + 1
-        out[(code, seen[code])] = row
+        shown = _code(row.get(column) if row.get(column) not in (None, "") else row.get(own) if own else None)
+        digits = re.search(r"(?<!\d)\d{6}(?!\d)", shown)
+        out.append((digits.group(0) if digits else shown, shown, row))
+    return out
+
+
+def _keyed(saved: Saved, twice: set[str]) -> dict[tuple[str, str, int], tuple[str, dict[str, Any]]]:
+    """Rows by (code, name, occurrence): a code once in both reports by its code alone; a code ``twice`` (in
+    either report) by its name too, then by its order among rows of that code and name, so a pool sorted
+    another way compares as the same rows."""
+    seen: dict[tuple[str, str], int] = {}
+    out = {}
+    for code, shown, row in _codes(saved):
+        name = (_name(row, saved) or "") if code in twice else ""
+        seen[(code, name)] = seen.get((code, name), 0) + 1
+        out[(code, name, seen[(code, name)])] = (shown, row)
     return out
 
 
@@ -229,20 +249,31 @@ def _shown(score: float | None) -> str:
     return "—" if score is None else f"{score:g}"
 
 
+def matched(old: Saved, new: Saved) -> tuple[dict, dict, set[str]]:
+    """Both reports' rows keyed alike (``_keyed``: (code, name, occurrence) → (code as shown, row)), and the
+    codes more than once in either."""
+    twice: set[str] = set()
+    for saved in (old, new):
+        counted = collections.Counter(code for code, _, _ in _codes(saved))
+        twice |= {code for code, n in counted.items() if n > 1}
+    return _keyed(old, twice), _keyed(new, twice), twice
+
+
 def compare_reports(old: Saved, new: Saved) -> Changes:
     """The rows of ``new`` whose level, score or flags differ from ``old``'s, those only in ``new``
     (appeared) and those only in ``old`` (left): rows now 高 that were not first, then the other
     changes, then appeared, then left; each group in its report's order."""
-    before, now = _keyed(old), _keyed(new)
+    before, now, twice = matched(old, new)
     found: list[Change] = []
-    for key, row in now.items():
+    for key, (shown, row) in now.items():
         level, score, flags = _level(row), _score(row), _flags(row)
         name = _name(row, new)
         if key not in before:
             kind = NEW_HIGH if level == "高" else APPEARED
-            found.append(Change(kind, key[0], name, (None, level), (None, score), ((), flags), "新出现的行"))
+            found.append(Change(kind, shown, name, (None, level), (None, score), ((), flags), "新出现的行"))
             continue
-        was = before[key]
+        was_shown, was = before[key]
+        shown = max(shown, was_shown, key=len)  # the verdict's code (600001.SH), an error row's pool cell (600001)
         w_level, w_score, w_flags = _level(was), _score(was), _flags(was)
         what = []
         if level != w_level:
@@ -255,14 +286,14 @@ def compare_reports(old: Saved, new: Saved) -> Changes:
             what.append("标记 " + ", ".join([*(f"+{f}" for f in added), *(f"-{f}" for f in gone)]))
         if what:
             kind = NEW_HIGH if level == "高" and w_level != "高" else CHANGED
-            found.append(Change(kind, key[0], name, (w_level, level), (w_score, score), (w_flags, flags),
+            found.append(Change(kind, shown, name, (w_level, level), (w_score, score), (w_flags, flags),
                                 "; ".join(what)))
-    for key, was in before.items():
+    for key, (shown, was) in before.items():
         if key not in now:
-            found.append(Change(LEFT, key[0], _name(was, old), (_level(was), None), (_score(was), None),
+            found.append(Change(LEFT, shown, _name(was, old), (_level(was), None), (_score(was), None),
                                 (_flags(was), ()), "已不在新的报告中"))
     found.sort(key=lambda c: KINDS.index(c.kind))  # stable: each group keeps its report's order
-    return Changes(str(old.path), str(new.path), found, len(before.keys() & now.keys()))
+    return Changes(str(old.path), str(new.path), found, len(before.keys() & now.keys()), sorted(twice))
 
 
 def read_screen(path: str | Path) -> Saved:

@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..settings import Settings
 from ..tasks.rules import Rules
 from ..tasks.screen import ScreenResult
-from .changes import CODE, ERROR, Saved, _keyed, read_saved
+from .changes import CODE, ERROR, Saved, matched, read_saved
 
 # the verdict columns a replay compares: all but whether a row came from the cache
 NOT_COMPARED = {"缓存命中 cached"}
@@ -144,14 +144,15 @@ def differences(old: Saved, new: Saved) -> list[str]:
         else:
             found.append(f"{fact}: {was!r} → {now!r}")
     columns = [c for c in [*ScreenResult.headers(), ERROR] if c not in NOT_COMPARED]
-    before, after = _keyed(old), _keyed(new)
+    before, after, _ = matched(old, new)
     for key in dict.fromkeys([*before, *after]):
-        code = key[0] if key[1] == 1 else f"{key[0]} (#{key[1]})"
+        shown = (after.get(key) or before[key])[0]
+        code = " ".join(part for part in (shown, key[1]) if part) + (f" (#{key[2]})" if key[2] > 1 else "")
         if key not in after or key not in before:
             found.append(f"{code}: {'only in the original' if key not in after else 'only in the rerun'}")
             continue
         for column in columns:
-            was, now = _same(before[key].get(column)), _same(after[key].get(column))
+            was, now = _same(before[key][1].get(column)), _same(after[key][1].get(column))
             if was != now:
                 found.append(f"{code} {column}: {was!r} → {now!r}")
     return found
