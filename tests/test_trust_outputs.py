@@ -368,3 +368,37 @@ def test_a_row_failing_tonight_is_one_change_and_duplicate_codes_sorted_otherwis
         ("变化 changed", "600001.SH", "错误")], changes  # one row, now an error: not one leaving and one new
     assert changes["codes_twice"] == ["600002"] and "600002" in r.stdout, r.stdout
     assert r.returncode == 1 | 4  # a row failed, rows changed: never a false 新高
+
+
+# ------------------------------------------------------------------ pools as users save them
+def test_pools_as_users_save_them_are_read_as_meant_or_named_in_one_line(tmp_path, monkeypatch, capsys):
+    csv_pool = write_csv(tmp_path / "codes.csv", ("代码", "名称", "ROE", "市盈率TTM"),
+                         [("600519.0", "贵州茅台", "30", "25"), ("合计", "", "", "")])
+    server = refusing_server()
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        r = run_main(capsys, "screen", csv_pool, "-o", tmp_path / "a.json", "--no-progress")
+        assert r.returncode == 0, r.stderr  # the code as a number's text is read; the totals row is no row
+        rows = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["rows"]
+        assert [row["代码 code"] for row in rows] == ["600519.SH"]
+        assert "not a row: 合计行" in r.stderr
+
+        wb = openpyxl.Workbook()  # an industry merged over three rows, an ROE a formula never computed
+        ws = wb.active
+        ws.append(["代码", "名称", "行业", "ROE", "市盈率TTM"])
+        ws.append(["600001", "甲公司", "电池", 12, 20])
+        ws.append(["600002", "乙公司", None, "=10+2", 18])
+        ws.append(["600003", "丙公司", None, 15, 22])
+        ws.merge_cells("C2:C4")
+        wb.save(tmp_path / "merged.xlsx")  # openpyxl stores no value for a formula
+        r = run_main(capsys, "screen", tmp_path / "merged.xlsx", "-o", tmp_path / "b.json", "--no-progress")
+        rows = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))["rows"]
+        assert [row["行业"] for row in rows] == ["电池", "电池", "电池"]
+        assert "1 formula cells have no saved value" in r.stderr, r.stderr
+
+        (tmp_path / "locked.xlsx").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 1024)
+        r = run_main(capsys, "screen", tmp_path / "locked.xlsx", "-o", tmp_path / "c.json", "--no-progress")
+        assert r.returncode == 2 and "password-protected" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    finally:
+        server.close()

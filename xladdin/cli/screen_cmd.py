@@ -128,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     if summary.unrecognised:
         print("columns not recognised (copied to the report as they are): " + ", ".join(
             " ".join(c.split()) for c in summary.unrecognised), file=sys.stderr)
+    for line in summary.passed_over or ():
+        print(f"not a row: {line}", file=sys.stderr)
     print(summary_line(summary, time.perf_counter() - t0, "flag 模型未作答"))
     if summary.changes is not None:
         print(summary.changes.line())

@@ -67,6 +67,7 @@ class RunSummary:
     without_answer: int = 0  # rows whose model answer failed: the rules' and code's verdict, flagged 模型未作答
     unrecognised: list[str] | None = None  # columns no field was read from (kept as they are)
     changes: Changes | None = None  # what changed since the report given to ``compare``
+    passed_over: list[str] | None = None  # lines of the pool read as no row (a title, notes, 合计, formulas unsaved)
 
     @property
     def answered(self) -> int:
@@ -274,4 +275,4 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         damaged = f"{core.cache.damaged} damaged cache entries did not open: their rows were made again"
         note = f"{note}; {damaged}" if note else damaged
     return RunSummary(len(records), len(records) - errors, errors, hits, seconds, out, note, alone,
-                      pool.unrecognised(), changes)
+                      pool.unrecognised(), changes, pool.skipped)

@@ -308,8 +308,9 @@ def read_pool(path: str | Path, required: tuple[str | tuple[str, ...], ...] = RE
     if not path.is_file():
         raise InputError("input", f"file not found: {path}")
     suffix = path.suffix.lower()
+    unsaved = 0
     if suffix in (".xlsx", ".xlsm"):
-        table = _read_xlsx(path)
+        table, unsaved = _read_xlsx(path)
     elif suffix in (".csv", ".txt", ".tsv"):
         table = _read_csv(path)
     elif suffix == ".xls":
@@ -323,7 +324,31 @@ def read_pool(path: str | Path, required: tuple[str | tuple[str, ...], ...] = RE
     rows, notes = _without_notes(table[at + 1 :])
     pool = pool_from_table(table[at], rows, path, required)
     pool.skipped = [" ".join(str(v) for v in r if v not in (None, "")) for r in table[:at]] + notes
+    if unsaved:
+        pool.skipped.append(f"{unsaved} formula cells have no saved value (read as blanks): open {path.name} in "
+                            "Excel or Calc and save it, so their values are stored")
+    totals = _totals(pool)
+    if totals:
+        pool.rows = [r for i, r in enumerate(pool.rows) if i not in totals]
+        pool.skipped.extend(f"合计行 (not a stock): {totals[i]}" for i in sorted(totals))
     return pool
+
+
+_TOTAL = re.compile(r"^(?:合计|总计|小计|总和|平均值?|均值|中位数|汇总|total|sum|average|mean|median)[:：]?$", re.I)
+
+
+def _totals(pool: Pool) -> dict[int, str]:
+    """The rows of ``pool`` that are a table's totals (合计, 平均值 …: in the code cell, or in the name cell
+    with no code), each as its filled cells: not a stock, passed over and said."""
+    code, name = pool.mapping.get("code"), pool.mapping.get("name")
+    out = {}
+    for i, row in enumerate(pool.rows):
+        cell = row[code] if code is not None and code < len(row) else None
+        named = row[name] if name is not None and name < len(row) else None
+        word = cell if cell not in (None, "") else named
+        if isinstance(word, str) and _TOTAL.match(word.strip()):
+            out[i] = " ".join(str(v) for v in row if v not in (None, ""))[:80]
+    return out
 
 
 def _header_row(table: list[list[Any]]) -> int:
@@ -452,7 +477,9 @@ def _sniff(text: str) -> Any:
         else "excel"
 
 
-def _read_xlsx(path: Path) -> list[list[Any]]:
+def _read_xlsx(path: Path) -> tuple[list[list[Any]], int]:
+    """The cells of the pool's sheet (``Pool``, else the first; a merged cell's value in every cell it covers)
+    and how many are formulas saved without their values."""
     import zipfile
     import zlib
     from xml.etree.ElementTree import ParseError
@@ -460,8 +487,13 @@ def _read_xlsx(path: Path) -> list[list[Any]]:
     import openpyxl
     from openpyxl.utils.exceptions import InvalidFileException
 
+    with path.open("rb") as f:
+        if f.read(8) == _OLE:  # Office's encrypted package: a password-protected workbook
+            raise InputError("input", f"{path.name} is password-protected (encrypted): save a copy without a "
+                             "password (File ▸ Info ▸ Protect Workbook ▸ Encrypt with Password: clear it)")
+    whole = path.stat().st_size <= WHOLE_XLSX_BYTES  # merged cells are known only to a workbook read whole
     try:
-        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        wb = openpyxl.load_workbook(path, read_only=not whole, data_only=True)
     except (zipfile.BadZipFile, InvalidFileException, KeyError, ValueError, OSError, EOFError, zlib.error,
             ParseError, IndexError, TypeError) as e:
         raise InputError("input", f"{path.name} is not a readable .xlsx workbook ({e.__class__.__name__}: "
@@ -470,11 +502,45 @@ def _read_xlsx(path: Path) -> list[list[Any]]:
         if not wb.worksheets:
             raise InputError("input", f"{path.name} has no worksheet")
         ws = wb["Pool"] if "Pool" in wb.sheetnames else wb.worksheets[0]
-        return [[_cell_value(c) for c in r] for r in ws.iter_rows()]
+        table = [[_cell_value(c) for c in r] for r in ws.iter_rows()]
+        for merged in getattr(ws, "merged_cells", None) and ws.merged_cells.ranges or ():  # an industry merged
+            top = table[merged.min_row - 1][merged.min_col - 1]  # over rows: every row of it holds it
+            for r in range(merged.min_row - 1, min(merged.max_row, len(table))):
+                for c in range(merged.min_col - 1, min(merged.max_col, len(table[r]))):
+                    table[r][c] = top
+        sheet = ws.title
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError, zlib.error, ParseError, IndexError,
             TypeError) as e:
         raise InputError("input", f"{path.name}: cannot read its cells ({e.__class__.__name__}: {str(e)[:120]})") \
             from None
+    finally:
+        wb.close()
+    unsaved = _formulas_without_values(path, sheet, table) if whole and any(
+        v is None for row in table for v in row) else 0
+    return table, unsaved
+
+
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file's signature: an encrypted .xlsx is one
+WHOLE_XLSX_BYTES = 20 * 2**20  # a workbook up to this size is read whole (its merged cells, its formulas)
+
+
+def _formulas_without_values(path: Path, sheet: str, table: list[list[Any]]) -> int:
+    """How many of ``table``'s blank cells are formulas whose values the file does not hold (a workbook saved by
+    a program that does not compute them): read as blanks, and said."""
+    import openpyxl
+
+    try:
+        wb = openpyxl.load_workbook(path, read_only=True, data_only=False)
+    except Exception:  # read once already: a second look that fails says nothing
+        return 0
+    try:
+        n = 0
+        for r, row in enumerate(wb[sheet].iter_rows(values_only=True)):
+            for c, value in enumerate(row):
+                if isinstance(value, str) and value.startswith("=") and r < len(table) and c < len(table[r]) \
+                        and table[r][c] is None:
+                    n += 1
+        return n
     finally:
         wb.close()
 
@@ -603,7 +669,7 @@ def normalize_code(value: Any, field: str = "code") -> str:
     text = text_or_none(value)
     if text is None:
         raise InputError(field, "is missing")
-    raw = text.upper().replace(" ", "")
+    raw = re.sub(r"^(\d{1,6})\.0+$", r"\1", text.upper().replace(" ", ""))  # 600519.0: a number's text
     exchange = None
     m = re.fullmatch(r"(SH|SZ|BJ|SS)?(\d{1,6})(?:\.(SH|SZ|BJ|SS))?", raw)
     if not m or (m.group(1) and m.group(3)):
