@@ -402,3 +402,35 @@ def test_pools_as_users_save_them_are_read_as_meant_or_named_in_one_line(tmp_pat
         assert r.returncode == 2 and "password-protected" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
     finally:
         server.close()
+
+
+# ------------------------------------------------------------------ what the model says: numbers in a reason
+def test_a_number_in_the_model_s_reason_is_shown_only_with_a_source(tmp_path, monkeypatch, capsys):
+    from xladdin.testing import screen_answer as answer
+
+    def server_saying(reason: str) -> Server:
+        def chat(_body):
+            data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": answer(reason)}}]}
+            return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+        return Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": chat})
+
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"),
+                     [("600519", "贵州茅台", "30", "25", "营业收入1505.60亿元，同比增长18.04%。")])
+    monkeypatch.setenv("XLADDIN_RETRIES", "0")
+    for reason, kept in (("营收888.8亿元,净利66.6亿", False), ("营收增长18.04%, 盈利稳健", True)):
+        server = server_saying(reason)
+        try:
+            monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+            monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / reason))
+            r = run_main(capsys, "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
+        finally:
+            server.close()
+        assert r.returncode == 0, r.stderr
+        row = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]
+        if kept:
+            assert row["理由 reason"] == reason
+        else:
+            assert "888.8" not in row["理由 reason"] and "66.6" not in row["理由 reason"], row
+            assert "888.8, 66.6 在原文与所给字段中都找不到" in row["说明 notes"], row["说明 notes"]

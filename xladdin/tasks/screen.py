@@ -23,6 +23,7 @@ import copy
 import datetime as dt
 import functools
 import json
+import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from ..reading.figures import (
     Figure,
     in_text,
     named_figures,
+    normalize,
     only_read_figures,
     read_figures,
     report_dates,
@@ -340,12 +342,18 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
         dates = from_name(inp.report_file)
         if inp.report_text:
             dates = dates.combined(report_dates(inp.report_text))
+        reason = " ".join(out.reason.split())[:MAX_REASON]
+        known = [*audit.values.values(), inp.roe, inp.pe_ttm, inp.eps, inp.net_profit, inp.net_profit_prev,
+                 inp.revenue]
+        if unsupported := unsupported_numbers(reason, inp.report_text, known):  # a number is a figure: sourced
+            notes.append(f"理由「{reason}」中的数字 {', '.join(unsupported)} 在原文与所给字段中都找不到, 理由改为规则依据")
+            reason = verdict.basis[:MAX_REASON]
         return ScreenResult(
             code=inp.code,
             name=inp.name,
             risk_level=verdict.risk_level,
             score=verdict.score,
-            reason=" ".join(out.reason.split())[:MAX_REASON],
+            reason=reason,
             flags=[f for f in Flag if f in flags],
             **figures,
             **tables,
@@ -362,6 +370,23 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
 
 
 NO_TEXT = Excerpt("", False, "")  # what the model reads of a row without a report
+_REASON_NUMBER = re.compile(r"(?<![\d.A-Za-z])\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def unsupported_numbers(reason: str, text: str | None, known: list[Any]) -> list[str]:
+    """The numbers of a reason the model wrote that nothing supports: not in the report's ``text`` as written
+    (thousands separators aside), nor within rounding of a figure code read and checked or a field given
+    (``known``). A number in a reason is a figure like any other: one without a source is not shown."""
+    plain = normalize(text).replace(",", "") if text else ""
+    out = []
+    for m in _REASON_NUMBER.finditer(normalize(reason)):
+        token = m.group(0).replace(",", "")
+        value = float(token)
+        if token in plain or any(isinstance(v, int | float) and abs(v - value) <= max(0.006, 0.005 * abs(v))
+                                 for v in known):
+            continue
+        out.append(m.group(0))
+    return out
 
 
 def rule_inputs(inp: StockSample, verified: dict[str, float]) -> dict[str, tuple[float | None, str | None]]:
