@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import bisect
 import functools
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -266,7 +267,9 @@ def _from_tables(text: str) -> dict[str, Reading]:
             growth = "revenue_growth" if name == "revenue" else "net_profit_growth"
             out[growth] = Reading(growth, row.change, row.quote, page=row.page)
         if row.prior is not None and f"{name}_prev" in TABLE_FIGURES:  # last year's column of the same row
-            out[f"{name}_prev"] = Reading(f"{name}_prev", row.prior, row.quote, page=row.page)
+            # (or of the same row of another table: the pre-2007 template's three-year table)
+            out[f"{name}_prev"] = Reading(f"{name}_prev", row.prior, row.prior_quote or row.quote,
+                                          page=row.prior_page if row.prior_quote else row.page)
     for name, row in kt.foreign.items():  # a row in 港元 or 美元 where no 人民币 row is read: flagged, not converted
         if name in kt.rows or name in kt.withheld:
             continue
@@ -312,6 +315,16 @@ def second_source(text: str) -> list[tuple[str, TableRow, StatementRow, bool]]:
         agree = gap <= PER_SHARE_ROUNDING if name == "eps" else gap <= 5e-4 * max(abs(row.current), abs(st.current))
         out.append((name, row, st, agree))
     return out
+
+
+def unit_slip(a: float, b: float) -> float | None:
+    """How many times (10, 100 … 10⁸) one figure is the other where they are the same digits a power of ten
+    apart (a money unit read wrong: 元 for 万元), or ``None``."""
+    if a == 0 or b == 0 or (a > 0) != (b > 0):
+        return None
+    ratio = max(abs(a), abs(b)) / min(abs(a), abs(b))
+    times = 10 ** round(math.log10(ratio))
+    return float(times) if times >= 10 and abs(ratio / times - 1) <= 0.005 else None
 
 
 def table_prose_conflicts(text: str, tolerance: float) -> list[tuple[str, Reading, Reading]]:

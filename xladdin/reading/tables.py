@@ -18,14 +18,22 @@ from __future__ import annotations
 import ast
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .document import read_once
 
 PAGE_BREAK = "\f"
 PIPE = "|"  # a table row read by its cells: ``| 营业收入 | 1,234.56 | 1,100.00 | 12.23 |`` (reading/layout.py)
-_START = re.compile(r"主要会计数据")
-_END = re.compile(r"境内外会计准则|分季度主要财务|分季度财务|非经常性损益项目|第[三四]节|第[三四]章")
+# the pre-2007 template's one-year table (this year's figures only, one column: 项目 金额), before its
+# three-year table (截至报告期末公司前三年的主要会计数据和财务指标)
+_ONE_YEAR = r"本年度(?:主要)?(?:财务数据|利润指标|会计数据|财务指标)"
+_START = re.compile(r"主要会计数据|" + _ONE_YEAR)
+_ONE_YEAR_TITLE = re.compile(_ONE_YEAR)
+_ONE_YEAR_HEAD = re.compile(r"^(?:项目|指标|项目名称)?(?:(?:本年度|本年|本期|报告期)(?:金额|数额|数)?|金额|数额)"
+                            r"(?:[(（](?:单位[:：])?(?:人民币)?(元|千元|万元)[)）])?$")  # 项 目 金 额, 金额（元）
+_END = re.compile(r"境内外会计准则|分季度|非经常性损益项目|股东权益变动情况|第[三四]节|第[三四]章")
+# a numbered line that titles a table (二、截至报告期末公司前三年的主要会计数据和财务指标, （1） 近三年…)
+_NUMBERED = re.compile(r"^(?:[一二三四五六七八九十]+[、.．]|[(（][一二三四五六七八九十\d]+[)）]|\d+[、．])")
 _UNIT = re.compile(r"单位[:：]\s*(人民币)?(元|千元|万元|百万元|亿元)")
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}  # → 亿元
 # a group header's unit: 经营业绩（人民币百万元）, 规模指标（人民币千元）
@@ -58,13 +66,22 @@ _CHANGE_WORDS = re.compile(r"增减|变动|比上年|同比")
 # name → (label pattern matched at the end of the row's label, words that make it another row)
 _OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的?"  # 的 left out too
 ROWS: dict[str, tuple[str, str]] = {
-    "revenue": (r"营业总收入|营业收入", r"扣除|营业外"),
+    "revenue": (r"营业总收入|营业收入|主营业务收入", r"扣除|营业外"),
     "net_profit": (_OWNER + r"净利润", r"扣除|少数"),
     "net_profit_deducted": (_OWNER + r"扣除非经常性损益(?:后)?的净利润|扣除非经常性损益后的?" + _OWNER + r"净利润",
                             r"少数"),
     "operating_cash_flow": (r"经营活动(?:产生的)?现金流量净额", r"每股"),
     "eps": (r"基本每股收益", r"扣除|稀释"),
-    "roe": (r"加权平均净资产收益率", r"扣除"),
+    "roe": (r"加权平均净资产收益率|净资产收益率[(（]加权平均[)）]", r"扣除"),
+}
+# the pre-2007 template's labels, each taken only where the table has no row of the label above (``ROWS``):
+# 净利润 without 归属于 (the company's own before 2007: minority interests were deducted above it), 扣除非经常性
+# 损益后的净利润, 每股收益 plain or 全面摊薄 (no 基本), 净资产收益率 全面摊薄 (where no 加权平均 is given)
+FALLBACK_ROWS: dict[str, tuple[str, str]] = {
+    "net_profit": (r"^(?:[一二三四五六七八九十\d]+[、.．])?净利润", r""),
+    "net_profit_deducted": (r"扣除非经常性损益(?:后)?的净利润", r"少数|每股|收益率"),
+    "eps": (r"每股收益|每股收益[(（]全面摊薄[)）]|全面摊薄每股收益", r"扣除|稀释|加权"),
+    "roe": (r"净资产收益率[(（]全面摊薄[)）]|全面摊薄净资产收益率|^净资产收益率", r"扣除"),
 }
 PERCENT_ROWS = ("roe",)
 PER_SHARE_ROWS = ("eps",)
@@ -97,6 +114,14 @@ class TableRow:
     page: int | None
     unit: str
     currency: str = "CNY"  # another: a row in 港元 or 美元 (``KeyTables.foreign``), its values not converted
+    # last year's figure from another table than this year's (the pre-2007 template: this year's from the
+    # one-year table, last year's from the three-year table, the two tables agreeing on this year's)
+    prior_quote: str | None = None
+    prior_page: int | None = None
+    # how far this year's figure may be from the same figure printed elsewhere (half its last printed digit)
+    rounding: float = 0.0
+    fallback: bool = False  # read under a pre-2007 label (``FALLBACK_ROWS``): gives way to the table's own
+    one_year: bool = False  # from a table of this year's figures alone (its last year's may come from another)
 
 
 @dataclass(frozen=True)
@@ -109,6 +134,7 @@ class Statement:
     cost_quote: str
     revenue_page: int | None
     cost_page: int | None
+    title: str = "合并利润表"  # 利润表: a company's own, where it prints no consolidated one
 
     def margin(self, i: int) -> float | None:
         rev, cost = self.revenue[i], self.cost[i]
@@ -117,7 +143,7 @@ class Statement:
     @property
     def quote(self) -> str:
         pages = self.revenue_page != self.cost_page and self.cost_page is not None
-        return (f"合并利润表 {self.revenue_quote} / {self.cost_quote}" + (f"(第{self.cost_page}页)" if pages else ""))
+        return (f"{self.title} {self.revenue_quote} / {self.cost_quote}" + (f"(第{self.cost_page}页)" if pages else ""))
 
 
 @dataclass
@@ -131,6 +157,8 @@ class KeyTables:
     foreign: dict[str, TableRow] = field(default_factory=dict)  # rows in 港元 / 美元, where no 人民币 row is read
     bank: bool = False
     found: bool = False  # a key-figure table is in the report
+    named: set[str] = field(default_factory=set)  # key figures a row names by its own label (``ROWS``, not
+    # ``FALLBACK_ROWS``): a fallback label gives none of them
     second: dict[str, StatementRow] = field(default_factory=dict)  # the statements' own rows (a second source)
     # a key figure of a report no table row gives (no key-figure table, or none of its rows names it), neither
     # read nor withheld: why it is missing, for the row's notes (the model may still read it)
@@ -215,7 +243,7 @@ def read_key_tables(text: str) -> KeyTables:
     """The key figures of the report's 主要会计数据 / 主要财务指标 tables (first row of each wins) and its
     合并利润表's revenue and cost, with the figures code leaves out and why."""
     out = KeyTables()
-    if "主要会计数据" in text or "主要财务指标" in text:
+    if _START.search(text) or "主要财务指标" in text:
         _Reader(text, out).read()
         if PIPE in text:
             _Reader(text, out).read_cells()
@@ -237,7 +265,7 @@ def _say_absent(text: str, out: KeyTables) -> None:
     key-figure table (in a report: a text of pages, or one naming its 年度报告), or no row of it naming the
     figure."""
     if out.found:
-        page = page_of(text, text.find("主要会计数据"))  # the line that opened the table names it
+        page = page_of(text, m.start()) if (m := _START.search(text)) is not None else None
         where = f"(第{page}页起)" if page else ""
         why = "主要会计数据表{where}中未找到「{words}」行"
     elif PAGE_BREAK in text or "年度报告" in text:
@@ -279,6 +307,11 @@ class _Reader:
         self.change_col = False
         self.loose: set[str] = set()  # rows (or rows withheld) read under no change column
         self.unread: dict[str, str] = {}  # key figures a line named whose figures could not be told apart: why
+        self.single = False  # a one-year table (the pre-2007 template's 项目 金额): a row is one figure
+        # the pre-2007 利润表附表: 净资产收益率 and 每股收益, each 全面摊薄 and 加权平均, of this year's 净利润 (and
+        # other profits): the order of its two groups (``annex_groups``), then its columns (group, kind)
+        self.annex_groups: list[str] | None = None
+        self.annex: list[tuple[str, str]] | None = None
 
     def read(self) -> None:
         self._read()
@@ -288,7 +321,7 @@ class _Reader:
 
     def _read(self) -> None:
         for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
-            if not self.inside and "主要会计数据" not in page and "主要财务指标" not in page:
+            if not self.inside and not _START.search(page) and "主要财务指标" not in page:
                 continue
             if self._page(page, page_no if self.paged else None):
                 return
@@ -310,13 +343,16 @@ class _Reader:
                 continue
             if _END.search(line):
                 self._settle()
-                if self.out.rows.keys() - self.loose:
-                    return True
+                if self.out.rows.keys() - self.loose and not self._one_column():  # (a one-year table's note on its
+                    return True  # 非经常性损益项目 ends it, not the three-year table after it)
                 self.inside, self.label = False, []
                 continue
             norm = _norm(line)
             if _PAGE_HEAD.search(norm):  # a running header or a folio (8 / 200) between a table's rows: a
                 continue  # label cut by the page break goes on after it
+            if self._title(norm):  # a table of its own: its unit is its own unit line's, never the last one's
+                self._settle()
+                self._new_table(single=bool(_ONE_YEAR_TITLE.search(norm)))
             if (stated := unit_line(line, norm)) is not None:  # 单位：元, or 单位：港币千元, 币种：美元
                 self.unit, self.label = stated, []
                 continue
@@ -331,8 +367,11 @@ class _Reader:
                     continue
             tokens = _tokens(line)
             n = _cells(tokens)
-            if n < 2:
+            if n < 2 and not (n == 1 and self._one_column() and len(tokens) > 1):
                 self._label_line(line, norm, tokens, page_no)
+                continue
+            if self.annex is not None:
+                self._annex_row(norm, tokens[len(tokens) - n :], line, page_no)
                 continue
             self.header = False
             self._settle()
@@ -346,8 +385,13 @@ class _Reader:
     def read_cells(self) -> None:
         """The tables read by their cells (``reading/layout.py``: pipe rows after a page's text, each table
         after the unit lines above it): each row's figures placed by its columns' headers. A figure the
-        text pass read stays the text's; one it left out or withheld is taken from here."""
-        self.unit, grid = None, None
+        text pass read stays the text's; one it left out or withheld is taken from here.
+
+        A table's unit is the unit line right above it (``layout.py`` puts the lines above a table that state
+        one right before its rows), or, for the page's first table going on from the page before (no
+        header of its own naming a year), that table's: never a unit line of the page's text that is not
+        right above it (another table's on the page, a 万元 table beside one in 元)."""
+        grid, unit = None, None  # the last table's columns and unit (a table going on over a page break)
         self.dangling: tuple[str, list[str], int | None, list[_Column]] | None = None  # a table's last row,
         # its label cut by the page break (归属于上市公司股东的扣除非经常性损益 | … / 的净利润 on the next page)
         for page_no, page in enumerate(self.text.split(PAGE_BREAK), start=1):
@@ -355,16 +399,22 @@ class _Reader:
                 continue
             table: list[list[str]] = []
             first = True  # the page's first table (one going on from the page before has no header)
+            above: str | None = None  # the unit of the lines right above the next table
             for raw in [*page.split("\n"), ""]:
                 line = raw.strip()
                 if _is_pipe(line):
                     table.append([c.strip() for c in line[1:-1].split(PIPE)])
                     continue
                 if table:
+                    goes_on = first and not _own_header(table)
+                    self.unit = above if above is not None else unit if goes_on else None
                     grid = self._table(table, grid if first else None, page_no if self.paged else None, first)
-                    table, first = [], False
-                if (stated := unit_line(line, _norm(line))) is not None:
-                    self.unit = stated
+                    unit, table, first, above = self.unit, [], False, None
+                norm = _norm(line)
+                if (stated := unit_line(line, norm)) is not None:
+                    above = stated
+                elif line:
+                    above = None
 
     def _table(self, rows: list[list[str]], grid: list[_Column] | None, page_no: int | None,
                first: bool) -> list[_Column] | None:
@@ -409,19 +459,78 @@ class _Reader:
                 self._take(_norm(label), rest, label, page_no, quote=pipe_row([label, *rest]), firm=True, grid=grid)
         return _grid(header) if header else grid  # a header at a page's foot: its rows are on the next page
 
+    def _one_column(self) -> bool:
+        """Whether the table is one of this year's figures alone: titled so (本年度主要利润指标), headed 项目 金额,
+        or headed by one year and no restated columns."""
+        return self.single or (self.years == 1 and not self.restated and self.annex is None)
+
+    def _title(self, norm: str) -> bool:
+        """Whether a line titles a table: numbered (二、…, （1）…), no figure, no key figure's label."""
+        return bool(_NUMBERED.match(norm)) and not _TAIL.search(norm) and _row_name(
+            _NUMBERED.sub("", norm)) is None
+
+    def _new_table(self, single: bool = False) -> None:
+        """A table's title: nothing of the table before it (unit, columns, a label) carries into it."""
+        self.unit, self.label, self.years, self.restated, self.change_col = None, [], 0, None, False
+        self.header, self.single, self.annex_groups, self.annex = False, single, None, None
+
+    def _annex_head(self, norm: str, tokens: list[str]) -> bool:
+        """The 利润表附表's header lines: its groups (净资产收益率, 每股收益) in their order, then their columns
+        (全面摊薄, 加权平均 under each); True for a line of it."""
+        roe, eps = norm.find("净资产收益率"), norm.find("每股收益")
+        if roe >= 0 and eps >= 0 and not _YEAR_IN.search(norm):
+            self._settle()
+            self._new_table()
+            self.annex_groups = ["roe", "eps"] if roe < eps else ["eps", "roe"]
+            self.annex = []  # its rows are read only under its columns
+            return True
+        kinds = ("全面摊薄", "加权平均")
+        if len(tokens) >= 2 and all(t in kinds for t in tokens):
+            self._settle()
+            groups, self.annex = self.annex_groups, []
+            if groups is not None and len(tokens) == 4 and set(tokens[:2]) == set(kinds) == set(tokens[2:]):
+                self.annex = [(groups[k // 2], t) for k, t in enumerate(tokens)]
+            return True
+        return False
+
+    def _annex_row(self, norm: str, cells: list[str], printed: str, page_no: int | None) -> None:
+        """A row of the 利润表附表: only 净利润's, its 加权平均 净资产收益率 and 全面摊薄 每股收益 (this year's)."""
+        label = _UNIT_SUFFIX.sub("", _norm("".join([*self.label, printed[: printed.find(cells[0])]])))
+        self.label = []
+        if _named(label) != "net_profit" or not self.annex or len(cells) != len(self.annex):
+            return
+        for name, kind in (("roe", "加权平均"), ("eps", "全面摊薄")):
+            i = self.annex.index((name, kind))
+            what = "净资产收益率" if name == "roe" else "每股收益"
+            self._take(f"{what}({kind})" if name == "roe" else "每股收益", [cells[i]],
+                       f"利润表附表 净利润 {what}({kind})", page_no, quote=f"利润表附表 {printed.strip()}",
+                       one_year=True)
+
     def _label_line(self, line: str, norm: str, tokens: list[str], page_no: int | None) -> None:
         if norm in ("百分点", "个百分点"):  # the end of a change wrapped to the next line
             return
         if _PAGE_HEAD.search(norm):  # a running header (2019 年年度报告) or a folio (7 / 210): not the table's
             return
+        if "附表" in norm or self._annex_head(norm, tokens):  # the 利润表附表: a table of another shape
+            if "附表" in norm:
+                self._settle()
+                self._new_table()
+            return
+        head = _ONE_YEAR_HEAD.match(norm)
+        if head is not None or _ONE_YEAR_TITLE.search(norm):  # 项 目 金 额, 本年度主要财务数据
+            self._settle()
+            unit = (head.group(1) or self.unit) if head is not None else None  # the unit line above the header
+            self._new_table(single=True)  # stays; a title is a table of its own
+            self.unit = unit
+            return
         changes = bool(_CHANGE_WORDS.search(norm))
         if all(t in _RESTATED for t in tokens):
             self._settle()
-            self.restated, self.label = tokens, []
+            self.restated, self.label, self.single = tokens, [], False
             return
         if _YEAR_IN.search(norm):  # a header row (2019年 2018年 …): the columns start again
             if not self.header:
-                self.years, self.restated, self.change_col = 0, None, False
+                self.years, self.restated, self.change_col, self.single = 0, None, False, False
             self.change_col |= changes
             self.header = True
             self.years += len(_YEAR_IN.findall(norm))
@@ -475,21 +584,28 @@ class _Reader:
             self.pending = (name_text, cells, page_no, self.unit)
         return taken
 
-    def _columns(self, cells: list[str], grid: list[_Column] | None = None) -> tuple[int, int, int | None] | str:
+    def _columns(self, cells: list[str], grid: list[_Column] | None = None,
+                 one_year: bool = False) -> tuple[int, int | None, int | None] | str:
         """Where this year, last year and the change stand among ``cells``, or why they cannot be placed."""
         if grid is not None:
             return _placed(grid)
+        if one_year:  # a one-year table: this year's figure alone
+            return (0, None, None) if len(cells) == 1 else f"本行{len(cells)}个数, 表头只有本年一列"
         if self.restated:
             # last year's 调整前 / 调整后 right after this year's figure, the change after them: the change column
             # named among the words (调整前 调整后 调整后 调整前 调整后: SZSE), or not, the words a pair a year
-            # restated and a year not restated one figure (2023 | 2022 调整后 调整前 | 增减 | 2021: SSE)
+            # restated and a year not restated one figure (2023 | 2022 调整后 调整前 | 增减 | 2021: SSE); a header
+            # that names no change (the pre-2007 template: 2003 | 2002 调整后 调整前 | 2001 调整后 调整前) has none
             w = self.restated
             named = len(w) + 1 if len(w) >= 3 and len(w) % 2 else None
             paired = 2 + len(w) + max(0, self.years - 1 - len(w) // 2) if len(w) % 2 == 0 else None
-            if len(w) < 2 or {w[0], w[1]} != set(_RESTATED) or len(cells) not in (named, paired):
+            bare = paired - 1 if paired is not None and not self.change_col else None
+            if len(w) < 2 or {w[0], w[1]} != set(_RESTATED) or len(cells) not in (named, paired, bare):
                 return f"上年有调整前/调整后两列, 但本行{len(cells)}个数与表头{named or paired}列对不上"
             prior = 1 if w[0] == "调整后" else 2
-            return 0, prior, 3
+            return 0, prior, None if len(cells) == bare else 3
+        if self.years >= 2 and not self.change_col and len(cells) == self.years:  # no change column
+            return 0, 1, None
         expected = self.years + 1 if self.years >= 2 else None  # the years and a change column
         if expected is not None and len(cells) != expected:
             return f"本行{len(cells)}个数, 表头为{expected}列, 无法确定各数所在年份"
@@ -497,11 +613,12 @@ class _Reader:
 
     def _take(self, label: str, cells: list[str], printed: str, page_no: int | None, quote: str | None = None,
               unit: str | None = None, firm: bool = False, defer: bool = False,
-              grid: list[_Column] | None = None) -> bool:
+              grid: list[_Column] | None = None, one_year: bool = False) -> bool:
         """Read a row if its label is a key figure's (True; or withheld, with the reason); ``defer``: a money
         row without a unit waits for its label's last line (``（元）`` after the numbers) instead."""
         out = self.out
         firm = firm or self.change_col
+        one_year = one_year or (grid is None and (self.single or (self._one_column() and len(cells) == 1)))
         own = _UNIT_SUFFIX.search(label)
         unit = unit or self.unit
         if own is not None and own.group(1) in MONEY_UNITS:  # 营业收入（元）: the row's own unit
@@ -510,10 +627,30 @@ class _Reader:
             unit = currency_of(foreign.group(0))
             label = label[: foreign.start()]
         label = _UNIT_SUFFIX.sub("", label)
-        name = _named(label)
-        if name is None:
+        ranked = _ranked(label)
+        if _OWNERS_PROFIT.search(label) and "扣除" not in label:  # 归属于本银行股东的净利润: no bare 净利润 stands in
+            out.named.add("net_profit")
+            if (read := out.rows.get("net_profit")) is not None and read.fallback:
+                out.rows.pop("net_profit")
+        if ranked is None:
             return False
-        placed = self._columns(cells, grid)
+        name, fallback = ranked
+        if fallback and name in out.named:  # the table's own row names it (归属于…的净利润, 基本每股收益)
+            return True
+        if not fallback:
+            out.named.add(name)
+            if (read := out.rows.get(name)) is not None and read.fallback:  # a pre-2007 label's row gives way
+                out.rows.pop(name)
+                self.loose.discard(name)
+        placed = self._columns(cells, grid, one_year)
+        existing = out.rows.get(name)
+        if grid is None and existing is not None and (existing.one_year or one_year):
+            # the pre-2007 template's figure in its one-year table and its three-year table (or its 利润表附表):
+            # one figure, in each table's own unit, this year's the same in both
+            if not isinstance(placed, str) and (unit is not None or name in PERCENT_ROWS + PER_SHARE_ROWS):
+                self._merge(existing, self._figures(name, cells, placed, unit, quote or f"{printed.strip()} "
+                                                f"{' '.join(cells)}", page_no, fallback, one_year))
+            return True
         if grid is not None:  # read by its cells: a figure the text left out (or withheld), or one
             # it read without the change (elsewhere than the table: a statement's row), when they agree
             if isinstance(placed, str) or not _clean(cells):
@@ -543,21 +680,50 @@ class _Reader:
         if isinstance(placed, str):
             out.withheld[name] = f"{placed}, 未读「{row_quote[:40]}」{where}"
             return True
-        i_cur, i_prior, i_change = placed
-        values = [_number(c) for c in cells]
-        scale = MONEY_UNITS[unit] if money else 1.0
-        shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
-
-        def scaled(v: float | None, factor: float = scale) -> float | None:
-            return None if v is None else round(v * factor, 10)
-
-        change = values[i_change] if i_change is not None and i_change < len(values) else None
-        out.rows[name] = TableRow(name, scaled(values[i_cur]), scaled(values[i_prior]), change, row_quote,
-                                  page_no, shown_unit)
+        out.rows[name] = self._figures(name, cells, placed, unit, row_quote, page_no, fallback, one_year)
         restated = self.restated if grid is None else any(c.restated for c in grid)
         if restated and "上年取调整后" not in "".join(out.notes):
             out.notes.append(f"上年数有调整前/调整后两列, 上年取调整后(重述)数{where}")
         return True
+
+    @staticmethod
+    def _figures(name: str, cells: list[str], placed: tuple[int, int | None, int | None], unit: str | None,
+             quote: str, page_no: int | None, fallback: bool, one_year: bool) -> TableRow:
+        """A row's figures in their columns, in 亿元 for money (its table's own ``unit``)."""
+        i_cur, i_prior, i_change = placed
+        money = name not in PERCENT_ROWS and name not in PER_SHARE_ROWS
+        scale = MONEY_UNITS[unit] if money and unit is not None else 1.0
+        shown_unit = "%" if name in PERCENT_ROWS else "元/股" if name in PER_SHARE_ROWS else "亿元"
+
+        def scaled(i: int | None) -> float | None:
+            value = _number(cells[i]) if i is not None and i < len(cells) else None
+            return None if value is None else round(value * scale, 10)
+
+        change = _number(cells[i_change]) if i_change is not None and i_change < len(cells) else None
+        rounding = 0.5 * 10 ** -_decimals(_fold(cells[i_cur])) * scale
+        return TableRow(name, scaled(i_cur), scaled(i_prior), change, quote, page_no, shown_unit,
+                        rounding=round(rounding, 12), fallback=fallback, one_year=one_year)
+
+    def _merge(self, first: TableRow, then: TableRow) -> None:
+        """One figure read from two tables of the pre-2007 template (its one-year table and its three-year
+        table, each in its own unit; or the 利润表附表): this year's as the first gives it, last year's and the
+        change from the one that has them; withheld when their this year's figures differ (a unit or a row
+        misplaced: two tables cannot both be right)."""
+        out = self.out
+        if first.current is None or then.current is None:
+            return
+        if abs(first.current - then.current) > first.rounding + then.rounding + 1e-9 * abs(first.current):
+            where = [f"(第{r.page}页)" if r.page else "" for r in (first, then)]
+            out.rows.pop(first.name, None)
+            out.withheld[first.name] = (f"两表本年数不符: 「{first.quote[:30]}」{where[0]} vs "
+                                        f"「{then.quote[:30]}」{where[1]}, 未读")
+            return
+        if not first.one_year or then.one_year:  # last year's already read, or neither gives it
+            return
+        this = then if then.rounding < first.rounding else first  # this year's as printed to the most digits
+        out.rows[first.name] = replace(this, prior=then.prior, change=then.change, one_year=False,
+                                       prior_quote=then.quote if this is not then else None,
+                                       prior_page=then.page if this is not then else None)
 
 
 @dataclass(frozen=True)
@@ -569,6 +735,17 @@ class _Column:
     change: bool = False
 
 
+
+
+def _own_header(rows: list[list[str]]) -> bool:
+    """Whether a table read by its cells opens with a header row of its own naming a year (a new table, not
+    one going on from the page before)."""
+    for row in rows:
+        if any(_number(c) is not None for c in row[1:]):
+            return False
+        if any(_YEAR_IN.search(_norm(c)) for c in row[1:]):
+            return True
+    return False
 
 
 def _is_pipe(line: str) -> bool:
@@ -586,12 +763,24 @@ def _row_name(label: str) -> str | None:
 
 
 def _named(label: str) -> str | None:
+    """The key figure a row's label (normalised, without its unit) names, if any."""
+    ranked = _ranked(label)
+    return ranked[0] if ranked is not None else None
+
+
+_INNER_UNIT = re.compile(r"[(（](?:人民币)?(?:元/股|元|%)[)）]")  # 每股收益(元/股)(全面摊薄): its unit inside
+_OWNERS_PROFIT = re.compile(r"归属于(?!少数).*净利润$")  # an owner's profit, however the owner is named
+
+
+def _ranked(label: str) -> tuple[str, bool] | None:
     """The key figure a row's label (normalised, without its unit) names (``ROWS``: its pattern at the end,
-    none of the other row's words before it), if any."""
-    for name, (pattern, other) in ROWS.items():
-        m = re.search(f"(?:{pattern})$", label)
-        if m is not None and not re.search(other, label[: m.start()]):
-            return name
+    none of the other row's words before it; else ``FALLBACK_ROWS``), and whether by a fallback's label."""
+    label = _INNER_UNIT.sub("", label)
+    for rows, fallback in ((ROWS, False), (FALLBACK_ROWS, True)):
+        for name, (pattern, other) in rows.items():
+            m = re.search(f"(?:{pattern})$", label)
+            if m is not None and not (other and re.search(other, label[: m.start()])):
+                return name, fallback
     return None
 
 
@@ -680,17 +869,39 @@ def _listed(line: str) -> list[str] | None:
 # ------------------------------------------------------------------ the statements
 _SECTION = r"^(?:[一二三四五六七八九十\d]+[、.．]|[(（][一二三四五六七八九十\d]+[)）])?\s*"
 # 合并及公司利润表: the group's and the parent's in one statement
-_STATEMENT = re.compile(_SECTION + r"合并(?:及(?:母)?公司)?利润表\s*$")
-_STATEMENT_IN = re.compile(_STATEMENT.pattern, re.MULTILINE)  # a line of a text that is the title
-_STATEMENT_END = re.compile(r"母公司利润表|合并现金流量表|利润表\s*$")
+# 合并利润及利润分配表: the pre-2007 name
+_STATEMENT = re.compile(_SECTION + r"合并(?:及(?:母)?公司)?利润(?:及利润分配)?表\s*$")
+
+
+def _line_of(pattern: str) -> re.Pattern[str]:
+    """``pattern`` (a title line's: ``^…\\s*$``) as a search for such a line in a whole text, whose lines end at
+    a line break or a page break, spaces around them."""
+    body = pattern.removeprefix("^").removesuffix(r"\s*$")
+    return re.compile(r"(?:^|(?<=\f))[^\S\n\f]*(?:" + body + r")[^\S\n\f]*(?=[\n\f]|\Z)", re.MULTILINE)
+
+
+_STATEMENT_IN = _line_of(_STATEMENT.pattern)  # a line of a text that is the title
+_STATEMENT_END = re.compile(r"母公司利润(?:及利润分配)?表|合并现金流量表|利润表\s*$|利润分配表\s*$"
+                            r"|^\S{0,6}现金流量表\s*(?:[(（]续[)）])?\s*$")
 _CASH_STATEMENT = re.compile(_SECTION + r"合并(?:及(?:母)?公司)?现金流量表\s*$")
+_CASH_STATEMENT_IN = _line_of(_CASH_STATEMENT.pattern)
+# a company's own statements where it prints no consolidated ones (a company without subsidiaries, or
+# one not consolidating them: 利润及利润分配表 before 2007), taken only where the report titles neither a
+# 合并 nor a 母公司 statement (a 合并 title the text layer lost must not make the parent's the group's)
+_SOLE_STATEMENT = re.compile(_SECTION + r"利润(?:及利润分配)?表\s*$")
+_SOLE_CASH_STATEMENT = re.compile(_SECTION + r"现金流量表\s*$")
+_PARENT_IN = _line_of(_SECTION + r"母公司(?:利润(?:及利润分配)?表|现金流量表)\s*$")
 _GROUP_FIRST = re.compile(r"(?:本集团|合并)\S*\s.*(?:本公司|母公司|公司)")  # 本集团 … 本公司: the group's columns first
+_GROUP_WORDS = re.compile(r"本集团|合并|本公司|母公司|公司")
 _CASH_STATEMENT_END = re.compile(r"母公司现金流量表|所有者权益变动表|股东权益变动表|现金流量表\s*$")
 _ITEM = (r"^(?:(?:[一二三四五六七八九十]+、|[(（][一二三四五六七八九十\d]+[)）]|\d+[.、．]|其中[:：]|减[:：]|加[:：])"
          r"\s*)*")
 _LOSS_NOTE = r"(?:[(（][^()（）]*(?:亏损|损失)[^()（）]*[)）])?"  # （净亏损以“－”号填列）
-_ST_REVENUE = re.compile(_ITEM + r"营业收入$")
-_ST_COST = re.compile(_ITEM + r"营业成本$")
+_ST_REVENUE = re.compile(_ITEM + r"(?:主营业务|营业)收入$")  # 主营业务收入: before 2007
+_ST_COST = re.compile(_ITEM + r"(?:主营业务|营业)成本$")
+_ST_MAIN_REVENUE = re.compile(_ITEM + r"主营业务收入$")
+# before 2007 the statement's 净利润 is the company's own (minority interests deducted above it)
+_ST_OLD_PROFIT = re.compile(_ITEM + r"净利润" + _LOSS_NOTE + "$")
 # the figures each statement gives the key-figure table's rows a second source for
 _ST_ROWS: dict[str, re.Pattern[str]] = {
     "revenue_total": re.compile(_ITEM + r"营业总收入$"),
@@ -720,21 +931,24 @@ class StatementRow:
     statement: str  # 合并利润表, 合并现金流量表
 
 
-def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Pattern[str],
+def _statement_lines(text: str, key: tuple[str, ...], title: re.Pattern[str], end: re.Pattern[str],
                      foreign: list[tuple[str, str, int]]):
-    """(page, line, unit, group_first) for each line of the statement ``title`` opens (until ``end``), its unit
-    as its 单位 line states it, and whether a header put the group's columns before the parent's (本集团 …
-    本公司: a statement of both, whose rows have four figures). One in another currency than 人民币 is left
-    (``foreign`` gets its currency, line and page) for the next one (a report may print both)."""
-    inside, unit, group_first = False, None, False
+    """(page, line, unit, columns) for each line of the statement ``title`` opens (until ``end``), its unit
+    as its 单位 line states it, and how a header placed the group's columns among the parent's in a
+    statement of both, whose rows have four figures: ``group_first`` (本集团 … 本公司: the group's this year
+    and last first), ``interleaved`` (合并 母公司 合并 母公司 under this year and last: the group's first
+    and third), ``unknown`` (another order: no row of four figures is read), or ``None``. One in another
+    currency than 人民币 is left (``foreign`` gets its currency, line and page) for the next one (a report
+    may print both)."""
+    inside, unit, columns = False, None, None
     for page_no, page in enumerate(text.split(PAGE_BREAK), start=1):
-        if not inside and key not in page:
+        if not inside and not any(k in page for k in key):
             continue
         for raw in page.split("\n"):
             line = raw.strip()
             if not inside:
                 if title.match(line):
-                    inside, unit, group_first = True, None, False
+                    inside, unit, columns = True, None, None
                 continue
             if end.search(line) and not title.match(line):
                 return
@@ -745,8 +959,24 @@ def _statement_lines(text: str, key: str, title: re.Pattern[str], end: re.Patter
                 foreign.append((stated, line, page_no))
                 inside = False
                 break
-            group_first = group_first or bool(_GROUP_FIRST.search(line))
-            yield page_no, line, unit, group_first
+            columns = columns or _group_columns(line)
+            yield page_no, line, unit, columns
+
+
+def _sole_title(title: re.Pattern[str], text: str) -> str | None:
+    """A company's own statement's title as printed (利润及利润分配表), without its number."""
+    m = _line_of(title.pattern).search(text)
+    return re.sub(_SECTION, "", m.group(0).strip()).strip() if m is not None else None
+
+
+def _group_columns(line: str) -> str | None:
+    """How a statement's header line orders the group's and the parent's columns (``_statement_lines``)."""
+    words = ["g" if w in ("本集团", "合并") else "p" for w in _GROUP_WORDS.findall(line)]
+    if len(words) >= 3:
+        if words == ["g", "p", "g", "p"]:
+            return "interleaved"
+        return "group_first" if "".join(words) in ("ggpp", "gpp", "ggp") else "unknown"
+    return "group_first" if _GROUP_FIRST.search(line) else None
 
 
 def _cells_of(line: str, per_share: bool) -> tuple[str, list[str]]:
@@ -762,11 +992,13 @@ def _joined(lines):
     are (label, as printed): its own, then with the lines without figures just above it joined (a label
     begun on lines of its own: ``1.归属于母公司股东的净利润`` / ``（净亏损以“-”号填列）`` / the figures)."""
     before: list[tuple[str, str]] = []  # (label, line) of the lines without figures just above, two at most
-    for page_no, line, unit, group_first in lines:
+    for page_no, line, unit, columns in lines:
         label, money = _cells_of(line, per_share=False)
         _, shares = _cells_of(line, per_share=True)
-        if group_first:  # the group's this year and last, before the parent's
+        if columns == "group_first":  # the group's this year and last, before the parent's
             money, shares = (c[:2] if len(c) == 4 else c for c in (money, shares))
+        elif columns == "interleaved":  # this year's group and parent, then last year's
+            money, shares = ([c[0], c[2]] if len(c) == 4 else c for c in (money, shares))
         if not money and not shares:
             before = [*before[-1:], (label, line)]
             continue
@@ -797,9 +1029,14 @@ def _read_statement(text: str, out: KeyTables) -> None:
     found: dict[str, tuple[float, float, str, int | None]] = {}
     margin_why: str | None = None
     foreign: list[tuple[str, str, int]] = []
-    lines = _joined(_statement_lines(text, "利润表", _STATEMENT, _STATEMENT_END, foreign))
+    sole = not _PARENT_IN.search(text)  # no 母公司 statement: the company's own may be taken where no 合并 is
+    title, named = ((_STATEMENT, "合并利润表") if _STATEMENT_IN.search(text) or not sole else
+                    (_SOLE_STATEMENT, _sole_title(_SOLE_STATEMENT, text) or "利润表"))
+    lines = _joined(_statement_lines(text, ("利润表", "利润及利润分配表"), title, _STATEMENT_END, foreign))
+    old = False  # a pre-2007 statement (主营业务收入): its 净利润 is the company's own
     for page_no, unit, candidates, money, shares in lines:
         page = page_no if paged else None
+        old = old or _matched(_ST_MAIN_REVENUE, candidates) is not None
         for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
             match = _matched(pattern, candidates)
             if name in found or match is None:
@@ -807,40 +1044,44 @@ def _read_statement(text: str, out: KeyTables) -> None:
             label, line = match
             if len(money) != 2 or unit is None:
                 why = "未写单位" if unit is None else f"{len(money)}个数"
-                margin_why = margin_why or (f"合并利润表的{label}行{why}, 无法确定本年与上年"
+                margin_why = margin_why or (f"{named}的{label}行{why}, 无法确定本年与上年"
                                             f"「{line[:40]}」(第{page_no}页)")
                 found[name] = (0.0, 0.0, "", None)  # seen: no later row stands in for it
                 continue
             cur, prior = (_value(t, MONEY_UNITS[unit]) for t in money)
             found[name] = (cur, prior, line, page)
-            out.second.setdefault(name, StatementRow(name, cur, prior, line, page, "合并利润表"))
+            out.second.setdefault(name, StatementRow(name, cur, prior, line, page, named))
         for name, pattern in _ST_ROWS.items():
             if name in out.second:
                 continue
             per_share = name == "eps"
             cells = shares if per_share else money
             match = _matched(pattern, candidates)
+            if match is None and name == "net_profit" and old:
+                match = _matched(_ST_OLD_PROFIT, candidates)
             if match is not None and len(cells) == 2 and (per_share or unit is not None):
                 cur, prior = (_value(t, 1.0 if per_share else MONEY_UNITS[unit]) for t in cells)
-                out.second[name] = StatementRow(name, cur, prior, match[1], page, "合并利润表")
-    cash = _joined(_statement_lines(text, "现金流量表", _CASH_STATEMENT, _CASH_STATEMENT_END, []))
+                out.second[name] = StatementRow(name, cur, prior, match[1], page, named)
+    cash_title, cash_named = ((_CASH_STATEMENT, "合并现金流量表") if _CASH_STATEMENT_IN.search(text) or not sole
+                              else (_SOLE_CASH_STATEMENT, "现金流量表"))
+    cash = _joined(_statement_lines(text, ("现金流量表",), cash_title, _CASH_STATEMENT_END, []))
     for page_no, unit, candidates, money, _ in cash:
         match = _matched(_ST_CASH, candidates)
         if match is not None and len(money) == 2 and unit is not None:
             cur, prior = (_value(t, MONEY_UNITS[unit]) for t in money)
             out.second["operating_cash_flow"] = StatementRow("operating_cash_flow", cur, prior, match[1],
-                                                             page_no if paged else None, "合并现金流量表")
+                                                             page_no if paged else None, cash_named)
             break
     if out.bank:
         out.withheld["gross_margin"] = "银行/保险的利润表无营业成本, 不计毛利率"
         return
     if margin_why is None and {"revenue", "cost"} <= found.keys():
         rev, cost = found["revenue"], found["cost"]
-        out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3])
+        out.statement = Statement((rev[0], rev[1]), (cost[0], cost[1]), rev[2], cost[2], rev[3], cost[3], named)
         return
     if margin_why is None and foreign:
         currency, printed, where = foreign[0]
-        margin_why = f"合并利润表以{currency}计, 未换算为人民币, 不计毛利率「{printed[:40]}」(第{where}页)"
+        margin_why = f"{named}以{currency}计, 未换算为人民币, 不计毛利率「{printed[:40]}」(第{where}页)"
     out.withheld.setdefault("gross_margin", margin_why or "未找到合并利润表的营业收入与营业成本, 不计毛利率")
 
 
@@ -1100,8 +1341,6 @@ def _segment(kind: str, name: str, cells: list[str], quote: str, page_no: int | 
 
 
 def _with_points(s: Segment) -> Segment:
-    from dataclasses import replace
-
     return replace(s, change_kind="pp", change_printed=s.change_printed + "个百分点",
                    quote=s.quote + " 个百分点")
 

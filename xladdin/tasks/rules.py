@@ -40,6 +40,7 @@ from ..reading.figures import (
     split_figure,
     table_notes,
     table_prose_conflicts,
+    unit_slip,
     withheld_figures,
 )
 from ..reading.tables import Segment, read_key_tables, read_segments, read_tables
@@ -303,9 +304,17 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
         label = {**FIGURES, **TABLE_FIGURES}[name][0]
         if agree:
             a.second[name] = (f"{st.statement}「{st.quote}」", st.page)
-        else:
-            a.doubt(f"{label}: 表格{row.current:g}「{row.quote[:30]}」 vs "
-                    f"{st.statement}{st.current:g}「{st.quote[:30]}」")
+            continue
+        said = f"{label}: 表格{row.current:g}「{row.quote[:30]}」 vs {st.statement}{st.current:g}「{st.quote[:30]}」"
+        if (times := unit_slip(row.current, st.current)) is None:
+            a.doubt(said)
+            continue
+        # the same figure a power of ten apart: a unit read wrong (another table's), never a number shown
+        for each in (name, f"{name}_prev"):
+            if each in a.values and a.quotes.get(each) in (row.quote, row.prior_quote):
+                a.values[each] = None
+                a.quotes.pop(each, None), a.pages.pop(each, None)
+        a.doubt(f"{said}: 相差{times:g}倍, 单位不一致, 未取")
     for name, table, prose in table_prose_conflicts(text, tolerance):
         a.doubt(f"{FIGURES[name][0]}: 表格{table.value:g}「{table.quote[:30]}」 vs "
                 f"正文{prose.value:g}「{prose.quote[:30]}」")
