@@ -975,3 +975,23 @@ def test_calls_run_after_their_post_are_paced_by_the_engine(tmp_path):
         running.stop()
         runtime.close()
         server.close()
+
+
+def test_the_calls_remembered_are_bounded_by_their_bytes_not_their_count(tmp_path, monkeypatch):
+    """Failing calls of half a MiB each (bad arguments): what the service keeps of them stays under its bound
+    of bytes, however many come."""
+    monkeypatch.setattr(service, "MAX_KEPT_BYTES", 4 << 20)
+    engine = ScriptedEngine(lambda m: screen_answer())
+    runtime = CellRuntime(batcher=Batcher.from_settings(tiny_settings(tmp_path), engine, own_engine=True))
+    running, cert = start(runtime, tmp_path)
+    try:
+        client = Client(running.url, cert.ca)
+        for i in range(24):  # 12 MiB of arguments in all
+            got = client.calls([{"fn": "QWEN_CLASSIFY", "args": [f"{i}" + "x" * (512 << 10), "不是类别表"]}])
+            assert got[0]["state"] in ("error", "done", "pending")
+        kept = running.service._kept_bytes
+        assert kept <= 4 << 20 and len(running.service._entries) < 24, kept
+        assert client.calls([{"fn": "QWEN_STATUS", "args": []}])[0]["state"] == "done"  # still serving
+    finally:
+        running.stop()
+        runtime.close()

@@ -14,8 +14,10 @@ value made from them (``recalculate``; the call is not run again). The same call
 call (its id is its function and arguments); once settled with a value that cannot go stale
 (``_lasting``), it is answered from the service's memory without running it.
 
-Every request is bounded: its size (413), calls per request (413), JSON it cannot take (400: not JSON,
-``NaN``, nested deeper than ``MAX_DEPTH``), requests per second per client (429 with Retry-After);
+Every request is bounded: its size (413), calls per request (413), the calls remembered by count and by
+bytes (``MAX_KEPT``, ``MAX_KEPT_BYTES``), a stream whose reader takes nothing dropped (``STALL_S``), JSON
+it cannot take (400: not JSON, ``NaN``, nested deeper than ``MAX_DEPTH``), requests per second per client
+(429 with Retry-After);
 ``/api`` needs the key when one is set (always when bound beyond loopback), checked before anything else
 costs (a request without it takes nothing from the rate bucket, which is the key's, else the client
 address's), and a browser's request from any origin but the add-in's own is refused (403). Every
@@ -55,7 +57,9 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 MAX_REQUEST_BYTES = 8 << 20
 MAX_CALLS_PER_REQUEST = 5000
-MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later
+MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later …
+MAX_KEPT_BYTES = 256 << 20  # … and the bytes of their arguments and values at most
+STALL_S = 10.0  # a stream whose reader takes no part for this long is dropped (its memory with it)
 MAX_WAIT = 30.0  # seconds a poll is held at most
 GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it …
 GATHER_PER_ID = 0.0001  # … and this long more for each id it asks (its round trip costs each id) …
@@ -83,6 +87,15 @@ class Entry:
     at: float = field(default_factory=time.monotonic)
     settles: int = 0
     lasting: bool = False  # its value cannot go stale: answered from memory once settled (``_lasting``)
+    size: int = 0  # bytes its arguments and value take, about (``_size``): what ``MAX_KEPT_BYTES`` counts
+
+
+def _size(value: Any) -> int:
+    """About the bytes ``value`` (a call's arguments or value: JSON's kinds) takes as JSON."""
+    try:
+        return len(_dumps(value))
+    except (TypeError, ValueError):
+        return 64
 
 
 def _lasting(fn: Any, args: list[Any]) -> bool:
@@ -165,6 +178,7 @@ class CellService:
         self.max_connections, self.idle_timeout = max_connections, idle_timeout
         self.answer_budget = answer_budget
         self._entries: collections.OrderedDict[str, Entry] = collections.OrderedDict()
+        self._kept_bytes = 0  # what the entries take (``Entry.size``), bounded by MAX_KEPT_BYTES
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._polls: set[_Poll] = set()  # the polls held now, each told of the calls that settle
@@ -212,7 +226,8 @@ class CellService:
             with self._lock:
                 entry = self._entries.get(cid)
                 if entry is None:
-                    entry = self._entries[cid] = Entry(fn, args, lasting=_lasting(fn, args))
+                    entry = self._entries[cid] = Entry(fn, args, lasting=_lasting(fn, args), size=_size(args))
+                    self._kept_bytes += entry.size
                     self._trim()
                 settles = entry.settles
                 kept = entry.settled and entry.lasting and not calls.is_error(entry.value)
@@ -293,12 +308,17 @@ class CellService:
         return {"state": "error" if calls.is_error(value) else "done", "value": value}
 
     def _trim(self) -> None:
-        while len(self._entries) > MAX_KEPT:
+        """The oldest settled calls forgotten while more than ``MAX_KEPT`` are kept or their bytes pass
+        ``MAX_KEPT_BYTES`` (a call waited on is never forgotten)."""
+        looked = 0
+        while (len(self._entries) > MAX_KEPT or self._kept_bytes > MAX_KEPT_BYTES) and looked < len(self._entries):
             oldest, entry = next(iter(self._entries.items()))
-            if not entry.settled:  # never forget a call that is waited on
+            looked += 1
+            if not entry.settled:
                 self._entries.move_to_end(oldest)
-                break
+                continue
             del self._entries[oldest]
+            self._kept_bytes -= entry.size
 
     def _settle(self, cid: str, value: Any) -> None:
         with self._lock:
@@ -307,6 +327,11 @@ class CellService:
                 return
             entry.settled, entry.value, entry.at = True, value, time.monotonic()
             entry.settles += 1
+            grown = _size(entry.args) + _size(value) - entry.size
+            entry.size += grown
+            self._kept_bytes += grown
+            if self._kept_bytes > MAX_KEPT_BYTES:
+                self._trim()
             wake = False
             for poll in self._polls:
                 if cid in poll.ids:
@@ -587,10 +612,16 @@ class CellService:
         await response.prepare(request)
         try:
             async for part in self.settle_stream(ids, float(wait)):
-                await response.write(_dumps(part).encode() + b"\n")
-            await response.write_eof()
+                # a reader that takes nothing stalls the write: past STALL_S its stream is dropped, with what it
+                # held, instead of keeping every part it never reads
+                await asyncio.wait_for(response.write(_dumps(part).encode() + b"\n"), STALL_S)
+            await asyncio.wait_for(response.write_eof(), STALL_S)
         except ConnectionError:  # the client went away: its calls are asked again if it comes back
             pass
+        except TimeoutError:
+            self.counts["streams_dropped"] += 1
+            if request.transport is not None:
+                request.transport.abort()
         return response
 
     async def _status(self, request):
