@@ -323,3 +323,33 @@ def test_reports_that_only_their_text_dates_are_read_once_by_readers_to_choose_o
     assert row["阅读范围 read"].split(":")[0] == older.name
     run = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["run"]
     assert read_here == [] and (run["files_read"], run["files_from_store"]) == (0, 1)
+
+
+def test_a_replay_whose_model_words_alone_differ_reports_them_apart_and_exits_as_reproduced(tmp_path, monkeypatch,
+                                                                                           capsys):
+    import itertools
+
+    from conftest import Server, vllm_models
+    from kit import run_main
+
+    from xladdin.testing import screen_answer
+
+    said = itertools.count()
+
+    def chat(_body):  # every answer its own words: the verdict is the rules' and code's, the same each time
+        words = screen_answer("说法" + "甲乙丙丁戊己庚辛"[next(said) % 8])
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": words}}]}
+        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+    server = Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": chat})
+    pool = write_csv(tmp_path / "pool.csv", LAST_NIGHT)
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        assert run_main(capsys, "screen", pool, "-o", tmp_path / "night.json", "--no-progress").returncode == 0
+        r = run_main(capsys, "screen", "--replay", tmp_path / "night.json", "--no-cache", "--no-progress")
+    finally:
+        server.close()
+    assert r.returncode == 0, r.stdout  # no verdict differs: it reproduces
+    assert "replay of night.json: 0 differences (none: the run reproduces)" in r.stdout
+    assert "text differs: 600001.SH 理由 reason" in r.stdout and "in the model's words only" in r.stdout

@@ -147,11 +147,15 @@ def replay(args: argparse.Namespace, t0: float) -> int:
                                                       "max_parallel", "timeout", "engine_verbose")}
     summary = screen_file(run["input_path"], output, replay_settings(saved, overrides), rules=rules,
                           progress=not args.no_progress, reports=run.get("reports_dir"), as_of=run.get("as_of"))
-    found = differences(saved, read_saved(summary.output))
+    found, text = differences(saved, read_saved(summary.output))
     for line in found:
         print(f"differs: {line}")
+    for line in text:
+        print(f"text differs: {line}")
     print(summary_line(summary, time.perf_counter() - t0, "flag 模型未作答"))
-    print(f"replay of {given.name}: {len(found)} differences" + (" (none: the run reproduces)" if not found else ""))
+    worded = f"; {len(text)} in the model's words only (理由, 说明, 出处: not a verdict)" if text else ""
+    print(f"replay of {given.name}: {len(found)} differences" + (" (none: the run reproduces)" if not found else "")
+          + worded)
     return (1 if summary.errors else 0) | (CHANGED if found else 0)
 
 

@@ -130,9 +130,15 @@ def recorded_rules(saved: Saved) -> Rules:
                          f"(got {err.get('input')!r:.40}); give rules with --rules FILE") from None
 
 
-def differences(old: Saved, new: Saved) -> list[str]:
-    """What differs between a report and its rerun: the run's facts, then each row's verdict columns."""
-    found = []
+# the model's own words: they may vary between reruns of the embedded engine where no verdict does (a
+# verdict, its figures and flags are checked by code); a difference in them is reported apart, never a change
+TEXT_COLUMNS = {"理由 reason", "说明 notes", "出处 evidence"}
+
+
+def differences(old: Saved, new: Saved) -> tuple[list[str], list[str]]:
+    """What differs between a report and its rerun: the run's facts and each row's verdict columns (level,
+    score, flags, figures, errors); and apart, the text columns (``TEXT_COLUMNS``)."""
+    found, text = [], []
     for fact in FACTS:
         was, now = old.run.get(fact), new.run.get(fact)
         if was == now:
@@ -154,8 +160,8 @@ def differences(old: Saved, new: Saved) -> list[str]:
         for column in columns:
             was, now = _same(before[key][1].get(column)), _same(after[key][1].get(column))
             if was != now:
-                found.append(f"{code} {column}: {was!r} → {now!r}")
-    return found
+                (text if column in TEXT_COLUMNS else found).append(f"{code} {column}: {was!r} → {now!r}")
+    return found, text
 
 
 def _same(value: Any) -> Any:
