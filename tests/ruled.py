@@ -49,10 +49,10 @@ def draw_table(c, x: float, top: float, widths: list[float], rows: list[list[str
 
 
 def write_ruled_pdf(path: Path, pages: list[list]) -> Path:
-    """One list per page of lines (str) and tables (``(widths, rows)``), drawn down the page in order. A
-    page's list may open with its options: ``{"turned": True}`` (a landscape page as PDFs make one: its
-    content drawn turned a quarter, the page marked /Rotate 90 so it shows upright), ``{"form": (dx, dy)}``
-    (everything drawn in a form XObject, placed moved by dx, dy)."""
+    """One list per page of lines (str; ``">…"`` right-aligned) and tables (``(widths, rows)``), drawn down the
+    page in order. A page's list may open with its options: ``{"turned": True}`` (a landscape page as PDFs
+    make one: its content drawn turned a quarter, the page marked /Rotate 90 so it shows upright),
+    ``{"form": (dx, dy)}`` (everything drawn in a form XObject, placed moved by dx, dy)."""
     from reportlab.pdfbase import pdfmetrics
     from reportlab.pdfbase.cidfonts import UnicodeCIDFont
     from reportlab.pdfgen import canvas
@@ -73,7 +73,12 @@ def write_ruled_pdf(path: Path, pages: list[list]) -> Path:
         for item in items:
             if isinstance(item, str):
                 c.setFont("STSong-Light", 10)
-                c.drawString(40, y, item)
+                # PDFium's text gives nothing of a text object of one glyph: a space after it keeps it
+                text = item[1:] + " " * (len(item) == 2) if item.startswith(">") else item + " " * (len(item) == 1)
+                if item.startswith(">"):  # right-aligned, at the tables' right edge (a 摘要's bare 元)
+                    c.drawRightString(555, y, text)
+                else:
+                    c.drawString(40, y, text)
                 y -= 16
             else:
                 widths, rows = item

@@ -1,9 +1,9 @@
 """Key-figure tables of other templates than today's, each a generated annual report (ruled tables, as
 reports print them) scored by ``xladdin eval`` through the CLI: the pre-2007 template (a one-year table in
 元, a three-year table in 万元 with restated prior years, its header at a page's foot, 每股收益 and ROE
-全面摊薄 with ROE 加权平均 in the 利润表附表, the statements not titled 合并), and tables whose unit is
-stated nowhere but beside another table: a figure is read in its own table's unit, or missing with the
-reason; never in a neighbour's."""
+全面摊薄 with ROE 加权平均 in the 利润表附表, the statements not titled 合并), a 年度报告摘要 whose unit is
+a bare 元 line, and tables whose unit is stated nowhere but beside another table: a figure is read in its
+own table's unit, or missing with the reason; never in a neighbour's."""
 
 from __future__ import annotations
 
@@ -60,6 +60,30 @@ PRE_2007_GOLD = {
     "eps": 0.333, "roe": 12.15,  # 全面摊薄 EPS; ROE 加权平均 from the 附表 (the table's own is 全面摊薄 11.47%)
     "gross_margin": 33.92, "gross_margin_prev": 21.79}
 
+# a 年度报告摘要: its unit a bare 元 line above the table (no 单位：), balance rows first, the table going on over
+# the page break, a quarterly table after it
+SUMMARY_ROWS = [["", "2024 年末", "2023 年末", "本年末比上年末增减", "2022 年末"],
+                ["总资产", "15,785,983,734.55", "17,939,311,256.63", "-12.00%", "21,055,969,393.06"],
+                ["", "2024 年", "2023 年", "本年比上年增减", "2022 年"],
+                ["营业收入", "12,196,223,734.01", "13,408,319,799.56", "-9.04%", "20,282,469,258.28"],
+                ["归属于上市公司股东的净利润", "-357,277,652.58", "307,461,061.38", "-216.20%", "1,434,191,144.16"],
+                ["归属于上市公司股东的扣除非\n经常性损益的净利润", "-380,108,163.92", "294,754,728.09", "-228.96%",
+                 "1,628,766,469.60"],
+                ["经营活动产生的现金流量净额", "1,207,395,648.34", "1,921,354,006.32", "-37.16%", "1,639,364,992.07"],
+                ["基本每股收益（元/股）", "-0.5790", "0.4918", "-217.73%", "2.3022"],
+                ["加权平均净资产收益率", "-5.00%", "4.10%", "-9.10%", "21.73%"]]
+QUARTERS = [["", "第一季度", "第二季度", "第三季度", "第四季度"],
+            ["营业收入", "2,973,005,617.76", "3,245,152,908.83", "3,039,952,340.98", "2,938,112,866.44"],
+            ["归属于上市公司股东的净利润", "23,170,466.54", "48,576,345.98", "59,110,076.46", "-488,134,541.56"]]
+W5S = [170, 90, 90, 80, 90]
+SUMMARY_HEAD = "示例诊断股份有限公司 2024 年年度报告摘要"
+SUMMARY = [[SUMMARY_HEAD, "3、主要会计数据和财务指标", "（1） 近三年主要会计数据和财务指标",
+            "公司是否需追溯调整或重述以前年度会计数据", "□是 否", ">元", (W5S, SUMMARY_ROWS[:-2])],
+           [SUMMARY_HEAD, (W5S, SUMMARY_ROWS[-2:]), "（2） 分季度主要会计数据", "单位：元", (W5S, QUARTERS)]]
+SUMMARY_GOLD = {"revenue": 12196223734.01, "net_profit": -357277652.58, "net_profit_prev": 307461061.38,
+                "net_profit_ex": -380108163.92, "ocf": 1207395648.34, "net_profit_change_pct": -216.20,
+                "eps": -0.5790, "roe": -5.00}
+
 # the three-year table in 万元 first, then a one-year table whose unit is stated nowhere: its figures are
 # not the 万元 table's (23,456,789.01 万元 would be 10,000 times the company's cash flow)
 NEIGHBOUR = [["示例股份有限公司 2004 年年度报告", "第三节 会计数据和业务数据摘要",
@@ -101,6 +125,7 @@ SLIP_GOLD = {"revenue": 1000000000.0, "gross_margin": 40.0, "gross_margin_prev":
 
 LAYOUTS: dict[str, tuple[list[list], dict]] = {
     "pre_2007_split_tables": (PRE_2007, PRE_2007_GOLD),
+    "summary_bare_unit_line": (SUMMARY, SUMMARY_GOLD),
     "one_year_table_without_unit": (NEIGHBOUR, NEIGHBOUR_GOLD),
     "unit_only_below_the_table": (BELOW, BELOW_GOLD),
     "unit_slip_against_the_statement": (SLIP, SLIP_GOLD),
@@ -118,6 +143,12 @@ def test_the_pre_2007_template_reads_both_tables_each_in_its_own_unit(scored):
     assert verdicts(row) == dict.fromkeys([k for k, v in PRE_2007_GOLD.items() if v is not None], "right"), row
     assert row["net_profit_change_pct"]["read"] is None  # no change column: none invented
     assert "上年数有调整前/调整后两列, 上年取调整后(重述)数" in row["notes"]
+
+
+def test_a_bare_unit_line_above_a_summary_s_table_is_its_unit(scored):
+    rows, _, _ = scored
+    row = rows["summary_bare_unit_line"]
+    assert verdicts(row) == dict.fromkeys(SUMMARY_GOLD, "right"), row
 
 
 def test_a_table_without_its_own_unit_is_never_read_in_a_neighbour_s(scored):

@@ -30,7 +30,7 @@ _KEY_TITLE = re.compile(r"主要会计数据|主要财务指标")
 _CHAPTER = re.compile(r"第[一二三四五六七八九十\d]+[节章]")  # 第二节 公司简介和主要财务指标: the chapter, not the table
 _CONTENTS = re.compile(r"目\s*录|\.{6,}|…{3,}|·{6,}")
 MAX_PAGES = 6  # pages a report's key tables are looked for on (the titled ones and each one's next page)
-_UNIT_LINE = re.compile(r"单位|币种")
+_UNIT_LINE = re.compile(r"单位|币种|^\s*(?:人民币)?(?:元|千元|万元|百万元)\s*$")  # a 摘要's bare 元 too
 MAX_TABLE_CELLS = 4000  # a "table" larger than this is a page's grid of lines, not a key-figure table
 
 

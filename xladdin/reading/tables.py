@@ -35,6 +35,8 @@ _END = re.compile(r"境内外会计准则|分季度|非经常性损益项目|股
 # a numbered line that titles a table (二、截至报告期末公司前三年的主要会计数据和财务指标, （1） 近三年…)
 _NUMBERED = re.compile(r"^(?:[一二三四五六七八九十]+[、.．]|[(（][一二三四五六七八九十\d]+[)）]|\d+[、．])")
 _UNIT = re.compile(r"单位[:：]\s*(人民币)?(元|千元|万元|百万元|亿元)")
+# a line that is only a unit (``元`` right-aligned above a 年度报告摘要's table), its 币种 perhaps beside it
+_BARE_UNIT = re.compile(r"^(?:人民币)?(元|千元|万元|百万元|亿元)(?:币种[:：]?人民币)?$")
 MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "百万元": 1e-2, "亿元": 1.0}  # → 亿元
 # a group header's unit: 经营业绩（人民币百万元）, 规模指标（人民币千元）
 _GROUP_UNIT = re.compile(r"[(（](人民币)?(元|千元|万元|百万元|亿元)[)）]")
@@ -98,7 +100,14 @@ def unit_line(line: str, norm: str) -> str | None:
     if (currency := currency_of(norm)) != "CNY":
         return currency
     m = _UNIT.search(norm) if "单位" in line else None
-    return m.group(2) if m is not None else None
+    return m.group(2) if m is not None else bare_unit(norm)
+
+
+def bare_unit(norm: str) -> str | None:
+    """The unit of a line that is only one (``元``, ``万元``, ``元 币种：人民币``: a 年度报告摘要 prints it alone,
+    right-aligned above its table), or ``None``."""
+    m = _BARE_UNIT.match(norm)
+    return m.group(1) if m is not None else None
 
 
 @dataclass(frozen=True)
@@ -353,7 +362,7 @@ class _Reader:
             if self._title(norm):  # a table of its own: its unit is its own unit line's, never the last one's
                 self._settle()
                 self._new_table(single=bool(_ONE_YEAR_TITLE.search(norm)))
-            if (stated := unit_line(line, norm)) is not None:  # 单位：元, or 单位：港币千元, 币种：美元
+            if (stated := unit_line(line, norm) or bare_unit(norm)) is not None:  # 单位：元, 单位：港币千元, 元
                 self.unit, self.label = stated, []
                 continue
             if line.startswith("['") and line.endswith("']"):  # a table row as a parsed report lists its cells
@@ -411,7 +420,7 @@ class _Reader:
                     grid = self._table(table, grid if first else None, page_no if self.paged else None, first)
                     unit, table, first, above = self.unit, [], False, None
                 norm = _norm(line)
-                if (stated := unit_line(line, norm)) is not None:
+                if (stated := unit_line(line, norm) or bare_unit(norm)) is not None:
                     above = stated
                 elif line:
                     above = None
@@ -1103,7 +1112,7 @@ _SEG_END = re.compile(r"说明|统计口径|产销量|成本分析|实物销售�
                       r"|^[(（]\d+[)）]|^\(\d+\)\.|^\d+[.．、]")
 _SEG_HEADER_WORDS = re.compile(r"营业收入|营业成本|毛利率|比上年|增减|[(（]%[)）]|同期|^项目$|^[(（]?%[)）]?$")
 _SEG_TOTAL = re.compile(r"^(?:合计|小计|总计|主营业务合计|其中[:：]?)$")
-_PAGE_HEAD = re.compile(r"年度报告(?:全文|正文)?$|^\d+(?:/\d+)?$|^第\d+页(?:/共\d+页)?$")
+_PAGE_HEAD = re.compile(r"年度报告(?:全文|正文|摘要)?$|^\d+(?:/\d+)?$|^第\d+页(?:/共\d+页)?$")
 SEG_PP_TOLERANCE = 0.15  # percent points between a printed change and the one the printed revenue and cost changes give
 
 
