@@ -118,14 +118,21 @@ def test_figures_more_than_5_percent_apart_are_doubtful():
     assert Flag.DOUBTFUL in bad.flags and "ROE" in bad.notes
     bad = finish(dict(ROW, report_text="归母净利润800亿元。"))
     assert Flag.DOUBTFUL in bad.flags and "净利润" in bad.notes
-    text = "营业总收入1505.60亿元；归母净利润747.34亿元。另据公告，归母净利润同比下降12%。"
-    cited = finish(dict(ROW, report_text=text), answer=screen_answer(contradiction="归母净利润同比下降12%"))
-    assert Flag.DOUBTFUL in cited.flags and "模型指出矛盾「归母净利润同比下降12%」" in cited.notes  # words of the text
+    text = ("2019 年年度报告\n营业总收入1505.60亿元；归母净利润747.34亿元。另据公告，归母净利润同比下降12%。"
+            "更正前归母净利润为747.34亿元，更正后为712.10亿元。")
+    said = "更正前归母净利润为747.34亿元，更正后为712.10亿元"  # one item, two numbers: the model may point it out
+    cited = finish(dict(ROW, report_text=text), answer=screen_answer(contradiction=said))
+    assert Flag.DOUBTFUL in cited.flags and f"模型指出矛盾「{said}」" in cited.notes  # words of the text
+    for alone in ("归母净利润同比下降12%", "2019 年年度报告"):  # one number, a title: no two statements to differ
+        one = finish(dict(ROW, report_text=text), answer=screen_answer(contradiction=alone))
+        assert Flag.DOUBTFUL not in one.flags and "不是同一项的两个不同数字, 未采用" in one.notes, one.notes
     # a figure code has read and checked contradicts nothing by itself (a weak model cites one)
     restated = finish(answer=screen_answer(contradiction="归母净利润747.34亿元"))
     assert Flag.DOUBTFUL not in restated.flags and "只是程序已读并核对的数字, 未采用" in restated.notes
-    worded = finish(dict(ROW, report_text=text + "公司由盈转亏。"), answer=screen_answer(contradiction="公司由盈转亏"))
-    assert Flag.DOUBTFUL in worded.flags  # words without a number are the model's to point out
+    plain = "营业总收入1505.60亿元；归母净利润747.34亿元。公司由盈转亏。"
+    worded = finish(dict(ROW, report_text=plain), answer=screen_answer(contradiction="公司由盈转亏"))
+    assert "模型指出矛盾" not in worded.notes and "不是同一项的两个不同数字" in worded.notes  # words alone: nothing
+    # code can hold to two statements (the loss it reads itself is its own check, against PE and ROE)
     claimed = finish(answer=screen_answer(contradiction="原文片段"))  # not in the text: a claim without evidence
     assert Flag.DOUBTFUL not in claimed.flags and "所引原文找不到" in claimed.notes
 

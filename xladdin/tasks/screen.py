@@ -329,6 +329,8 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
                 notes.append("模型称有矛盾, 但所引原文找不到, 未采用")
             elif only_read_figures(inp.report_text, quote):  # a weak model cites a figure sentence as "contradiction"
                 notes.append(f"模型称有矛盾, 但所引「{quote}」只是程序已读并核对的数字, 未采用")
+            elif not two_statements(quote):  # a title, a policy sentence: no two numbers of one item to differ
+                notes.append(f"模型称有矛盾, 但所引「{quote[:30]}」不是同一项的两个不同数字, 未采用")
             else:
                 flags.add(Flag.DOUBTFUL)
                 notes.append(f"模型指出矛盾「{quote}」")
@@ -370,6 +372,19 @@ class ScreenTask(Task[StockSample, ScreenExtraction, ScreenResult]):
 
 
 NO_TEXT = Excerpt("", False, "")  # what the model reads of a row without a report
+# a figure's item as a report names it: a contradiction is two statements of one of them
+_ITEM = re.compile(r"营业(?:总)?收入|营收|净利润|净利|扣非|现金流|每股收益|EPS|净资产收益率|ROE|毛利率|总资产|净资产",
+                   re.I)
+_STATED = re.compile(r"(?<![\d.A-Za-z])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\d年月日])")
+
+
+def two_statements(quote: str) -> bool:
+    """Whether a quote the model calls a contradiction can be one: it names a figure's item (营业收入, 净利润 …)
+    and states two different numbers (years and dates aside). A report's title, a policy sentence or one
+    figure alone contradicts nothing, and 数据存疑 never comes from it."""
+    q = normalize(quote)
+    numbers = {float(n.replace(",", "")) for n in _STATED.findall(q)}
+    return bool(_ITEM.search(q)) and len(numbers) >= 2
 _REASON_NUMBER = re.compile(r"(?<![\d.A-Za-z])\d+(?:,\d{3})*(?:\.\d+)?")
 
 
