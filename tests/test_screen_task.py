@@ -91,21 +91,33 @@ def test_units_are_normalised():
     res = finish(
         dict(ROW, report_text=text),
         answer=screen_answer(
-            revenue=("15056000", "万元"),
-            net_profit=("74734000000", "元"),
-            revenue_growth=("18.04", "%", "增幅18.04%"),
-            eps=("59.49", "元/股"),
+            revenue=("15056000", "万元", "全年收入15056000万元"),
+            net_profit=("74734000000", "元", "股东应占利润74734000000元"),
+            revenue_growth=("18.04", "%", "全年收入15056000万元，增幅18.04%"),
+            eps=("59.49", "元/股", "每股盈利59.49元/股"),
             roe=("34.19", "%", "股东回报34.19%"),
         ),
     )
     assert res.revenue == pytest.approx(1505.6)
     assert res.net_profit == pytest.approx(747.34)
-    assert res.revenue_growth == 18.04 and res.eps_text == 59.49 and res.roe_text == 34.19
-    assert Flag.DOUBTFUL not in res.flags and Flag.UNTRACEABLE not in res.flags
-    assert "营收「15056000万元」" in res.evidence and "ROE「股东回报34.19%」" in res.evidence
+    assert res.revenue_growth == 18.04 and res.eps_text == 59.49
+    assert res.roe_text is None and "ROE34.19%「股东回报34.19%」" in res.notes  # its quote names no ROE
+    assert Flag.DOUBTFUL not in res.flags
+    assert "营收「全年收入15056000万元」" in res.evidence and "ROE「" not in res.evidence
     # a unit that cannot belong to the figure drops it, flagged
     dropped = finish(dict(ROW, report_text=text), answer=screen_answer(roe=("34.19", "亿元", "股东回报34.19%")))
     assert dropped.roe_text is None and Flag.UNTRACEABLE in dropped.flags
+
+
+def test_a_quote_is_evidence_only_of_the_item_it_names():
+    text = "营业收入1505.60亿元，同比增长18.04%；归母净利润747.34亿元，同比增长12.34%。"
+    res = finish(dict(ROW, report_text=text), answer=screen_answer(
+        revenue=("747.34", "亿元", "归母净利润747.34亿元"),  # the profit's sentence given as revenue's
+        revenue_growth=("12.34", "%", "归母净利润747.34亿元，同比增长12.34%"),
+        net_profit_growth=("12.34", "%", "归母净利润747.34亿元，同比增长12.34%")))
+    assert res.revenue != pytest.approx(747.34) and res.revenue_growth != 12.34, res
+    assert res.net_profit_growth == 12.34  # its own item, the clause before it naming it
+    assert "模型读数在原文中找不到出处, 未采用" in res.notes and Flag.UNTRACEABLE in res.flags
 
 
 def test_figures_more_than_5_percent_apart_are_doubtful():

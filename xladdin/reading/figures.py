@@ -618,6 +618,41 @@ def only_read_figures(text: str, quote: str) -> bool:
     return bool(numbers) and all(n in read for n in numbers)
 
 
+# the words that name each figure's item: a quote is its evidence only where they stand with its number
+ITEM_WORDS: dict[str, re.Pattern[str]] = {
+    "revenue": re.compile(r"营业(?:总)?收入|营收|收入|销售额"),
+    "revenue_growth": re.compile(r"营业(?:总)?收入|营收|收入|销售额"),
+    "net_profit": re.compile(r"净利润|净利|利润|亏损|盈利"),
+    "net_profit_growth": re.compile(r"净利润|净利|利润"),
+    "gross_margin": re.compile(r"毛利率"),
+    "net_margin": re.compile(r"净利率|净利润率"),
+    "roe": re.compile(r"净资产收益率|ROE", re.I),
+    "eps": re.compile(r"每股收益|每股盈利|每股净?收益|EPS", re.I),
+}
+_CLAUSE = re.compile(r"[，,；;。、]")
+
+
+def quote_names(text: str, quote: str, name: str, value: float, unit: str) -> bool:
+    """Whether ``quote`` states ``value`` as the figure ``name``: a clause of it (between commas) names the
+    figure's item and states the value (``quote_supports``). 净利润747亿元 is no evidence of revenue, nor
+    净利润同比增长12% of revenue growth, though the number is in the text."""
+    words = ITEM_WORDS.get(name)
+    if words is None:
+        return quote_supports(text, quote, value, unit)
+    if not in_text(text, quote):
+        return False
+    clauses = [c for c in _CLAUSE.split(quote) if c.strip()]
+    for i, clause in enumerate(clauses):
+        if not quote_supports(text, clause, value, unit):
+            continue
+        if words.search(clause):
+            return True
+        # 营业收入1505.60亿元，同比增长18.04%: a clause that names no item takes the one before it
+        if i and not any(w.search(clause) for w in ITEM_WORDS.values()) and words.search(clauses[i - 1]):
+            return True
+    return False
+
+
 def quote_supports(text: str, quote: str, value: float, unit: str) -> bool:
     """Whether ``quote`` occurs in ``text`` (whitespace and width aside) and states ``value``
     (in ``unit``): one of its numbers, scaled by the unit written next to it, is the value."""

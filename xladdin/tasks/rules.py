@@ -33,7 +33,7 @@ from ..reading.figures import (
     convert,
     loss_statement,
     missing_figures,
-    quote_supports,
+    quote_names,
     read_figures,
     read_shares,
     second_source,
@@ -254,7 +254,7 @@ def audit_figures(text: str, model: dict[str, tuple[str, str] | None], tolerance
         if read is not None:
             number, written = split_figure(read[0])
             model_value = convert(number, written, unit, digits=6)
-            if model_value is None or not quote_supports(text, read[1], model_value, unit):
+            if model_value is None or not quote_names(text, read[1], name, model_value, unit):
                 a.flags.add(Flag.UNTRACEABLE)
                 untraced.append(f"{label}{read[0]}「{read[1][:12]}」")
                 model_value = None
