@@ -218,3 +218,46 @@ def test_a_statement_of_group_and_parent_columns_interleaved_gives_the_group_s()
     assert margin("合并 母公司 合并 母公司") == (40.0, 35.0)  # this year's group and parent, then last year's
     assert margin("合并 合并 母公司 母公司") == (40.0, 75.0)  # the group's two years first: 1,000 and 400
     assert "4个数" in margin("母公司 合并 母公司 合并")  # another order: not read, and why
+
+
+def test_a_three_year_table_without_a_unit_line_of_its_own_takes_none_from_the_table_before():
+    """The three-year table titled without a number and no unit line under it: its 万元 figures are not read in
+    the one-year table's 元 (revenue missing, and why); 净利润 keeps the one-year table's figure alone."""
+    from xladdin.reading.tables import read_key_tables
+
+    text = _text([HEAD_2003, "一、本年度主要利润指标", "单位：人民币元", "项 目 金 额", "净利润 29,852,565.09",
+                  "经营活动产生的现金流量净额 (105,584,555.56)", "截至报告期末公司前三年的主要会计数据和财务指标",
+                  "财务指标 2003 年度 2002 年度 2001 年度", "主营业务收入 29,564.14 47,579.28 46,563.73",
+                  "净利润 2,985.26 3,591.05 3,706.00", "三、报告期内股东权益变动情况"])
+    kt = read_key_tables(text)
+    assert "revenue" not in kt.rows and kt.withheld["revenue"].startswith("表格未写单位")
+    assert (kt.rows["net_profit"].current, kt.rows["net_profit"].prior) == (0.2985256509, None)
+    assert kt.rows["operating_cash_flow"].current == -1.0558455556
+
+
+def test_restated_columns_with_the_change_named_between_them():
+    """2004's form: 调整后 调整前 本期比上期增减(%) 调整后 调整前 under the prior years; EPS and ROE each 全面摊薄
+    and 加权平均 in the table itself: EPS 全面摊薄, ROE 加权平均."""
+    from xladdin.reading.tables import read_key_tables
+
+    restated = "调整后 调整前 本期比上期增减(%) 调整后 调整前"
+    text = _text(["示例股份有限公司 2004 年年度报告",
+                  "(三)报告期末公司前三年主要会计数据和财务指标 单位:元 币种:人民币",
+                  "主要会计数据 2004 年 2003 年 2002 年", restated,
+                  "主营业务收入 3,616,548,554.58 2,811,684,874.80 2,811,000,000.00 28.63 2,188,895,239.39 "
+                  "2,188,895,239.39",
+                  "净利润 60,256,224.43 35,044,249.19 35,044,249.19 75.19 59,664,564.39 59,664,564.39",
+                  "扣除非经常性损益的", "净利润 61,639,327.36 27,129,209.06 27,129,209.06 131.40 50,474,202.41 "
+                  "50,474,202.41",
+                  "主要财务指标 2004 年 2003 年 2002 年", restated,
+                  "每股收益(全面摊薄) 0.12 0.13 0.13 -2.69 0.24 0.24",
+                  "净资产收益率 (全面摊薄) (%) 5.22 3.13 3.13 69.65 6.91 6.91",
+                  "每股收益(加权平均) 0.12 0.11 0.11 13.52 0.24 0.24",
+                  "净资产收益率 (加权平均) (%) 5.29 3.90 3.90 38.21 7.22 7.22",
+                  "扣除非经常性损益的净利润的净资产收益率 (加权平均) (%) 5.42 3.02 3.02 82.45 6.11 6.11",
+                  "(四)报告期内股东权益变动情况"])
+    rows = read_key_tables(text).rows
+    assert (rows["revenue"].prior, rows["revenue"].change) == (28.116848748, 28.63)  # 调整后
+    assert (rows["net_profit"].current, rows["net_profit_deducted"].current) == (0.6025622443, 0.6163932736)
+    assert (rows["eps"].current, rows["eps"].prior) == (0.12, 0.13)
+    assert (rows["roe"].current, rows["roe"].prior, rows["roe"].change) == (5.29, 3.90, 38.21)

@@ -29,9 +29,12 @@ PIPE = "|"  # a table row read by its cells: ``| 营业收入 | 1,234.56 | 1,100
 _ONE_YEAR = r"本年度(?:主要)?(?:财务数据|利润指标|会计数据|财务指标)"
 _START = re.compile(r"主要会计数据|" + _ONE_YEAR)
 _ONE_YEAR_TITLE = re.compile(_ONE_YEAR)
-_ONE_YEAR_HEAD = re.compile(r"^(?:项目|指标|项目名称)?(?:(?:本年度|本年|本期|报告期)(?:金额|数额|数)?|金额|数额)"
+_ONE_YEAR_HEAD = re.compile(r"^(?:(?:项目|指标|项目名称)(?:本年度|本年|本期|报告期)(?:金额|数额|数)?"
+                            r"|(?:项目|指标|项目名称)?(?:本年度|本年|本期|报告期)?(?:金额|数额))"
                             r"(?:[(（](?:单位[:：])?(?:人民币)?(元|千元|万元)[)）])?$")  # 项 目 金 额, 金额（元）
 _END = re.compile(r"境内外会计准则|分季度|非经常性损益项目|股东权益变动情况|第[三四]节|第[三四]章")
+_YEARS_TITLE = re.compile(r"(?:前|近)[三五]年.*(?:会计数据|财务指标|财务数据)")
+_SENTENCE = re.compile(r"[，。；：,;:]")  # a note's words, not a header's
 # a numbered line that titles a table (二、截至报告期末公司前三年的主要会计数据和财务指标, （1） 近三年…)
 _NUMBERED = re.compile(r"^(?:[一二三四五六七八九十]+[、.．]|[(（][一二三四五六七八九十\d]+[)）]|\d+[、．])")
 _UNIT = re.compile(r"单位[:：]\s*(人民币)?(元|千元|万元|百万元|亿元)")
@@ -474,8 +477,9 @@ class _Reader:
         return self.single or (self.years == 1 and not self.restated and self.annex is None)
 
     def _title(self, norm: str) -> bool:
-        """Whether a line titles a table: numbered (二、…, （1）…), no figure, no key figure's label."""
-        return bool(_NUMBERED.match(norm)) and not _TAIL.search(norm) and _row_name(
+        """Whether a line titles a table: numbered (二、…, （1）…) or naming its years (截至报告期末公司前三年的主要
+        会计数据和财务指标), no figure, no key figure's label."""
+        return bool(_NUMBERED.match(norm) or _YEARS_TITLE.search(norm)) and not _TAIL.search(norm) and _row_name(
             _NUMBERED.sub("", norm)) is None
 
     def _new_table(self, single: bool = False) -> None:
@@ -487,7 +491,7 @@ class _Reader:
         """The 利润表附表's header lines: its groups (净资产收益率, 每股收益) in their order, then their columns
         (全面摊薄, 加权平均 under each); True for a line of it."""
         roe, eps = norm.find("净资产收益率"), norm.find("每股收益")
-        if roe >= 0 and eps >= 0 and not _YEAR_IN.search(norm):
+        if roe >= 0 and eps >= 0 and not _YEAR_IN.search(norm) and len(norm) <= 40 and not _SENTENCE.search(norm):
             self._settle()
             self._new_table()
             self.annex_groups = ["roe", "eps"] if roe < eps else ["eps", "roe"]
@@ -525,7 +529,7 @@ class _Reader:
                 self._settle()
                 self._new_table()
             return
-        head = _ONE_YEAR_HEAD.match(norm)
+        head = _ONE_YEAR_HEAD.match(norm) if self.years < 2 else None  # (not a word of a years header)
         if head is not None or _ONE_YEAR_TITLE.search(norm):  # 项 目 金 额, 本年度主要财务数据
             self._settle()
             unit = (head.group(1) or self.unit) if head is not None else None  # the unit line above the header
@@ -533,9 +537,15 @@ class _Reader:
             self.unit = unit
             return
         changes = bool(_CHANGE_WORDS.search(norm))
-        if all(t in _RESTATED for t in tokens):
+        restated = [t for t in tokens if t in _RESTATED]
+        if restated and (len(restated) == len(tokens) or (
+                len(restated) >= 2 and len(restated) == len(tokens) - 1 and changes)):
+            # 调整后 调整前 under the years, or with the change column named among them (调整后 调整前
+            # 本期比上期增减(%) 调整后 调整前): the columns after this year's, in order
             self._settle()
-            self.restated, self.label, self.single = tokens, [], False
+            self.restated = [t if t in _RESTATED else "增减" for t in tokens]
+            self.label, self.single = [], False
+            self.change_col |= changes
             return
         if _YEAR_IN.search(norm):  # a header row (2019年 2018年 …): the columns start again
             if not self.header:
@@ -600,6 +610,11 @@ class _Reader:
             return _placed(grid)
         if one_year:  # a one-year table: this year's figure alone
             return (0, None, None) if len(cells) == 1 else f"本行{len(cells)}个数, 表头只有本年一列"
+        if self.restated and "增减" in self.restated:  # every column after this year's named, the change too
+            w = self.restated
+            if len(cells) != len(w) + 1 or w.index("调整后") > w.index("调整前"):
+                return f"上年有调整前/调整后两列, 但本行{len(cells)}个数与表头{len(w) + 1}列对不上"
+            return 0, w.index("调整后") + 1, w.index("增减") + 1
         if self.restated:
             # last year's 调整前 / 调整后 right after this year's figure, the change after them: the change column
             # named among the words (调整前 调整后 调整后 调整前 调整后: SZSE), or not, the words a pair a year
