@@ -121,7 +121,7 @@ NO_YEARS = "缺两年净利润: 连续亏损规则未应用"
     (dict(roe=20, pe_ttm=20, net_profit_prev=-1), "低", 100, "ROE 20% ≥ 15%, PE-TTM 20 ≤ 50", [], [NO_YEARS]),
     (dict(roe=10, pe_ttm=None), "中", 65, "ROE 10% < 15%; 评分PE-TTM按50计(缺项取界值)", ["数据缺失"],
      ["缺PE-TTM: PE规则未应用", NO_YEARS]),  # 100 - 10 - 25
-    (dict(roe=None, pe_ttm=None), "中", None, "数据缺失, 无法确认低风险", ["数据缺失"],
+    (dict(roe=None, pe_ttm=None), "未评", None, "未评: 无ROE与PE-TTM (所给字段与报告均无), 无规则可用", ["数据缺失"],
      ["缺ROE: ROE规则未应用", "缺PE-TTM: PE规则未应用", NO_YEARS, "缺ROE和PE-TTM: 未评分"]),
 ])
 def test_what_the_cell_shows_by_hand(given, level, score, basis, flags, notes):

@@ -141,7 +141,7 @@ def test_bad_outputs_and_inputs_are_refused_before_the_first_request(tmp_path):
     down = {"XLADDIN_ENGINE_URL": "http://127.0.0.1:9/v1"}  # any request would fail differently
     cases = [
         ([str(pool), "-o", str(tmp_path / "adir.xlsx")], "is a directory"),
-        ([str(pool), "-o", str(pool)], "pool.csv is the input file: name another report file"),
+        ([str(pool), "-o", str(pool)], "pool.csv is one of the command's inputs (pool.csv): name another file"),
         ([str(pool), "-o", str(tmp_path / "afile" / "r.xlsx")], "cannot write"),
         ([str(corrupt), "-o", str(tmp_path / "r.xlsx")], "corrupt.xlsx is not a readable .xlsx workbook"),
     ]

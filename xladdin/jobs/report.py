@@ -340,7 +340,7 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
     sm.append([])
     sm.append(["风险等级 risk", "数量 count"])
     by_risk, by_industry = summary_counts(pool, results)
-    levels = [lv for lv in ("高", "中", "低", "错误") if by_risk[lv] or lv != "错误"]
+    levels = [lv for lv in ("高", "中", "低", "未评", "错误") if by_risk[lv] or lv not in ("未评", "错误")]
     for level in levels:
         sm.append([level, by_risk[level]])
     chart = BarChart()

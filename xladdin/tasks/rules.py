@@ -50,6 +50,7 @@ class RiskLevel(StrEnum):
     HIGH = "高"
     MEDIUM = "中"
     LOW = "低"
+    UNRATED = "未评"  # nothing to judge: no ROE, no PE-TTM, no rule of 高 that fires (no score either)
 
 
 class Flag(StrEnum):
@@ -155,6 +156,8 @@ def assess(
         level, basis = RiskLevel.HIGH, "; ".join(high)
     elif medium:
         level, basis = RiskLevel.MEDIUM, "; ".join(medium)
+    elif roe is None and pe_ttm is None:  # nothing to judge: a count of 中 would mean nothing
+        level, basis = RiskLevel.UNRATED, "未评: 无ROE与PE-TTM (所给字段与报告均无), 无规则可用"
     elif roe is None or pe_ttm is None:
         level, basis = RiskLevel.MEDIUM, "数据缺失, 无法确认低风险"
     else:
