@@ -102,3 +102,32 @@ def test_the_real_reports_give_each_company_its_years(tmp_path):
             checked += 1
     assert checked == 2 * 14
     assert sum(v is not None for v in trend[("600886", "营收(亿元) revenue")].values()) >= 8
+
+
+def test_a_change_is_between_consecutive_years_of_as_many_companies_never_across_a_gap(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "600001_甲公司_2016.txt").write_text(annual(2016, 12000, 10000, 1500, 1000), encoding="utf-8")
+    (reports / "600001_甲公司_2018.txt").write_text(annual(2018, 15000, 14000, 1800, 1700), encoding="utf-8")
+    (reports / "600002_乙公司_2018.txt").write_text(annual(2018, 30000, 20000, 900, 1200), encoding="utf-8")
+    pool = tmp_path / "pool.csv"
+    with pool.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["代码", "名称", "行业"], ["600001", "甲公司", "电池"], ["600002", "乙公司", "电池"]])
+    r = run_cli("compare", reports, "-o", tmp_path / "c.xlsx", "--pool", pool, "--no-progress")
+    assert r.returncode == 0, r.stderr
+    companies = sheet(tmp_path / "c.xlsx", "Companies")
+    header = list(companies[0])
+    trend = {(row[0], row[2]): dict(zip(header[3:], row[3:], strict=True)) for row in companies[1:]}
+    # revenue: 2017 from the 2018 report's prior column, so 2017 → 2018 is a year's change
+    assert trend[("600001", "营收(亿元) revenue")]["变化 change"] == 0.1
+    # growth is of its report's year alone: 2016 and 2018, a gap, no change
+    growth = trend[("600001", "营收增长(%) revenue growth")]
+    assert growth["2016年度"] == 20.0 and growth["2018年度"] == 7.14 and growth["变化 change"] is None
+    industries = sheet(tmp_path / "c.xlsx", "Industries")
+    at = next(i for i, row in enumerate(industries) if row[:2] == ("行业 industry", "指标 figure"))
+    head = list(industries[at])
+    medians = {row[1]: dict(zip(head, row, strict=False)) for row in industries[at + 1 :] if row[0] == "电池"}
+    assert medians["营收增长(%) revenue growth"]["变化 change"] is None  # 2016 (甲) → 2018 (甲, 乙): a gap
+    # revenue: 2017 and 2018 each hold 甲 and 乙; 2016 甲 alone, 2015 甲 alone
+    assert medians["营收(亿元) revenue"]["变化 change"] == round((1.5 + 3.0) / 2 - (1.4 + 2.0) / 2, 4)
+    assert medians["净利润(亿元) net profit"]["变化 change"] == round((0.18 + 0.09) / 2 - (0.17 + 0.12) / 2, 4)

@@ -5,7 +5,8 @@ column of the period a year before (``2018年度``); a text without a known peri
 last apart as ``本期`` and ``上期``. From one table, tidy (a row per industry, figure and period: count,
 median and range), the report's Summary sheet, ``xladdin compare`` and pandas
 (``xladdin.compare(result_df)``) give the same numbers; ``by_period`` lays it out with a column per
-period and the change from the one before (a ratio's in percentage points), and ``trend_table``
+period and the change from the one before (a ratio's in percentage points; only between consecutive
+periods, and for an industry only where both medians hold as many companies), and ``trend_table``
 does the same per company, so several reports of one company make its trend. Only figures code or
 the audit let through are in a result: nothing unverified is compared.
 """
@@ -125,16 +126,31 @@ def by_period(table: list[list[Any]]) -> tuple[list[str], list[list[Any]]]:
     before the last (a ratio's in percentage points): header and rows, a row per industry and figure."""
     keys = sorted({r[2] for r in table}, key=_order)
     grid: dict[tuple[str, str], dict[str, float]] = {}
-    for industry, label, key, _, median, _, _ in table:
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for industry, label, key, n, median, _, _ in table:
         grid.setdefault((industry, label), {})[key] = median
-    rows = [[industry, label, *(found.get(k) for k in keys), _change(found, keys)]
+        counts.setdefault((industry, label), {})[key] = n
+    rows = [[industry, label, *(found.get(k) for k in keys), _change(found, keys, counts[(industry, label)])]
             for (industry, label), found in grid.items()]
     return ["行业 industry", "指标 figure", *keys, CHANGE], rows
 
 
-def _change(found: dict[str, float], keys: list[str]) -> float | None:
+def consecutive(before: str, after: str) -> bool:
+    """Whether period ``after`` directly follows ``before`` (2018年度 after 2017年度; 本期 after 上期): a change
+    is never taken across a gap (2016 to 2018 is no year's change)."""
+    if (before, after) == (PRIOR_YEAR, THIS_YEAR):
+        return True
+    a, b = parse_period(before), parse_period(after)
+    return a is not None and b is not None and a.kind == b.kind and b.year == a.year + 1
+
+
+def _change(found: dict[str, float], keys: list[str], counts: dict[str, int] | None = None) -> float | None:
+    """The last period's value less the one before, when they are consecutive periods and (for an industry's
+    medians, ``counts``) of as many companies: a median that companies entered or left is no change."""
     shown = [k for k in keys if k in found]
-    if len(shown) < 2:
+    if len(shown) < 2 or not consecutive(shown[-2], shown[-1]):
+        return None
+    if counts is not None and counts.get(shown[-1]) != counts.get(shown[-2]):
         return None
     return round(found[shown[-1]] - found[shown[-2]], 4)
 

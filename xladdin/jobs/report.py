@@ -401,7 +401,8 @@ def write_by_period(ws: Any, table: list[list[Any]]) -> None:
     if ws.max_row > 1:
         ws.append([])
     _append_text_safe(ws, ["行业对比 industries compared (figures read and checked: the median of each period; "
-                           "变化 = the last period's less the one before, a ratio's in percentage points)"])
+                           "变化 = the last period's less the one before, a ratio's in percentage points; blank "
+                           "across a gap in the years or where companies entered or left: 数量 on the Figures sheet)"])
     ws.cell(row=ws.max_row, column=1).font = Font(bold=True)
     _append_text_safe(ws, header)
     head = ws.max_row
