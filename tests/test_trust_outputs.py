@@ -434,3 +434,15 @@ def test_a_number_in_the_model_s_reason_is_shown_only_with_a_source(tmp_path, mo
         else:
             assert "888.8" not in row["理由 reason"] and "66.6" not in row["理由 reason"], row
             assert "888.8, 66.6 在原文与所给字段中都找不到" in row["说明 notes"], row["说明 notes"]
+
+
+def test_the_night_s_printout_lists_each_changed_row_with_its_cause(tmp_path, monkeypatch, capsys):
+    header = ("代码", "名称", "ROE", "市盈率TTM", "财报摘要")
+    pool = write_csv(tmp_path / "pool.csv", header, NIGHT_ROWS)
+    assert nightly(tmp_path, monkeypatch, capsys, pool, "2021-05-06").returncode == 0
+    write_csv(pool, header, [("600001", "甲公司", "3", "15", "营业收入10亿元"), NIGHT_ROWS[1]])
+    r = nightly(tmp_path, monkeypatch, capsys, pool, "2021-05-07")
+    assert r.returncode == 4, r.stderr
+    listed = [line for line in r.stdout.splitlines() if line.startswith("  ")]
+    assert len(listed) == 1 and listed[0].split("\t")[:3] == ["  新高", "600001.SH", "甲公司"], r.stdout
+    assert "风险 低 → 高" in listed[0] and "ROE 20 → 3" in listed[0] and "依据: ROE 3% < 5%" in listed[0]

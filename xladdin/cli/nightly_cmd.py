@@ -20,6 +20,7 @@ from ..tasks.screen import parse_as_of
 from .screen_cmd import exit_status, load_rules, summary_line
 from .settings_options import add_settings_options, settings_from
 
+SHOWN_CHANGES = 20  # changed rows printed (new 高 first); all of them in DATE.changes.json
 NIGHT = re.compile(r"^(\d{4}-\d{2}-\d{2})\.xlsx$")  # a night's report: DIR/2021-04-30.xlsx
 
 
@@ -93,4 +94,8 @@ def run(args: argparse.Namespace) -> int:
         changes = output.with_name(f"{day.isoformat()}.changes.json")
         write_changes(changes, summary.changes)
         print(f"{summary.changes.line()} (since {before.name}) → {changes}")
+        for change in summary.changes.rows[:SHOWN_CHANGES]:  # what cron mails: the rows, new 高 first
+            print(f"  {change.kind.split()[0]}\t{change.code}\t{change.name or ''}\t{change.what}")
+        if len(summary.changes.rows) > SHOWN_CHANGES:
+            print(f"  … and {len(summary.changes.rows) - SHOWN_CHANGES} more in {changes.name}")
     return exit_status(summary)

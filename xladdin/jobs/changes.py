@@ -249,6 +249,48 @@ def _shown(score: float | None) -> str:
     return "—" if score is None else f"{score:g}"
 
 
+PERIOD, READ, BASIS = "报告期 period", "阅读范围 read", "规则依据 rule basis"
+# the figures a verdict is made from, as the report shows them: the pool's own column or the report's reading
+CAUSE_FIELDS = (("roe", "ROE", "文本ROE(%) ROE in text"), ("pe_ttm", "PE-TTM", None),
+                ("net_profit", "净利润", "净利润(亿元) net profit"))
+
+
+def _causes(was: dict[str, Any], now: dict[str, Any], old: Saved, new: Saved) -> list[str]:
+    """Why a row's verdict changed, as far as the two reports show it: a newer report read (its period, its
+    file), a figure the rules take that moved, the rules themselves, and the basis the rules give now."""
+    out = []
+    if was.get(PERIOD) != now.get(PERIOD) and (was.get(PERIOD) or now.get(PERIOD)):
+        out.append(f"报告 {was.get(PERIOD) or '—'} → {now.get(PERIOD) or '—'}")
+    files = [str(r.get(READ) or "").split(":")[0] for r in (was, now)]
+    if files[0] != files[1] and all(files):
+        out.append(f"所读文件 {files[0]} → {files[1]}")
+    for name, label, shown in CAUSE_FIELDS:
+        before, after = _field(was, old, name, shown), _field(now, new, name, shown)
+        if before != after:
+            out.append(f"{label} {_shown(before)} → {_shown(after)}")
+    rules = [s.run.get("rules") if isinstance(s.run, dict) else None for s in (old, new)]
+    if rules[0] and rules[1] and rules[0] != rules[1]:
+        moved = [f"{k} {rules[0].get(k)} → {rules[1].get(k)}" for k in dict.fromkeys([*rules[0], *rules[1]])
+                 if rules[0].get(k) != rules[1].get(k)]
+        out.append("规则变更: " + ", ".join(moved))
+    if now.get(BASIS) not in (None, "") and was.get(BASIS) != now.get(BASIS):
+        out.append(f"依据: {now[BASIS]}")
+    return out
+
+
+def _field(row: dict[str, Any], saved: Saved, name: str, shown: str | None) -> float | None:
+    """A row's figure the rules take: the pool's own column for field ``name``, else the report's (``shown``)."""
+    own = next((c for c in saved.columns if header_field(c) == name), None)
+    for column in (own, shown):
+        value = row.get(column) if column else None
+        try:
+            if value not in (None, ""):
+                return round(float(value), 4)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
 def matched(old: Saved, new: Saved) -> tuple[dict, dict, set[str]]:
     """Both reports' rows keyed alike (``_keyed``: (code, name, occurrence) → (code as shown, row)), and the
     codes more than once in either."""
@@ -285,6 +327,7 @@ def compare_reports(old: Saved, new: Saved) -> Changes:
             gone = [f for f in w_flags if f not in flags]
             what.append("标记 " + ", ".join([*(f"+{f}" for f in added), *(f"-{f}" for f in gone)]))
         if what:
+            what.extend(_causes(was, row, old, new))
             kind = NEW_HIGH if level == "高" and w_level != "高" else CHANGED
             found.append(Change(kind, shown, name, (w_level, level), (w_score, score), (w_flags, flags),
                                 "; ".join(what)))
