@@ -45,12 +45,12 @@ MONEY_UNITS: dict[str, float] = {"元": 1e-8, "千元": 1e-5, "万元": 1e-4, "�
 _GROUP_UNIT = re.compile(r"[(（](人民币)?(元|千元|万元|百万元|亿元)[)）]")
 _YEAR_IN = re.compile(r"(?:19|20)\d{2}年")
 _YEAR = re.compile(r"^(19|20)\d{2}年(末|度)?$")
-_CELL = re.compile(r"^(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)%?$")
+_CELL = re.compile(r"^([-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?)%?$")  # +1.51: a rise, signed
 _PAREN = re.compile(r"^[(（](\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)%?[)）]$")  # (344,587), (10.9%): a negative
 # a change in percent points, in words: 增加3.88个百分点, 减少 3.96 个百分点 (joined first), 增加3.88 (wrapped)
-_PP = re.compile(r"^(增加|减少|上升|下降)?(-?\d+(?:\.\d+)?)(个百分点|百分点|个)?$")
+_PP = re.compile(r"^(增加|减少|上升|下降)?([-+]?\d+(?:\.\d+)?)(个百分点|百分点|个)?$")
 _PP_SPACED = re.compile(r"(增加|减少|上升|下降)\s*(\d+(?:\.\d+)?)\s*(个\s*百分点|百分点|个)?"
-                        r"|(?<![\d.,])-?\d+(?:\.\d+)?\s+(?:个\s*百分点|百分点)")  # -1.30 个百分点
+                        r"|(?<![\d.,])[-+]?\d+(?:\.\d+)?\s+(?:个\s*百分点|百分点)")  # -1.30 个百分点, +1.51 个百分点
 _WORDS = ("-", "--", "–", "—", "——", "不适用", "上年同期为负", "本期为负", "上年为负", "/", "N/A", "n/a")
 _UNIT_SUFFIX = re.compile(r"[(（](?:人民币)?(元|元/股|%|千元|万元|百万元|亿元)[)）]$")
 # another currency than 人民币 (a B-share's 美元 or 港元 figures, an H-share's 港币): recognised, never converted
@@ -68,10 +68,12 @@ def currency_of(norm: str) -> str:
     return "USD" if m.group(0) in ("美元", "US$", "USD") else "HKD"
 _RESTATED = ("调整前", "调整后")
 _CHANGE_WORDS = re.compile(r"增减|变动|比上年|同比")
+# where a change column's words begin in a header (本年比上年增减, 本报告期比 / 上年同期, 增减(%))
+_CHANGE_START = re.compile(r"本(?:报告)?(?:年|期)末?比|比上年|增减|变动|同比")
 # name → (label pattern matched at the end of the row's label, words that make it another row)
 _OWNER = r"归属于(?:上市公司|母公司|本行|本公司)(?:普通股)?(?:股东|所有者)的?"  # 的 left out too
 ROWS: dict[str, tuple[str, str]] = {
-    "revenue": (r"营业总收入|营业收入|主营业务收入", r"扣除|营业外"),
+    "revenue": (r"营业总收入|营业收入|营业净收入|主营业务收入", r"扣除|营业外"),  # 营业净收入: a bank's, 2013
     "net_profit": (_OWNER + r"净利润", r"扣除|少数"),
     "net_profit_deducted": (_OWNER + r"扣除非经常性损益(?:后)?的净利润|扣除非经常性损益后的?" + _OWNER + r"净利润",
                             r"少数"),
@@ -83,6 +85,8 @@ ROWS: dict[str, tuple[str, str]] = {
 # 净利润 without 归属于 (the company's own before 2007: minority interests were deducted above it), 扣除非经常性
 # 损益后的净利润, 每股收益 plain or 全面摊薄 (no 基本), 净资产收益率 全面摊薄 (where no 加权平均 is given)
 FALLBACK_ROWS: dict[str, tuple[str, str]] = {
+    # an insurer's 保险业务收入 (its premiums) only where its table prints no 营业收入 row
+    "revenue": (r"保险业务收入", r""),
     "net_profit": (r"^(?:[一二三四五六七八九十\d]+[、.．])?净利润", r""),
     "net_profit_deducted": (r"扣除非经常性损益(?:后)?的净利润", r"少数|每股|收益率"),
     "eps": (r"每股收益|每股收益[(（]全面摊薄[)）]|全面摊薄每股收益", r"扣除|稀释|加权"),
@@ -317,6 +321,10 @@ class _Reader:
         # itself. A row read under none (an infographic page repeating the figures as a chart's labels) is
         # taken only where the table gives no such row: the table's row, with its page, replaces it.
         self.change_col = False
+        # the header's columns in the order printed, each a year or ``None`` for the change (本年比上年增减),
+        # where a header line names both: a bank's 2022年 2021年 2020年 本年比上年增减 puts the change last
+        self.order: list[int | None] = []
+        self.change_apart = False  # the change column's words on a line of no year (where it stands: unknown)
         self.loose: set[str] = set()  # rows (or rows withheld) read under no change column
         self.unread: dict[str, str] = {}  # key figures a line named whose figures could not be told apart: why
         self.single = False  # a one-year table (the pre-2007 template's 项目 金额): a row is one figure
@@ -385,7 +393,7 @@ class _Reader:
             if self.annex is not None:
                 self._annex_row(norm, tokens[len(tokens) - n :], line, page_no)
                 continue
-            self.header = False
+            self.header, self.change_apart = False, False
             self._settle()
             self._unsplit(self.label, " ".join(tokens[: len(tokens) - n]), line, page_no, 1)
             self.label.append(" ".join(tokens[: len(tokens) - n]))
@@ -486,6 +494,7 @@ class _Reader:
         """A table's title: nothing of the table before it (unit, columns, a label) carries into it."""
         self.unit, self.label, self.years, self.restated, self.change_col = None, [], 0, None, False
         self.header, self.single, self.annex_groups, self.annex = False, single, None, None
+        self.order, self.change_apart = [], False
 
     def _annex_head(self, norm: str, tokens: list[str]) -> bool:
         """The 利润表附表's header lines: its groups (净资产收益率, 每股收益) in their order, then their columns
@@ -550,13 +559,17 @@ class _Reader:
         if _YEAR_IN.search(norm):  # a header row (2019年 2018年 …): the columns start again
             if not self.header:
                 self.years, self.restated, self.change_col, self.single = 0, None, False, False
+                self.order = []
             self.change_col |= changes
+            self._order(norm)
             self.header = True
             self.years += len(_YEAR_IN.findall(norm))
             self._settle()
             self.label = []
             return
         self.change_col |= changes
+        if None not in self.order and (changes or _CHANGE_START.search(norm)):  # (本报告期比 / 上年同期 2021年)
+            self.change_apart = True
         group = _GROUP_UNIT.search(norm)
         if group is not None and (group.group(1) or norm[group.end() :] or _group_title(norm[: group.start()])):
             # 经营业绩（人民币百万元） 增减(%), 主要会计数据（千元）, 经营业绩（万元）; not a row's (营业收入（万元）)
@@ -633,7 +646,32 @@ class _Reader:
         expected = self.years + 1 if self.years >= 2 else None  # the years and a change column
         if expected is not None and len(cells) != expected:
             return f"本行{len(cells)}个数, 表头为{expected}列, 无法确定各数所在年份"
+        if (placed := self._ordered(len(cells))) is not None:
+            return placed
         return 0, 1, 2 if len(cells) > 2 else None
+
+    def _order(self, norm: str) -> None:
+        """A header line's columns (its years, the change's words) appended to ``order`` as printed."""
+        marks = sorted([(m.start(), int(m.group(0)[:4])) for m in _YEAR_IN.finditer(norm)]
+                       + [(m.start(), None) for m in _CHANGE_START.finditer(norm)], key=lambda p: p[0])
+        for _, year in marks:
+            if year is not None:
+                self.order.append(year)
+            elif None not in self.order:  # one change column; its words (本年比 / 上年增减) one mark
+                self.order.append(None)
+
+    def _ordered(self, n: int) -> tuple[int, int, int] | None:
+        """This year's, last year's and the change's columns as the header's order places them, for a row of
+        ``n`` cells (the years and the change); ``None`` where the order is not known (the change's words on a
+        line of their own, a year twice, no last year)."""
+        order = self.order
+        if self.change_apart or None not in order or len(order) != n or len(order) != self.years + 1:
+            return None
+        years = [y for y in order if y is not None]
+        this = max(years)
+        if years.count(this) != 1 or years.count(this - 1) != 1:
+            return None
+        return order.index(this), order.index(this - 1), order.index(None)
 
     def _take(self, label: str, cells: list[str], printed: str, page_no: int | None, quote: str | None = None,
               unit: str | None = None, firm: bool = False, defer: bool = False,
@@ -923,6 +961,8 @@ _ITEM = (r"^(?:(?:[一二三四五六七八九十]+、|[(（][一二三四五六
 _LOSS_NOTE = r"(?:[(（][^()（）]*(?:亏损|损失)[^()（）]*[)）])?"  # （净亏损以“－”号填列）
 _ST_REVENUE = re.compile(_ITEM + r"(?:主营业务|营业)收入$")  # 主营业务收入: before 2007
 _ST_COST = re.compile(_ITEM + r"(?:主营业务|营业)成本$")
+# the totals (营业总收入, 营业总成本: this one with taxes and expenses in it, never 营业成本): no gross margin
+_ST_TOTALS = {"revenue": re.compile(_ITEM + r"营业总收入$"), "cost": re.compile(_ITEM + r"营业总成本$")}
 _ST_MAIN_REVENUE = re.compile(_ITEM + r"主营业务收入$")
 # before 2007 the statement's 净利润 is the company's own (minority interests deducted above it)
 _ST_OLD_PROFIT = re.compile(_ITEM + r"净利润" + _LOSS_NOTE + "$")
@@ -1058,8 +1098,10 @@ def _read_statement(text: str, out: KeyTables) -> None:
                     (_SOLE_STATEMENT, _sole_title(_SOLE_STATEMENT, text) or "利润表"))
     lines = _joined(_statement_lines(text, ("利润表", "利润及利润分配表"), title, _STATEMENT_END, foreign))
     old = False  # a pre-2007 statement (主营业务收入): its 净利润 is the company's own
+    totals: set[str] = set()  # 营业总收入 / 营业总成本 rows seen ("revenue", "cost")
     for page_no, unit, candidates, money, shares in lines:
         page = page_no if paged else None
+        totals |= {name for name, pattern in _ST_TOTALS.items() if _matched(pattern, candidates) is not None}
         old = old or _matched(_ST_MAIN_REVENUE, candidates) is not None
         for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
             match = _matched(pattern, candidates)
@@ -1106,6 +1148,13 @@ def _read_statement(text: str, out: KeyTables) -> None:
     if margin_why is None and foreign:
         currency, printed, where = foreign[0]
         margin_why = f"{named}以{currency}计, 未换算为人民币, 不计毛利率「{printed[:40]}」(第{where}页)"
+    if margin_why is None and (totals - found.keys()):  # a total printed where its own row is not
+        lacking = [name for name in ("revenue", "cost") if name not in found]
+        printed = "与".join({"revenue": "营业总收入", "cost": "营业总成本"}[n] for n in ("revenue", "cost")
+                           if n in totals and n in lacking)
+        note = "(营业总成本含税金及附加与期间费用, 不是营业成本)" if "cost" in totals & set(lacking) else ""
+        margin_why = (f"{named}只印{printed}{note}, 未印" + "与".join(
+            {"revenue": "营业收入", "cost": "营业成本"}[n] for n in lacking) + ", 不计毛利率")
     out.withheld.setdefault("gross_margin", margin_why or "未找到合并利润表的营业收入与营业成本, 不计毛利率")
 
 
