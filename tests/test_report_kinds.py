@@ -174,3 +174,24 @@ def test_an_insurer_s_premiums_are_its_revenue_only_where_no_revenue_row_is_prin
     assert revenue(premiums, revenue_row) == 8320.0
     assert revenue(revenue_row, premiums) == 8320.0
     assert revenue(premiums) == 6450.0
+    # the 合并利润表's 营业收入, where it prints one, is the revenue: not the premiums
+    text = _text(["2023年年度报告", "三、主要会计数据和财务指标", "单位：人民币百万元",
+                  "项目 2023年 2022年 本年比上年增减(%) 2021年", premiums, "第三节 管理层讨论与分析"],
+                 ["第十节 财务报告", "合并利润表", "单位：人民币百万元", "项目 附注 2023年度 2022年度",
+                  "一、营业收入 832,000 826,000", "其中：已赚保费 600,000 590,000"])
+    kt = read_key_tables(text)
+    assert "revenue" not in kt.rows and kt.second["revenue"].current == 8320.0
+
+
+def test_a_bank_s_bare_net_profit_row_with_the_change_last():
+    """平安银行's form: 净利润 (no 归属于本行 row) in three years, then the change in brackets."""
+    from xladdin.reading.tables import read_key_tables
+
+    text = _text(["2022年年度报告", "六、主要会计数据和财务指标", "单位：人民币百万元",
+                  "项目 2022年 2021年 2020年 本年比上年增减", "营业收入 179,895 169,383 153,542 6.2%",
+                  "利息净收入 122,000 119,000 109,000 2.5%", "净利润 44,508 46,455 45,516 (4.2%)",
+                  "七、境内外会计准则下会计数据差异"])
+    kt = read_key_tables(text)
+    row = kt.rows["net_profit"]
+    assert (row.current, row.prior, row.change) == (445.08, 464.55, -4.2)
+    assert kt.rows["revenue"].change == 6.2 and kt.bank

@@ -266,6 +266,9 @@ def read_key_tables(text: str) -> KeyTables:
     if out.found or _STATEMENT_IN.search(text):  # an annual report, or its statements without the key table
         out.bank = bool(_BANK.search(_norm(_table_text(text))))
         _read_statement(text, out)
+        premiums = out.rows.get("revenue")
+        if premiums is not None and premiums.fallback and "revenue" in out.second:  # an insurer's 保险业务收入:
+            out.rows.pop("revenue")  # its 营业收入 is the 合并利润表's, where that prints one
     _say_absent(text, out)
     return out
 
