@@ -138,6 +138,10 @@ class TableRow:
     rounding: float = 0.0
     fallback: bool = False  # read under a pre-2007 label (``FALLBACK_ROWS``): gives way to the table's own
     one_year: bool = False  # from a table of this year's figures alone (its last year's may come from another)
+    # its columns placed as today's template prints them (this year, last year, the change), the header's
+    # order not known from its text (the change's words wrapped over lines of their own): the table read by
+    # its cells, whose header places each column, stands in where it places them otherwise
+    guessed: bool = False
 
 
 @dataclass(frozen=True)
@@ -328,6 +332,7 @@ class _Reader:
         # where a header line names both: a bank's 2022年 2021年 2020年 本年比上年增减 puts the change last
         self.order: list[int | None] = []
         self.change_apart = False  # the change column's words on a line of no year (where it stands: unknown)
+        self.guessed = False  # the last row's columns placed as today's template's, the header's order unknown
         self.loose: set[str] = set()  # rows (or rows withheld) read under no change column
         self.unread: dict[str, str] = {}  # key figures a line named whose figures could not be told apart: why
         self.single = False  # a one-year table (the pre-2007 template's 项目 金额): a row is one figure
@@ -457,7 +462,7 @@ class _Reader:
         while i < len(rows):
             row = rows[i]
             i += 1
-            head, rest = row[0], row[1:]
+            head, rest = row[0], [_one_cell(c) for c in row[1:]]
             figures = any(_number(c) is not None for c in rest)
             if not figures and any(rest):
                 header.append(rest)
@@ -651,7 +656,17 @@ class _Reader:
             return f"本行{len(cells)}个数, 表头为{expected}列, 无法确定各数所在年份"
         if (placed := self._ordered(len(cells))) is not None:
             return placed
+        self.guessed = len(cells) > 2 and self.years >= 2 and not self.restated
         return 0, 1, 2 if len(cells) > 2 else None
+
+    def _regrid(self, read: TableRow, cells: list[str], placed: tuple[int, int | None, int | None],
+                unit: str | None, name: str) -> bool:
+        """Whether the text's row, its columns guessed, is the same row the cells' header places otherwise
+        (this year's the same, last year's or the change another column): then the cells' reading stands."""
+        if not read.guessed or not _agree(read, cells[placed[0]], unit, name):
+            return False
+        then = self._figures(name, cells, placed, unit, "", None, read.fallback, False)
+        return (then.prior, then.change) != (read.prior, read.change)
 
     def _order(self, norm: str) -> None:
         """A header line's columns (its years, the change's words) appended to ``order`` as printed."""
@@ -707,6 +722,7 @@ class _Reader:
             if (read := out.rows.get(name)) is not None and read.fallback:  # a pre-2007 label's row gives way
                 out.rows.pop(name)
                 self.loose.discard(name)
+        self.guessed = False
         placed = self._columns(cells, grid, one_year)
         existing = out.rows.get(name)
         if grid is None and existing is not None and (existing.one_year or one_year):
@@ -721,7 +737,7 @@ class _Reader:
             if isinstance(placed, str) or not _clean(cells):
                 return True
             if (read := out.rows.get(name)) is not None and (read.change is not None or not _agree(
-                    read, cells[placed[0]], unit, name)):
+                    read, cells[placed[0]], unit, name)) and not self._regrid(read, cells, placed, unit, name):
                 return True
             out.withheld.pop(name, None)
         elif name in out.rows or name in out.withheld:
@@ -746,6 +762,8 @@ class _Reader:
             out.withheld[name] = f"{placed}, 未读「{row_quote[:40]}」{where}"
             return True
         out.rows[name] = self._figures(name, cells, placed, unit, row_quote, page_no, fallback, one_year)
+        if self.guessed and grid is None:
+            out.rows[name] = replace(out.rows[name], guessed=True)
         restated = self.restated if grid is None else any(c.restated for c in grid)
         if restated and "上年取调整后" not in "".join(out.notes):
             out.notes.append(f"上年数有调整前/调整后两列, 上年取调整后(重述)数{where}")
@@ -811,6 +829,13 @@ def _own_header(rows: list[list[str]]) -> bool:
         if any(_YEAR_IN.search(_norm(c)) for c in row[1:]):
             return True
     return False
+
+
+def _one_cell(cell: str) -> str:
+    """A cell whose change is spaced words (``+1.51 个百分点``, ``减少 0.57 个百分点``) as one token; any other as
+    it stands (two figures in a cell stay two)."""
+    tokens = _tokens(cell)
+    return tokens[0] if len(tokens) == 1 and _is_cell(tokens[0]) else cell
 
 
 def _is_pipe(line: str) -> bool:
