@@ -167,6 +167,24 @@ def test_the_change_column_is_placed_by_the_header_s_order():
         445.08, 464.55, -4.2)
 
 
+def test_a_wrapped_change_header_in_a_text_is_placed_by_a_money_row():
+    """The change's header words on lines of their own (the text of a table without ruling lines): where it
+    stands is not known from the header, but a money row shows it (the third column 153,542, the last 6.2%),
+    and the table's other rows follow it; without such a row, today's place."""
+    from xladdin.reading.tables import read_key_tables
+
+    def rows(*lines: str) -> dict[str, tuple[float | None, float | None, float | None]]:
+        text = _text(["2022年年度报告", "六、主要会计数据和财务指标", "单位：人民币百万元", "项目 2022年 2021年 2020年",
+                      "本年比上年", "增减", *lines, "七、境内外会计准则下会计数据差异"])
+        return {n: (r.current, r.prior, r.change) for n, r in read_key_tables(text).rows.items()}
+
+    got = rows("营业收入 179,895 169,383 153,542 6.2%", "归属于本行股东的净利润 44,508 46,455 45,516 (4.2%)",
+               "基本每股收益（元/股） 2.20 2.28 2.34 (3.5%)")
+    assert got == {"revenue": (1798.95, 1693.83, 6.2), "net_profit": (445.08, 464.55, -4.2), "eps": (2.2, 2.28, -3.5)}
+    today = rows("营业收入 179,895 169,383 6.21% 153,542")  # today's: the change third
+    assert today == {"revenue": (1798.95, 1693.83, 6.21)}
+
+
 def test_an_insurer_s_premiums_are_its_revenue_only_where_no_revenue_row_is_printed():
     from xladdin.reading.tables import read_key_tables
 

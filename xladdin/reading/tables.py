@@ -333,6 +333,7 @@ class _Reader:
         self.order: list[int | None] = []
         self.change_apart = False  # the change column's words on a line of no year (where it stands: unknown)
         self.guessed = False  # the last row's columns placed as today's template's, the header's order unknown
+        self.change_last = False  # a money row of the table showed its change column last (``_columns``)
         self.loose: set[str] = set()  # rows (or rows withheld) read under no change column
         self.unread: dict[str, str] = {}  # key figures a line named whose figures could not be told apart: why
         self.single = False  # a one-year table (the pre-2007 template's 项目 金额): a row is one figure
@@ -502,7 +503,7 @@ class _Reader:
         """A table's title: nothing of the table before it (unit, columns, a label) carries into it."""
         self.unit, self.label, self.years, self.restated, self.change_col = None, [], 0, None, False
         self.header, self.single, self.annex_groups, self.annex = False, single, None, None
-        self.order, self.change_apart = [], False
+        self.order, self.change_apart, self.change_last = [], False, False
 
     def _annex_head(self, norm: str, tokens: list[str]) -> bool:
         """The 利润表附表's header lines: its groups (净资产收益率, 每股收益) in their order, then their columns
@@ -567,7 +568,7 @@ class _Reader:
         if _YEAR_IN.search(norm):  # a header row (2019年 2018年 …): the columns start again
             if not self.header:
                 self.years, self.restated, self.change_col, self.single = 0, None, False, False
-                self.order = []
+                self.order, self.change_last = [], False
             self.change_col |= changes
             self._order(norm)
             self.header = True
@@ -657,6 +658,12 @@ class _Reader:
         if (placed := self._ordered(len(cells))) is not None:
             return placed
         self.guessed = len(cells) > 2 and self.years >= 2 and not self.restated
+        if self.guessed and self.years >= 3 and (self.change_last or (
+                _GROUPED.match(_fold(cells[2])) and not _GROUPED.match(_fold(cells[-1])) and _change_like(cells[-1]))):
+            # the header's order unknown, a money row shows it: the third column a figure in thousands
+            # (153,542), the last a change (6.2%, (4.2%), 不适用): the change stands last, in the table's each row
+            self.change_last = True
+            return 0, 1, len(cells) - 1
         return 0, 1, 2 if len(cells) > 2 else None
 
     def _regrid(self, read: TableRow, cells: list[str], placed: tuple[int, int | None, int | None],
@@ -829,6 +836,15 @@ def _own_header(rows: list[list[str]]) -> bool:
         if any(_YEAR_IN.search(_norm(c)) for c in row[1:]):
             return True
     return False
+
+
+_GROUPED = re.compile(r"^[(（]?-?\d{1,3}(?:,\d{3})+(?:\.\d+)?[)）]?$")  # a figure in thousands: 153,542
+
+
+def _change_like(cell: str) -> bool:
+    """Whether a cell reads as a change: a percent (6.2%, (4.2%)), percent points, or a word (不适用, -)."""
+    t = _fold(cell)
+    return bool(re.search(r"%[)）]?$|百分点$", t)) or t in _WORDS
 
 
 def _one_cell(cell: str) -> str:
