@@ -446,3 +446,74 @@ def test_the_night_s_printout_lists_each_changed_row_with_its_cause(tmp_path, mo
     listed = [line for line in r.stdout.splitlines() if line.startswith("  ")]
     assert len(listed) == 1 and listed[0].split("\t")[:3] == ["  新高", "600001.SH", "甲公司"], r.stdout
     assert "风险 低 → 高" in listed[0] and "ROE 20 → 3" in listed[0] and "依据: ROE 3% < 5%" in listed[0]
+
+
+# ------------------------------------------------------------------ a long wait shows progress
+def slow_server(delay: float) -> Server:
+    import time as _time
+
+    def chat(_body):
+        _time.sleep(delay)
+        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": screen_answer()}}]}
+        return 200, "application/json", json.dumps(data).encode()
+
+    return Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": chat})
+
+
+def test_without_a_bar_a_long_run_says_how_far_it_is_now_and_then(tmp_path, monkeypatch, capsys):
+    from xladdin.jobs import pool_screen
+
+    monkeypatch.setattr(pool_screen, "LINE_S", 0.3)  # a minute, made short
+    rows = [(f"6007{i:02d}", f"公司{i}", "12", "20", "营业收入10亿元") for i in range(4)]
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
+    server = slow_server(0.4)
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_OPENAI_HTTP__MAX_PARALLEL", "1")
+        r = run_main(capsys, "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
+    finally:
+        server.close()
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("screen: ")]
+    assert len(lines) >= 2 and "/4 rows" in lines[0] and "rows/s after" in lines[0], r.stderr
+
+
+def test_on_a_terminal_the_bar_moves_before_the_first_row_is_answered(tmp_path):
+    import os
+    import pty
+    import subprocess
+    import time
+
+    from kit import cli_command
+
+    rows = [(f"6008{i:02d}", f"公司{i}", "12", "20", "营业收入10亿元") for i in range(2)]
+    pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
+    server = slow_server(3.0)
+    main, child = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal 120 wide
+    env = {**os.environ, "XLADDIN_ENGINE_URL": server.url, "XLADDIN_OPENAI_HTTP__MAX_PARALLEL": "1"}
+    proc = subprocess.Popen(cli_command("screen", pool, "-o", tmp_path / "o.json"), env=env, stdin=child,
+                            stdout=child, stderr=child, close_fds=True)
+    os.close(child)
+    seen, began = b"", time.monotonic()
+    try:
+        while time.monotonic() - began < 60 and proc.poll() is None:
+            try:
+                part = os.read(main, 4096)
+            except OSError:
+                break
+            seen += part
+            if any(b"0/2" in frame and b"errors=0" in frame for frame in seen.split(b"\r")):
+                break  # a frame of the bar with its counts, no row answered yet
+        assert any(b"0/2" in frame and b"errors=0" in frame for frame in seen.split(b"\r")), seen[-400:]
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(main)
+        server.close()

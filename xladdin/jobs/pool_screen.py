@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -141,6 +143,10 @@ def write_run(output_path: str | Path, pool: Any, results: list[Any], result_mod
     return write_report(output_path, pool, results, result_model, run, kept, changes), changes
 
 
+TICK_S = 1.0  # the bar's counts refreshed this often while no row is answered
+LINE_S = 60.0  # without a bar (a log, --no-progress): a progress line this often
+
+
 @contextlib.contextmanager
 def tally(total: int, desc: str, progress: bool, bar_class: Any = None,
           more: Callable[[], dict[str, Any]] | None = None) -> Iterator[tuple[Callable[[int, Any], None], list[int]]]:
@@ -150,7 +156,11 @@ def tally(total: int, desc: str, progress: bool, bar_class: Any = None,
     from tqdm import tqdm
 
     counts = [0, 0]
-    with (bar_class or tqdm)(total=total, unit="row", desc=desc, disable=not progress, dynamic_ncols=True) as bar:
+    # a bar on a terminal (or the caller's own bar, pandas' notebook one); in a log or a mail (cron), and
+    # with --no-progress, a line every LINE_S instead: a long wait (PDFs read, a model loading) never looks hung
+    bar_on = progress and (bar_class is not None or sys.stderr.isatty())
+    done, began, stop = [0], time.monotonic(), threading.Event()
+    with (bar_class or tqdm)(total=total, unit="row", desc=desc, disable=not bar_on, dynamic_ncols=True) as bar:
         shown = [0.0]  # when the counts beside the bar were last set: at most 10 times a second
 
         def on_result(_: int, res: Any) -> None:
@@ -158,12 +168,32 @@ def tally(total: int, desc: str, progress: bool, bar_class: Any = None,
                 counts[1] += 1
             elif res.provenance.cached:
                 counts[0] += 1
-            if progress and ((now := time.monotonic()) - shown[0] >= 0.1 or bar.n + 1 >= total):
+            done[0] += 1
+            if bar_on and ((now := time.monotonic()) - shown[0] >= 0.1 or bar.n + 1 >= total):
                 shown[0] = now
                 bar.set_postfix(cached=counts[0], errors=counts[1], **(more() if more else {}), refresh=False)
             bar.update(1)
 
-        yield on_result, counts
+        def tick() -> None:  # between results too: what is being read, and for how long
+            while not stop.wait(TICK_S if bar_on else LINE_S):
+                extra = more() if more else {}
+                if bar_on:
+                    bar.set_postfix(cached=counts[0], errors=counts[1], **extra)
+                    continue
+                seconds = time.monotonic() - began
+                rate = done[0] / seconds if seconds > 0 else 0.0
+                eta = f", about {(total - done[0]) / rate:.0f}s left" if rate > 0 else ""
+                read = "".join(f", {n} {name} read" for name, n in extra.items())
+                print(f"{desc}: {done[0]}/{total} rows{read}, {rate:.2f} rows/s after {seconds:.0f}s{eta}",
+                      file=sys.stderr, flush=True)
+
+        ticker = threading.Thread(target=tick, name="xladdin-progress", daemon=True)
+        ticker.start()
+        try:
+            yield on_result, counts
+        finally:
+            stop.set()
+            ticker.join(5)
 
 
 def screen_records(batcher: Batcher, task: Task, records: list[Any], progress: bool,
