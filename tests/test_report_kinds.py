@@ -219,3 +219,18 @@ def test_a_bank_s_bare_net_profit_row_with_the_change_last():
     row = kt.rows["net_profit"]
     assert (row.current, row.prior, row.change) == (445.08, 464.55, -4.2)
     assert kt.rows["revenue"].change == 6.2 and kt.bank
+
+
+def test_an_insurer_known_by_its_statement_alone_has_no_gross_margin_and_says_why():
+    """A key table naming no insurer's row (营业收入, 归属于母公司股东的净利润): its 合并利润表's 已赚保费, and no
+    营业成本, say what it is."""
+    from xladdin.reading.tables import read_key_tables
+
+    text = _text(["2023年年度报告", "三、主要会计数据和财务指标", "单位：人民币百万元",
+                  "项目 2023年 2022年 本年比上年增减(%) 2021年", "营业收入 832,000 826,000 0.73 844,000",
+                  "归属于母公司股东的净利润 46,181 32,083 43.94 50,921", "第三节 管理层讨论与分析"],
+                 ["公司的经营情况。" * 1000],  # the statements far from the key table, as in a report
+                 ["第十节 财务报告", "合并利润表", "单位：人民币百万元", "项目 附注 2023年度 2022年度",
+                  "一、营业收入 832,000 826,000", "已赚保费 600,000 590,000", "二、营业支出 780,000 790,000"])
+    kt = read_key_tables(text)
+    assert kt.bank and kt.withheld["gross_margin"] == "银行/保险的利润表无营业成本, 不计毛利率"

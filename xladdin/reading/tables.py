@@ -1008,6 +1008,7 @@ _ST_COST = re.compile(_ITEM + r"(?:主营业务|营业)成本$")
 # the totals (营业总收入, 营业总成本: this one with taxes and expenses in it, never 营业成本): no gross margin
 _ST_TOTALS = {"revenue": re.compile(_ITEM + r"营业总收入$"), "cost": re.compile(_ITEM + r"营业总成本$")}
 _ST_MAIN_REVENUE = re.compile(_ITEM + r"主营业务收入$")
+_ST_FINANCIAL = re.compile(_ITEM + r"(?:利息净收入|已赚保费)$")  # a bank's or an insurer's 合并利润表
 # before 2007 the statement's 净利润 is the company's own (minority interests deducted above it)
 _ST_OLD_PROFIT = re.compile(_ITEM + r"净利润" + _LOSS_NOTE + "$")
 # the figures each statement gives the key-figure table's rows a second source for
@@ -1143,9 +1144,11 @@ def _read_statement(text: str, out: KeyTables) -> None:
     lines = _joined(_statement_lines(text, ("利润表", "利润及利润分配表"), title, _STATEMENT_END, foreign))
     old = False  # a pre-2007 statement (主营业务收入): its 净利润 is the company's own
     totals: set[str] = set()  # 营业总收入 / 营业总成本 rows seen ("revenue", "cost")
+    financial = False  # a bank's or an insurer's statement: 利息净收入, 已赚保费 among its rows
     for page_no, unit, candidates, money, shares in lines:
         page = page_no if paged else None
         totals |= {name for name, pattern in _ST_TOTALS.items() if _matched(pattern, candidates) is not None}
+        financial = financial or any(_ST_FINANCIAL.match(c[0]) for c in candidates)
         old = old or _matched(_ST_MAIN_REVENUE, candidates) is not None
         for name, pattern in (("revenue", _ST_REVENUE), ("cost", _ST_COST)):
             match = _matched(pattern, candidates)
@@ -1182,6 +1185,7 @@ def _read_statement(text: str, out: KeyTables) -> None:
             out.second["operating_cash_flow"] = StatementRow("operating_cash_flow", cur, prior, match[1],
                                                              page_no if paged else None, cash_named)
             break
+    out.bank = out.bank or (financial and "cost" not in found)  # its key table named neither
     if out.bank:
         out.withheld["gross_margin"] = "银行/保险的利润表无营业成本, 不计毛利率"
         return
