@@ -107,6 +107,7 @@ def test_reports_keep_order_neutralise_and_mark_errors(tmp_path, suffix):
         assert ws.cell(row=4, column=risk + 1).fill.start_color.rgb.endswith("FFC7CE")  # 高 red
         assert all(c.data_type != "f" for r in ws.iter_rows() for c in r)  # no formula anywhere
         assert wb["Summary"]["A1"].value == "starter" and wb["Summary"]._charts
+        assert ws["A1"].comment.text == "starter" and ws.sheet_properties.tabColor.rgb.endswith("C00000")
         counts = {r[0]: r[1] for r in wb["Summary"].iter_rows(min_row=4, max_row=7, values_only=True)}
         assert counts == {"高": 1, "中": 0, "低": 1, "错误": 1}
     elif suffix == ".csv":

@@ -321,6 +321,11 @@ def _write_xlsx(path: Path, header: list[str], rows: list[list[Any]], results: S
         cell.font = Font(bold=True)
     ws.freeze_panes = ws.cell(row=2, column=min(3, len(header)))
     ws.auto_filter.ref = ws.dimensions
+    if run.get("note"):  # the starter model's limits where the rows are read too: the header's note, a red tab
+        from openpyxl.comments import Comment
+
+        ws["A1"].comment = Comment(xlsx_text(str(run["note"])), "xladdin", width=420, height=120)
+        ws.sheet_properties.tabColor = "C00000"
     risk_col = header.index("风险等级 risk") + 1 if "风险等级 risk" in header else None
     if risk_col:
         for r in range(2, len(rows) + 2):
