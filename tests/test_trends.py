@@ -30,17 +30,23 @@ def sheet(path, name):
     return rows
 
 
-def test_a_folder_with_two_years_of_a_company_gives_its_trend_and_the_industries_by_year(tmp_path):
+def compared(tmp_path, files: dict[str, str]) -> None:
+    """``xladdin compare`` of a folder of ``files`` (name → text), 甲 and 乙 both 电池, into c.xlsx."""
     reports = tmp_path / "reports"
     reports.mkdir()
-    (reports / "600001_甲公司_2022.txt").write_text(annual(2022, 12000, 10000, 1500, 1000), encoding="utf-8")
-    (reports / "600001_甲公司_2023.txt").write_text(annual(2023, 15000, 12000, 1800, 1500), encoding="utf-8")
-    (reports / "600002_乙公司_2023.txt").write_text(annual(2023, 30000, 20000, 900, 1200), encoding="utf-8")
+    for name, text in files.items():
+        (reports / name).write_text(text, encoding="utf-8")
     pool = tmp_path / "pool.csv"
     with pool.open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows([["代码", "名称", "行业"], ["600001", "甲公司", "电池"], ["600002", "乙公司", "电池"]])
     r = run_cli("compare", reports, "-o", tmp_path / "c.xlsx", "--pool", pool, "--no-progress")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_folder_with_two_years_of_a_company_gives_its_trend_and_the_industries_by_year(tmp_path):
+    compared(tmp_path, {"600001_甲公司_2022.txt": annual(2022, 12000, 10000, 1500, 1000),
+                        "600001_甲公司_2023.txt": annual(2023, 15000, 12000, 1800, 1500),
+                        "600002_乙公司_2023.txt": annual(2023, 30000, 20000, 900, 1200)})
     companies = sheet(tmp_path / "c.xlsx", "Companies")
     assert list(companies[0]) == ["代码 code", "名称 name", "指标 figure", "2021年度", "2022年度", "2023年度",
                                   "变化 change"]
@@ -105,16 +111,9 @@ def test_the_real_reports_give_each_company_its_years(tmp_path):
 
 
 def test_a_change_is_between_consecutive_years_of_as_many_companies_never_across_a_gap(tmp_path):
-    reports = tmp_path / "reports"
-    reports.mkdir()
-    (reports / "600001_甲公司_2016.txt").write_text(annual(2016, 12000, 10000, 1500, 1000), encoding="utf-8")
-    (reports / "600001_甲公司_2018.txt").write_text(annual(2018, 15000, 14000, 1800, 1700), encoding="utf-8")
-    (reports / "600002_乙公司_2018.txt").write_text(annual(2018, 30000, 20000, 900, 1200), encoding="utf-8")
-    pool = tmp_path / "pool.csv"
-    with pool.open("w", encoding="utf-8", newline="") as f:
-        csv.writer(f).writerows([["代码", "名称", "行业"], ["600001", "甲公司", "电池"], ["600002", "乙公司", "电池"]])
-    r = run_cli("compare", reports, "-o", tmp_path / "c.xlsx", "--pool", pool, "--no-progress")
-    assert r.returncode == 0, r.stderr
+    compared(tmp_path, {"600001_甲公司_2016.txt": annual(2016, 12000, 10000, 1500, 1000),
+                        "600001_甲公司_2018.txt": annual(2018, 15000, 14000, 1800, 1700),
+                        "600002_乙公司_2018.txt": annual(2018, 30000, 20000, 900, 1200)})
     companies = sheet(tmp_path / "c.xlsx", "Companies")
     header = list(companies[0])
     trend = {(row[0], row[2]): dict(zip(header[3:], row[3:], strict=True)) for row in companies[1:]}

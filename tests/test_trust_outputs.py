@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import openpyxl
 from conftest import Server, vllm_models
@@ -14,6 +16,29 @@ from kit import run_main
 from test_user_trust import REFUSING, answering_server, refusing_server, write_csv
 
 from xladdin.testing import screen_answer
+
+
+def reply(content: str) -> tuple[int, str, bytes]:
+    """A chat completion as vLLM answers it, served as ``qwen``, holding ``content``."""
+    data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+    return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+
+
+def answering(content: Callable[[], str]) -> Server:
+    """A server of model org/Qwen3-8B answering every chat with ``content()``."""
+    return Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": lambda _: reply(content())})
+
+
+def screen_against(server: Server, monkeypatch, capsys, *args: Any) -> Any:
+    """``xladdin ARGS`` in this process against ``server`` (no retries), the server closed after."""
+    try:
+        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
+        monkeypatch.setenv("XLADDIN_RETRIES", "0")
+        return run_main(capsys, *args)
+    finally:
+        server.close()
+
 
 FORMULAS = ("=1+1", '=HYPERLINK("http://evil.example/x","点此")', "=cmd|' /C calc'!A0")
 
@@ -45,13 +70,8 @@ def test_no_text_of_a_pool_or_a_report_becomes_a_formula_in_any_workbook_written
         w = csv.writer(f)
         w.writerow(["代码", "名称", "行业", "市盈率TTM", "ROE(%)", "财报摘要"])
         w.writerows(rows)
-    server = refusing_server()
-    try:
-        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
-        monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        r = run_main(capsys, "screen", pool, "-o", tmp_path / "r.xlsx", "--no-progress")
-    finally:
-        server.close()
+    r = screen_against(refusing_server(), monkeypatch, capsys,
+                       "screen", pool, "-o", tmp_path / "r.xlsx", "--no-progress")
     assert r.returncode == 0, r.stderr
     assert formula_cells(tmp_path / "r.xlsx") == []
     assert set(FORMULAS) <= texts(tmp_path / "r.xlsx")  # kept, as text: the Results and Summary sheets
@@ -78,10 +98,7 @@ def switching_router(after: int) -> Server:
             if next(answered) >= after:
                 state["model"] = "org/Qwen3-4B"
             by = "A答" if state["model"] == "org/Qwen3-8B" else "B答"
-        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": screen_answer(by)}}]}
-        return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
+        return reply(screen_answer(by))
 
     return Server({"/v1/models": models, "/v1/chat/completions": chat}, keep_alive=True)
 
@@ -117,12 +134,7 @@ def test_an_answer_of_another_model_behind_the_same_name_is_never_stored_under_t
 
 # ------------------------------------------------------------------ a damaged cache entry is a miss, made again
 def screened(tmp_path, monkeypatch, capsys, pool, name):
-    server = answering_server()
-    try:
-        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
-        r = run_main(capsys, "screen", pool, "-o", tmp_path / name, "--no-progress")
-    finally:
-        server.close()
+    r = screen_against(answering_server(), monkeypatch, capsys, "screen", pool, "-o", tmp_path / name, "--no-progress")
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / name).read_text(encoding="utf-8"))
     verdicts = [{k: v for k, v in row.items() if k != "缓存命中 cached"} for row in report["rows"]]
@@ -256,13 +268,8 @@ def test_a_report_replaced_by_another_of_the_same_size_and_time_is_read_again(tm
     monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / "cache"))
 
     def revenue() -> float:
-        server = refusing_server()
-        try:
-            monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
-            monkeypatch.setenv("XLADDIN_RETRIES", "0")
-            r = run_main(capsys, "screen", pool, "--reports", reports, "-o", tmp_path / "o.json", "--no-progress")
-        finally:
-            server.close()
+        r = screen_against(refusing_server(), monkeypatch, capsys,
+                           "screen", pool, "--reports", reports, "-o", tmp_path / "o.json", "--no-progress")
         assert r.returncode == 0, r.stderr
         return json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]["营收(亿元) revenue"]
 
@@ -406,27 +413,16 @@ def test_pools_as_users_save_them_are_read_as_meant_or_named_in_one_line(tmp_pat
 
 # ------------------------------------------------------------------ what the model says: numbers in a reason
 def test_a_number_in_the_model_s_reason_is_shown_only_with_a_source(tmp_path, monkeypatch, capsys):
-    from xladdin.testing import screen_answer as answer
-
     def server_saying(reason: str) -> Server:
-        def chat(_body):
-            data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": answer(reason)}}]}
-            return 200, "application/json", json.dumps(data, ensure_ascii=False).encode()
-        return Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": chat})
+        return answering(lambda: screen_answer(reason))
 
     pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"),
                      [("600519", "贵州茅台", "30", "25", "营业收入1505.60亿元，同比增长18.04%。")])
     monkeypatch.setenv("XLADDIN_RETRIES", "0")
     for reason, kept in (("营收888.8亿元,净利66.6亿", False), ("营收增长18.04%, 盈利稳健", True)):
-        server = server_saying(reason)
-        try:
-            monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
-            monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / reason))
-            r = run_main(capsys, "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
-        finally:
-            server.close()
+        monkeypatch.setenv("XLADDIN_CACHE_DIR", str(tmp_path / reason))
+        r = screen_against(server_saying(reason), monkeypatch, capsys,
+                           "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
         assert r.returncode == 0, r.stderr
         row = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["rows"][0]
         if kept:
@@ -452,14 +448,7 @@ def test_the_night_s_printout_lists_each_changed_row_with_its_cause(tmp_path, mo
 def slow_server(delay: float) -> Server:
     import time as _time
 
-    def chat(_body):
-        _time.sleep(delay)
-        data = {"id": "c", "object": "chat.completion", "created": 0, "model": "qwen",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": screen_answer()}}]}
-        return 200, "application/json", json.dumps(data).encode()
-
-    return Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": chat})
+    return answering(lambda: _time.sleep(delay) or screen_answer())
 
 
 def test_without_a_bar_a_long_run_says_how_far_it_is_now_and_then(tmp_path, monkeypatch, capsys):
@@ -468,13 +457,9 @@ def test_without_a_bar_a_long_run_says_how_far_it_is_now_and_then(tmp_path, monk
     monkeypatch.setattr(pool_screen, "LINE_S", 0.3)  # a minute, made short
     rows = [(f"6007{i:02d}", f"公司{i}", "12", "20", "营业收入10亿元") for i in range(4)]
     pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
-    server = slow_server(0.4)
-    try:
-        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
-        monkeypatch.setenv("XLADDIN_OPENAI_HTTP__MAX_PARALLEL", "1")
-        r = run_main(capsys, "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
-    finally:
-        server.close()
+    monkeypatch.setenv("XLADDIN_OPENAI_HTTP__MAX_PARALLEL", "1")
+    r = screen_against(slow_server(0.4), monkeypatch, capsys,
+                       "screen", pool, "-o", tmp_path / "o.json", "--no-progress")
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.startswith("screen: ")]
     assert len(lines) >= 2 and "/4 rows" in lines[0] and "rows/s after" in lines[0], r.stderr
