@@ -34,6 +34,8 @@ def readme_rules(roe, pe, is_st=False, net_profit=None, net_profit_prev=None):
     if is_st or (roe is not None and roe < 5) or (net_profit is not None and net_profit < 0
                                                     and net_profit_prev is not None and net_profit_prev < 0):
         level = "高"
+    elif roe is None and pe is None:  # nothing to judge
+        level = "未评"
     elif roe is None or pe is None or roe < 15 or pe_ranked > 50:
         level = "中"
     else:

@@ -146,7 +146,7 @@ def build(path: Path) -> Path:
     summary.append(["风险等级 risk", "数量 count"])
     for i, level in enumerate(RiskLevel, start=2):
         summary.append([level.value, f"=COUNTIF({risk_range},A{i})"])
-    summary.append(["合计 total", "=SUM(B2:B4)"])
+    summary.append(["合计 total", f"=SUM(B2:B{len(RiskLevel) + 1})"])
     summary.append(["平均评分 mean score", f'=IFERROR(AVERAGE(Pool!${score_col}$2:${score_col}${MAX_ROWS + 1}),"")'])
     summary.append(["待计算 pending", f'=COUNTIF({risk_range},"")-COUNTBLANK(Pool!$A$2:$A${MAX_ROWS + 1})'])
     for cell in summary[1]:
@@ -154,8 +154,8 @@ def build(path: Path) -> Path:
     summary.column_dimensions["A"].width = 22
     chart = BarChart()
     chart.title = "风险分布 risk levels"
-    chart.add_data(Reference(summary, min_col=2, min_row=1, max_row=4), titles_from_data=True)
-    chart.set_categories(Reference(summary, min_col=1, min_row=2, max_row=4))
+    chart.add_data(Reference(summary, min_col=2, min_row=1, max_row=len(RiskLevel) + 1), titles_from_data=True)
+    chart.set_categories(Reference(summary, min_col=1, min_row=2, max_row=len(RiskLevel) + 1))
     summary.add_chart(chart, "D2")
 
     howto = wb.create_sheet("How-to")

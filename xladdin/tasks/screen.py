@@ -24,6 +24,7 @@ import datetime as dt
 import functools
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -394,7 +395,7 @@ def unsupported_numbers(reason: str, text: str | None, known: list[Any]) -> list
     (``known``). A number in a reason is a figure like any other: one without a source is not shown."""
     plain = normalize(text).replace(",", "") if text else ""
     out = []
-    for m in _REASON_NUMBER.finditer(normalize(reason)):
+    for m in _REASON_NUMBER.finditer(unicodedata.normalize("NFKC", reason)):  # full-width digits as digits
         token = m.group(0).replace(",", "")
         value = float(token)
         if token in plain or any(isinstance(v, int | float) and abs(v - value) <= max(0.006, 0.005 * abs(v))
