@@ -125,3 +125,9 @@ def test_as_of_the_day_before_a_real_report_became_public_it_is_never_used_on_it
             assert ("未用 " not in (row["说明 notes"] or "")) is wanted, (name, day, row["说明 notes"])
             if wanted:
                 assert row["公告日 published"] == on, row
+
+
+def test_a_board_meeting_s_date_beside_the_notice_number_is_no_day_of_disclosure():
+    said = from_text("证券代码：600001 公告编号：2023-012\n2022年年度报告摘要\n"
+                     "公司于2023年3月24日召开董事会，审议通过本报告。")
+    assert said.lower and said.published == dt.date(2023, 3, 24)  # a lower bound only, not the cover's day

@@ -353,6 +353,11 @@ def disclosed_day(text: str, period: Period | None = None) -> tuple[dt.date, str
     for notice in _NOTICE_NO.finditer(first):
         lo, hi = max(0, notice.start() - NOTICE_DATE_CHARS), notice.end() + NOTICE_DATE_CHARS
         for m in _ANY_DATE.finditer(first, lo, hi):
+            line_start = first.rfind("\n", 0, m.start()) + 1
+            line_end = first.find("\n", m.end())
+            line = first[line_start : line_end if line_end >= 0 else len(first)]
+            if line.strip() != m.group(0).strip():  # a cover's date stands alone on its line; one inside a
+                continue  # sentence (a board meeting's) is no day of disclosure
             day = _any_date(m)
             if day and possible(day, period):
                 return day, "正文: 公告编号旁的日期"
