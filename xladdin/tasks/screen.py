@@ -386,6 +386,8 @@ def two_statements(quote: str) -> bool:
     q = normalize(quote)
     numbers = {float(n.replace(",", "")) for n in _STATED.findall(q)}
     return bool(_ITEM.search(q)) and len(numbers) >= 2
+
+
 _REASON_NUMBER = re.compile(r"(?<![\d.A-Za-z])\d+(?:,\d{3})*(?:\.\d+)?")
 
 
