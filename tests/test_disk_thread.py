@@ -718,7 +718,7 @@ def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path
         text = first.read_now(ReportPath(str(report), allowed))
     finally:
         first.close()
-    digest = cache.get_document("stamp:" + repr(readers.stamp_of(ReportPath(str(report), allowed))))
+    digest = cache.get_document("stamp:" + readers.on_disk(readers.stamp_of(ReportPath(str(report), allowed))))
     cache.set_document("text:" + digest, b"not zlib")  # damaged
     from xladdin.core.cache import SerialThread
 

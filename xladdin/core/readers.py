@@ -59,13 +59,21 @@ _BELOW_NORMAL = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0)  # its pri
 GATHER_S = 0.02  # with no reader running, how long the first file waits for the others of its burst (their
 # readers then start together, each in one process start-up time, not one after another)
 
-Stamp = tuple[str, int, int, str]  # resolved path, size, mtime_ns, the digest of its edges (``documents.edges``)
+Stamp = tuple[str, int, int]  # resolved path, size, mtime_ns
 
 
 def stamp_of(path: ReportPath) -> Stamp:
     """The file ``path`` names as a stamp, once it is allowed (``documents.locate``: a stat)."""
     real, st = locate(path)
-    return str(real), st.st_size, st.st_mtime_ns, edges(real, st.st_size)
+    return str(real), st.st_size, st.st_mtime_ns
+
+
+def on_disk(stamp: Stamp) -> str:
+    """What the disk store knows a file by: its stamp and the digest of its content's edges
+    (``documents.edges``), so a report replaced by another of the same size, its time put back, is read
+    again. The edges are read here, where the store is (the disk thread, a reader's, an actor), never on the
+    thread that asked for the stamp."""
+    return repr((*stamp, edges(stamp[0], stamp[1])))
 
 
 @dataclass
@@ -162,7 +170,7 @@ def stored(cache: Cache, stamp: Stamp, version: str) -> tuple[str, Any] | None:
     store has no text for it or no readings by this version of the reading code (kept by an earlier
     one): the file is read again, once, and its readings kept, rather than every run after an upgrade
     scanning each whole text in the process that asks the engine."""
-    digest = cache.get_document("stamp:" + repr(stamp))
+    digest = cache.get_document("stamp:" + on_disk(stamp))
     read = cache.get_document(f"readings:{version}:{digest}") if digest else None
     packed = cache.get_document("text:" + digest) if read is not None else None
     if packed is None:
@@ -175,7 +183,7 @@ def store(cache: Cache, stamp: Stamp, digest: str, packed: bytes, read: bytes | 
     cache.set_document("text:" + digest, packed)
     if read is not None:
         cache.set_document(f"readings:{version}:{digest}", read)
-    cache.set_document("stamp:" + repr(stamp), digest)
+    cache.set_document("stamp:" + on_disk(stamp), digest)
 
 
 class Reader:

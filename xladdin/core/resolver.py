@@ -33,6 +33,7 @@ from ..tasks.base import Task
 from ..version import source_digest
 from .batcher import Batcher
 from .cache import ERROR_TTL, Failures, Ticket, fail, settle
+from .readers import on_disk
 
 MEMO_ROWS = 50_000
 ROWS_AHEAD = 256  # requests a thread making many asks beyond the engine's window (``map``, ``Pacer``)
@@ -211,7 +212,8 @@ class Resolver:
             if path is None:
                 memo_key = _memo_key(task.identity(), record)
             else:
-                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: self.batcher.reader.stamp(path)})
+                stamp = self.batcher.reader.stamp(path)
+                memo_key = _memo_key(task.identity(), {**record, documents.FIELD: stamp})
         except XladdinError as e:
             return Failed(e)
         fate = self.fates.get(memo_key)
@@ -228,7 +230,7 @@ class Resolver:
         if kept is None:
             self._with_text(task, record, path, ticket, None)
         else:
-            self.batcher.disk.submit(self._recall, task, record, path, ticket, kept)
+            self.batcher.disk.submit(self._recall, task, record, path, ticket, kept, stamp)
         return Pending(ticket)
 
     def _kept_key(self, task: Task, memo_key: Hashable | None) -> str | None:
@@ -248,11 +250,13 @@ class Resolver:
         return hashlib.sha256(spelled.encode("utf-8")).hexdigest()
 
     def _recall(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
-                kept: str) -> None:
-        """On the disk thread: the row's result kept under ``kept``, else its text (and then its answer)."""
+                kept: str, stamp: Any) -> None:
+        """On the disk thread: the row's result kept under ``kept`` and its file's content (``readers.on_disk``:
+        a file replaced with its size and time kept is another input), else its text (and then its answer)."""
         if ticket.cancelled():
             ticket.read_done()
             return
+        kept = hashlib.sha256(f"{kept}|{on_disk(stamp)}".encode()).hexdigest()
         found = self.batcher.recall(kept)  # ``None`` too for one that does not load: it is made again
         if found is None:
             self._with_text(task, record, path, ticket, kept)
