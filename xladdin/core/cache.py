@@ -97,9 +97,9 @@ class Damaged(Exception):
     """A stored value that does not open: not sealed as ``seal`` seals, or its digest not its pickle's."""
 
 
-def unseal(raw: Any) -> Any:
-    """The value ``seal`` stored in ``raw``; ``Damaged`` when it is not that (an entry of an older format too)."""
-    if not isinstance(raw, bytes) or len(raw) <= _DIGEST:
+def unseal(raw: bytes) -> Any:
+    """The value ``seal`` stored in ``raw``; ``Damaged`` when it is not that."""
+    if len(raw) <= _DIGEST:
         raise Damaged("not a sealed value")
     packed = raw[_DIGEST:]
     if hashlib.sha256(packed).digest() != raw[:_DIGEST]:
@@ -172,7 +172,7 @@ class Cache:
         except Exception as e:
             log.warning("cache read failed: %s", e)
             return None
-        if raw is None:
+        if raw is None or not isinstance(raw, bytes):  # none, or kept by an older version: a miss, not damage
             return None
         try:
             return unseal(raw)
