@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..jobs.changes import read_screen
+from ..jobs.changes import Saved, read_screen
 from ..jobs.pool_screen import screen_file
 from ..jobs.report import write_changes
 from ..tasks.screen import parse_as_of
@@ -41,10 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def earlier_night(folder: Path, day: dt.date, skipped: list[str] | None = None) -> Path | None:
-    """The newest readable night's report in ``folder`` before ``day`` (named ``YYYY-MM-DD.xlsx``), or
-    ``None``; a night that cannot be read (empty, cut short, damaged) is passed over, its reason added to
-    ``skipped``, and the one before it taken."""
+def earlier_night(folder: Path, day: dt.date, skipped: list[str] | None = None) -> Saved | None:
+    """The newest readable night's report in ``folder`` before ``day`` (named ``YYYY-MM-DD.xlsx``), read (the
+    screen compares with it as read here), or ``None``; a night that cannot be read (empty, cut short,
+    damaged) is passed over, its reason added to ``skipped``, and the one before it taken."""
     nights = []
     if folder.is_dir():
         for entry in folder.iterdir():
@@ -58,12 +58,10 @@ def earlier_night(folder: Path, day: dt.date, skipped: list[str] | None = None) 
                     nights.append((night, entry))
     for _, entry in sorted(nights, reverse=True):
         try:
-            read_screen(entry)
+            return read_screen(entry)
         except InputError as e:
             if skipped is not None:
                 skipped.append(str(e))
-            continue
-        return entry
     return None
 
 
@@ -93,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         changes = output.with_name(f"{day.isoformat()}.changes.json")
         write_changes(changes, summary.changes)
-        print(f"{summary.changes.line()} (since {before.name}) → {changes}")
+        print(f"{summary.changes.line()} (since {before.path.name}) → {changes}")
         for change in summary.changes.rows[:SHOWN_CHANGES]:  # what cron mails: the rows, new 高 first
             print(f"  {change.kind.split()[0]}\t{change.code}\t{change.name or ''}\t{change.what}")
         if len(summary.changes.rows) > SHOWN_CHANGES:

@@ -28,7 +28,7 @@ from ..tasks.highlights import NO_ANSWER_NOTE, HighlightsResult, HighlightsTask
 from ..tasks.rules import DEFAULT_RULES, Flag, Rules
 from ..tasks.screen import ScreenResult, ScreenTask, date_rows, parse_as_of
 from ..version import __version__
-from .changes import Changes, compare_reports, read_screen, saved_from_table
+from .changes import Changes, Saved, compare_reports, read_screen, saved_from_table
 from .replay import record
 from .report import check_output, table, write_report
 
@@ -82,13 +82,13 @@ class RunSummary:
 
 
 def open_pool(input_path: str | Path, output_path: str | Path, settings: Settings, reports: str | Path | None,
-              as_of: Any, compare: str | Path | None, fields: dict[str, Any] | None = None,
+              as_of: Any, compare: str | Path | Saved | None, fields: dict[str, Any] | None = None,
               required: tuple[Any, ...] = REQUIRED) -> tuple[Any, Any, list]:
     """A pool job's start, before any row is asked: the output checked, the earlier report to compare
     with read, the pool read, its report files matched and placed (``documents.Reports``: from the pool's
     folder and ``--reports``). Returns (the earlier report or ``None``, the pool, its records)."""
     check_output(output_path, input_path)
-    earlier = read_screen(compare) if compare is not None else None
+    earlier = compare if isinstance(compare, Saved) or compare is None else read_screen(compare)  # read once
     pool = read_pool(input_path, required)
     allowed = Reports.of(settings, pool.path.parent, reports)
     if reports is not None:
@@ -133,11 +133,12 @@ def run_facts(settings: Settings, core: Batcher, task: Task, input_path: str | P
 
 
 def write_run(output_path: str | Path, pool: Any, results: list[Any], result_model: type[BaseModel],
-              run: dict[str, Any], kept: str, earlier: Any, compare: str | Path | None) -> tuple[Path, Changes | None]:
+              run: dict[str, Any], kept: str, earlier: Any, compare: str | Path | Saved | None
+              ) -> tuple[Path, Changes | None]:
     """The report written, with what changed since ``earlier`` (a Changes sheet) when there is one."""
     changes = None
     if earlier is not None:
-        run["compared_with"] = str(compare)
+        run["compared_with"] = str(compare.path if isinstance(compare, Saved) else compare)
         changes = compare_reports(earlier, saved_from_table(output_path, *table(pool, results, result_model)))
         run["changes"] = changes.counts()
     return write_report(output_path, pool, results, result_model, run, kept, changes), changes
@@ -220,13 +221,13 @@ def screen_file(
     progress: bool = True,
     batcher: Batcher | None = None,
     reports: str | Path | None = None,
-    compare: str | Path | None = None,
+    compare: str | Path | Saved | None = None,
     as_of: Any = None,
 ) -> RunSummary:
     """Screen the pool at ``input_path`` into a report; ``reports``: a folder of report files matched
-    to rows by the stock code in their names; ``compare``: an earlier report, whose rows that changed go
-    to the report's Changes sheet (``changes.compare_reports``); ``as_of``: a date, no report published
-    after it used (``screen.date_rows``)."""
+    to rows by the stock code in their names; ``compare``: an earlier report (or one read already), whose
+    rows that changed go to the report's Changes sheet (``changes.compare_reports``); ``as_of``: a date, no
+    report published after it used (``screen.date_rows``)."""
     task = ScreenTask(rules=rules, max_text_chars=settings.max_text_chars)
     return _pool_job(input_path, output_path, settings, task, ScreenResult, progress=progress, batcher=batcher,
                      reports=reports, facts=lambda _: {"rules": rules.model_dump()}, compare=compare,
@@ -254,7 +255,7 @@ def highlights_file(input_path: str | Path, output_path: str | Path, settings: S
 def _pool_job(input_path: str | Path, output_path: str | Path, settings: Settings, task: Task,
               result_model: type[BaseModel], *, progress: bool, batcher: Batcher | None,
               reports: str | Path | None, facts: Callable[[list[Any]], dict[str, Any]],
-              fields: dict[str, Any] | None = None, compare: str | Path | None = None,
+              fields: dict[str, Any] | None = None, compare: str | Path | Saved | None = None,
               as_of: dt.date | None = None, dated: bool = False, required: tuple[Any, ...] = REQUIRED) -> RunSummary:
     """A pool file through ``task`` into a report: the output checked before any row is asked, the rows
     (with ``fields`` added; ``required``: the fields the pool must have) in one batch, the run's facts
