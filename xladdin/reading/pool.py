@@ -516,8 +516,25 @@ def _read_xlsx(path: Path) -> tuple[list[list[Any]], int]:
     finally:
         wb.close()
     unsaved = _formulas_without_values(path, sheet, table) if whole and any(
-        v is None for row in table for v in row) else 0
+        v is None for row in table for v in row) and _has_formulas(path) else 0
     return table, unsaved
+
+
+def _has_formulas(path: Path) -> bool:
+    """Whether a worksheet of the workbook holds a formula (a ``<f>`` in its XML): most pools hold none, and
+    are not read a second time for them."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            for name in z.namelist():
+                if name.startswith("xl/worksheets/") and name.endswith(".xml"):
+                    xml = z.read(name)
+                    if b"<f>" in xml or b"<f " in xml:
+                        return True
+    except (zipfile.BadZipFile, OSError, KeyError):
+        return False
+    return False
 
 
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file's signature: an encrypted .xlsx is one
