@@ -705,12 +705,13 @@ def _choose(paths: list[Path], dates: dict[Path, Any], kinds: dict[Path, tuple[s
         kind, corrected = kinds[p]
         return period, _KIND_RANK[kind], corrected, d.published or dt.date.min, p.stat().st_mtime, p.name
 
-    chosen = max(pool, key=order)
+    orders = {p: order(p) for p in pool}  # each file's stat once
+    chosen = max(pool, key=orders.__getitem__)
     older = 0
     for p in pool:
         if p == chosen:
             continue
-        if order(p)[0] < order(chosen)[0]:
+        if orders[p][0] < orders[chosen][0]:
             older += 1
         elif kinds[p][0] != kinds[chosen][0]:
             notes.append(f"未用 {p.name}: {kinds[p][0]}, 已有{kinds[chosen][0]} {chosen.name}")
