@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from kit import run_main
+from test_trust_outputs import screen_against
 from test_user_trust import refusing_server, write_csv
 
 BODY = "营业收入1,000.00亿元，同比增长10.00%。归属于上市公司股东的净利润500.00亿元。"
@@ -39,14 +39,8 @@ def cninfo_folder(folder):
 def screened(tmp_path, monkeypatch, capsys, *args):
     pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM"),
                      [("600519", "贵州茅台", "30", "25"), ("000858", "五粮液", "25", "18")])
-    server = refusing_server()
-    try:
-        monkeypatch.setenv("XLADDIN_ENGINE_URL", server.url)
-        monkeypatch.setenv("XLADDIN_RETRIES", "0")
-        r = run_main(capsys, "screen", pool, "--reports", tmp_path / "reports", "-o", tmp_path / "out.json",
-                     "--no-progress", *args)
-    finally:
-        server.close()
+    r = screen_against(refusing_server(), monkeypatch, capsys, "screen", pool, "--reports", tmp_path / "reports",
+                       "-o", tmp_path / "out.json", "--no-progress", *args)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))["rows"]
     return [((row["阅读范围 read"] or "").split(":")[0], row["说明 notes"] or "") for row in rows]

@@ -107,25 +107,16 @@ def test_an_answer_of_another_model_behind_the_same_name_is_never_stored_under_t
                                                                                          capsys):
     rows = [(f"6000{i:02d}", f"公司{i}", "12", "20", f"营业收入{i}亿元") for i in range(12)]
     pool = write_csv(tmp_path / "pool.csv", ("代码", "名称", "ROE", "市盈率TTM", "财报摘要"), rows)
-    monkeypatch.setenv("XLADDIN_RETRIES", "0")
     monkeypatch.setenv("XLADDIN_OPENAI_HTTP__MAX_PARALLEL", "1")  # one answer at a time: A's 4 come before B's
-    router = switching_router(after=4)
-    try:
-        monkeypatch.setenv("XLADDIN_ENGINE_URL", router.url)
-        run_main(capsys, "screen", pool, "-o", tmp_path / "one.json", "--no-progress")
-    finally:
-        router.close()
+    screen_against(switching_router(after=4), monkeypatch, capsys, "screen", pool, "-o", tmp_path / "one.json",
+                   "--no-progress")
     first = json.loads((tmp_path / "one.json").read_text(encoding="utf-8"))["rows"]
     assert not any("B答" in str(row.get("理由 reason")) for row in first), first  # never shown as model A's
     refused = [row for row in first if row.get("错误 error")]
     assert refused and all("org/Qwen3-4B" in row["错误 error"] for row in refused), first  # the run says so
     # model A again, refusing every request: what comes back is what was stored under A's key, all A's own
     honest = Server({"/v1/models": vllm_models("org/Qwen3-8B"), "/v1/chat/completions": REFUSING})
-    try:
-        monkeypatch.setenv("XLADDIN_ENGINE_URL", honest.url)
-        run_main(capsys, "screen", pool, "-o", tmp_path / "two.json", "--no-progress")
-    finally:
-        honest.close()
+    screen_against(honest, monkeypatch, capsys, "screen", pool, "-o", tmp_path / "two.json", "--no-progress")
     second = json.loads((tmp_path / "two.json").read_text(encoding="utf-8"))["rows"]
     stored = [row["理由 reason"] for row in second if "A答" in str(row.get("理由 reason"))
               or "B答" in str(row.get("理由 reason"))]
