@@ -130,8 +130,9 @@ class ReportDates:
     def combined(self, *others: ReportDates) -> ReportDates:
         """These dates with ``others``': the first period known; of the publication days the period makes
         possible, the latest (a report is public no earlier than any source says), the others named in
-        ``conflict``. When no source states the day itself (only lower bounds: an approval, a signature), the
-        day is its period's statutory deadline, or the bound when later; with no period, none."""
+        ``conflict``. When that latest day is only a lower bound (an approval, a signature; a stated day before it
+        does not make it certain), the day is its period's statutory deadline, or the bound when later; with no
+        period, none."""
         out = self
         for other in others:
             if out.period is None and other.period is not None:
@@ -144,8 +145,9 @@ class ReportDates:
         other = sorted({f"{d.isoformat()} ({s})" for d, s, _ in days if d != day})
         out = replace(out, published=day, published_source=source, lower=False, unknown=None,
                       conflict=f"公告日来源不一, 取最晚: {'; '.join(other)}" if other else None)
-        if not lower or not all(bound for _, _, bound in days):
+        if not lower:  # the latest is a stated day
             return out
+        # the latest is a lower bound (a stated day before it contradicts it: no day is certain either way)
         if out.period is None:
             return replace(out, published=None, published_source=None,
                            unknown=f"只知公告日不早于 {day} ({source}), 报告期未知, 无法定披露期限可用")
