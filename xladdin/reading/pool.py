@@ -491,7 +491,7 @@ def _read_xlsx(path: Path) -> tuple[list[list[Any]], int]:
         if f.read(8) == _OLE:  # Office's encrypted package: a password-protected workbook
             raise InputError("input", f"{path.name} is password-protected (encrypted): save a copy without a "
                              "password (File ▸ Info ▸ Protect Workbook ▸ Encrypt with Password: clear it)")
-    whole = path.stat().st_size <= WHOLE_XLSX_BYTES  # merged cells are known only to a workbook read whole
+    whole = _sheets_bytes(path) <= WHOLE_XLSX_BYTES  # merged cells are known only to a workbook read whole
     try:
         wb = openpyxl.load_workbook(path, read_only=not whole, data_only=True)
     except (zipfile.BadZipFile, InvalidFileException, KeyError, ValueError, OSError, EOFError, zlib.error,
@@ -520,6 +520,18 @@ def _read_xlsx(path: Path) -> tuple[list[list[Any]], int]:
     return table, unsaved
 
 
+def _sheets_bytes(path: Path) -> int:
+    """The bytes its worksheets' XML takes unpacked (the zip's own record: nothing is unpacked to know it), or
+    more than any bound when it cannot be told: a small file that unpacks to gigabytes is never read whole."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return sum(i.file_size for i in z.infolist() if i.filename.startswith("xl/worksheets/"))
+    except (zipfile.BadZipFile, OSError):
+        return WHOLE_XLSX_BYTES + 1
+
+
 def _has_formulas(path: Path) -> bool:
     """Whether a worksheet of the workbook holds a formula (a ``<f>`` in its XML): most pools hold none, and
     are not read a second time for them."""
@@ -538,7 +550,7 @@ def _has_formulas(path: Path) -> bool:
 
 
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file's signature: an encrypted .xlsx is one
-WHOLE_XLSX_BYTES = 20 * 2**20  # a workbook up to this size is read whole (its merged cells, its formulas)
+WHOLE_XLSX_BYTES = 64 * 2**20  # a workbook whose sheets unpack to this is read whole (merged cells, formulas)
 
 
 def _formulas_without_values(path: Path, sheet: str, table: list[list[Any]]) -> int:
