@@ -87,7 +87,8 @@ class Entry:
     at: float = field(default_factory=time.monotonic)
     settles: int = 0
     lasting: bool = False  # its value cannot go stale: answered from memory once settled (``_lasting``)
-    size: int = 0  # bytes its arguments and value take, about (``_size``): what ``MAX_KEPT_BYTES`` counts
+    args_size: int = 0  # bytes its arguments take as JSON, about (``_size``)
+    size: int = 0  # … with its value's: what ``MAX_KEPT_BYTES`` counts
 
 
 def _size(value: Any) -> int:
@@ -226,7 +227,9 @@ class CellService:
             with self._lock:
                 entry = self._entries.get(cid)
                 if entry is None:
-                    entry = self._entries[cid] = Entry(fn, args, lasting=_lasting(fn, args), size=_size(args))
+                    sized = _size(args)
+                    entry = self._entries[cid] = Entry(fn, args, lasting=_lasting(fn, args), args_size=sized,
+                                                       size=sized)
                     self._kept_bytes += entry.size
                     self._trim()
                 settles = entry.settles
@@ -327,7 +330,7 @@ class CellService:
                 return
             entry.settled, entry.value, entry.at = True, value, time.monotonic()
             entry.settles += 1
-            grown = _size(entry.args) + _size(value) - entry.size
+            grown = entry.args_size + _size(value) - entry.size
             entry.size += grown
             self._kept_bytes += grown
             if self._kept_bytes > MAX_KEPT_BYTES:
