@@ -24,6 +24,10 @@ def run(args: argparse.Namespace) -> int:
         if cache.refused is not None:
             print(f"xladdin: error: {cache.refused}", file=sys.stderr)
             return 2
+        if args.action == "clear" and cache.enabled and not cache.writable:
+            print(f"xladdin: error: {settings.cache_dir} is read only for this user (its owner may clear it): "
+                  "nothing removed", file=sys.stderr)
+            return 2
         if args.action == "clear" and not cache.enabled and settings.cache_dir.is_dir():
             # unreadable (a damaged database): its own files removed and the cache made anew; whatever
             # else the folder holds stays as it is

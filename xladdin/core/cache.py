@@ -21,15 +21,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import pickle
 import re
+import stat
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -130,6 +132,7 @@ class Cache:
             self.warning = f"no cache at {directory}"
         self.write_failures = 0  # answers that could not be stored (a full disk, say)
         self.damaged = 0  # entries that did not open (``unseal``): each a miss, made again
+        self.writable = True  # False: a folder this user may only read (``_Reading``), its answers used
         self._lock = threading.Lock()
         self._dc = None
         self._meta = None  # small side store (model id per server URL), so entries are len(_dc)
@@ -144,10 +147,35 @@ class Cache:
                 self._meta = diskcache.Cache(str(Path(directory) / META))
                 self._meta.set("probe", 1)  # fails here, not later, when the directory is read-only
                 self._documents = diskcache.Cache(str(Path(directory) / DOCUMENTS), size_limit=2**32)
-            except Exception as e:  # unwritable, read-only, corrupt: run without a cache
-                self.warning = f"cache disabled: cannot use {directory} ({e.__class__.__name__}: {e})"
-                log.warning(self.warning)
+                _share_with_group(Path(directory))
+            except Exception as e:  # unwritable, read-only, corrupt: read what is there, else no cache
+                for store in (self._dc, self._meta, self._documents):
+                    if store is not None:
+                        store.close()
                 self._dc = self._meta = self._documents = None
+                self._read_only(Path(directory), e)
+
+    def _read_only(self, directory: Path, e: Exception) -> None:
+        """The cache opened for reading only, when this user may not write it (a colleague's, shared):
+        its answers are hits, nothing new is stored; else no cache, with ``e`` said."""
+        why = f"{e.__class__.__name__}: {e}"
+        try:
+            if not (directory / "cache.db").is_file():
+                raise FileNotFoundError("no cache.db")
+            self._dc = _Reading(directory)
+            self._meta = _Reading(directory / META) if (directory / META / "cache.db").is_file() else None
+            self._documents = (_Reading(directory / DOCUMENTS)
+                               if (directory / DOCUMENTS / "cache.db").is_file() else None)
+        except Exception as e2:
+            self._dc = self._meta = self._documents = None
+            self.warning = f"cache disabled: cannot use {directory} ({why}; {e2.__class__.__name__}: {e2})"
+            log.warning(self.warning)
+            return
+        self.writable = False
+        self.warning = (f"cache at {directory} read only: this user may not write it ({why}); its answers are "
+                        "used, new ones are not stored (to share it, make the folder writable by its group: "
+                        "docs/cache-and-failures.md)")
+        log.warning(self.warning)
 
     @property
     def enabled(self) -> bool:
@@ -187,7 +215,7 @@ class Cache:
             return None
 
     def set(self, key: str, value: dict[str, Any]) -> None:
-        if self._dc is None:
+        if self._dc is None or not self.writable:
             return
         try:
             self._dc.set(key, seal(value))
@@ -198,21 +226,21 @@ class Cache:
 
     def set_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         """``set`` of each item, in one transaction (one write to the disk for them all)."""
-        if self._dc is not None:
+        if self._dc is not None and self.writable:
             _in_one(self._dc, items, self.set)
 
     def get_meta(self, name: str) -> Any:
         return self._open(self._meta, name)
 
     def set_meta(self, name: str, value: Any) -> None:
-        if self._meta is not None:
+        if self._meta is not None and self.writable:
             self._meta.set(name, seal(value))
 
     def get_document(self, key: str) -> Any:
         return self._open(self._documents, key)
 
     def set_document(self, key: str, value: Any) -> None:
-        if self._documents is None:
+        if self._documents is None or not self.writable:
             return
         try:
             self._documents.set(key, seal(value))
@@ -221,7 +249,7 @@ class Cache:
 
     def set_documents(self, items: list[tuple[str, Any]]) -> None:
         """``set_document`` of each item, in one transaction."""
-        if self._documents is not None:
+        if self._documents is not None and self.writable:
             _in_one(self._documents, items, self.set_document)
 
     def stats(self) -> dict[str, Any]:
@@ -240,12 +268,15 @@ class Cache:
             "misses": self.misses,
             "hit_rate": round(self.hits / lookups, 4) if lookups else None,
             "damaged": self.damaged,
+            "writable": self.enabled and self.writable,
         }
 
     def clear(self) -> int:
         """Remove every answer (and the report texts read); returns how many answers."""
         if self._dc is None:
             return 0
+        if not self.writable:
+            raise PermissionError(f"{self.directory} is read only for this user: not cleared")
         if self._documents is not None:
             self._documents.clear()
         return self._dc.clear()
@@ -254,6 +285,77 @@ class Cache:
         for store in (self._dc, self._meta, self._documents):
             if store is not None:
                 store.close()
+
+
+def _share_with_group(directory: Path) -> None:
+    """A folder its owner made writable by its group (``chmod g+ws``: a cache shared by colleagues): the
+    databases in it made writable by the group too (SQLite gives its journal files the database's mode),
+    whatever this process's umask; else nothing."""
+    try:
+        if not directory.stat().st_mode & stat.S_IWGRP:
+            return
+        for db in (directory / "cache.db", directory / META / "cache.db", directory / DOCUMENTS / "cache.db"):
+            for path in (db.parent, db):
+                st = path.stat()
+                if st.st_uid == os.getuid() and not st.st_mode & stat.S_IWGRP:
+                    path.chmod(stat.S_IMODE(st.st_mode) | stat.S_IRGRP | stat.S_IWGRP)
+    except (OSError, AttributeError) as e:  # another's file; Windows (no uid, no group bits)
+        log.debug("the cache's group write bits not set: %s", e)
+
+
+class _Reading:
+    """A diskcache store opened for reading only, with SQLite's read-only mode (``immutable`` where even its
+    lock files cannot be made): ``get`` as diskcache's own, through its ``Disk``; writes are refused. A value
+    caught mid-write by its owner does not unseal: a miss."""
+
+    def __init__(self, directory: Path):
+        import sqlite3
+
+        import diskcache
+
+        db = (directory / "cache.db").resolve()
+        try:
+            self._sql = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, check_same_thread=False)
+            self._sql.execute("SELECT count(*) FROM Cache").fetchone()
+        except sqlite3.Error:  # its -shm cannot be made in a folder this user may not write
+            self._sql = sqlite3.connect(f"{db.as_uri()}?immutable=1", uri=True, check_same_thread=False)
+            self._sql.execute("SELECT count(*) FROM Cache").fetchone()
+        self._disk = diskcache.Disk(str(directory))
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        db_key, raw = self._disk.put(key)
+        with self._lock:
+            rows = self._sql.execute(
+                "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = ?"
+                " AND (expire_time IS NULL OR expire_time > ?)", (db_key, raw, time.time())).fetchall()
+        if not rows:
+            return None
+        mode, filename, value = rows[0]
+        try:
+            return self._disk.fetch(mode, filename, value, False)
+        except OSError:
+            return None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._sql.execute("SELECT count(*) FROM Cache").fetchone()[0]
+
+    def volume(self) -> int:
+        with self._lock:
+            return self._sql.execute("SELECT coalesce(sum(size), 0) FROM Cache").fetchone()[0]
+
+    def set(self, key: str, value: Any) -> None:
+        raise PermissionError("the cache is read only for this user")
+
+    delete = set
+
+    @contextlib.contextmanager
+    def transact(self) -> Iterator[None]:
+        yield
+
+    def close(self) -> None:
+        self._sql.close()
 
 
 def _in_one(store: Any, items: list[tuple[str, Any]], set_one: Callable[[str, Any], None]) -> None:
