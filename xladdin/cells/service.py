@@ -23,9 +23,11 @@ costs (a request without it takes nothing from the rate bucket, which is the key
 address's), and a browser's request from any origin but the add-in's own is refused (403). Every
 connection is bounded: a TLS handshake finishes within ``HANDSHAKE_TIMEOUT``, a request's headers arrive
 within ``IDLE_TIMEOUT`` of the connection's start or its last answer (and an idle connection is closed
-after as long), and at most ``MAX_CONNECTIONS`` are open: a new one closes the oldest that is not in a
-request. The add-in's files are served under ``/addin/`` (``functions.json`` and the manifests made from
-the function table; WPS's page, ``wps/index.html``, at its folder's URL ``/addin/wps/``)."""
+after as long), and at most ``MAX_CONNECTIONS`` are open, counted from the accept (those in their handshake
+too) and below the open-file limit (``open_bounds``), ``MAX_PER_CLIENT`` of them from one address beyond
+this machine: a new one closes the oldest that is in its handshake, else idle (``_Site``). The add-in's
+files are served under ``/addin/`` (``functions.json`` and the manifests made from the function table;
+WPS's page, ``wps/index.html``, at its folder's URL ``/addin/wps/``)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ import logging
 import ssl
 import threading
 import time
+from asyncio import sslproto
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +71,11 @@ ANSWER_BUDGET = 0.2  # seconds a POST runs its calls; those left then answer pen
 MAX_DEPTH = 16  # JSON nesting: a call is {"calls": [{"fn", "args": [range [row [cell]]]}]}, 6 deep
 IDLE_TIMEOUT = 15.0  # seconds a connection may wait for a request's headers, or idle between requests
 HANDSHAKE_TIMEOUT = 10.0  # seconds a TLS handshake may take
-MAX_CONNECTIONS = 100  # open connections (macOS gives a process 256 open files by default)
+MAX_CONNECTIONS = 100  # open connections, those in their TLS handshake included (macOS gives a process 256
+MIN_CONNECTIONS = 4  # open files by default) … at most, and at least this many whatever the open-file limit
+MAX_PER_CLIENT = 32  # … from one address beyond this machine (a browser opens 6 to a host)
+FILES_KEPT = 64  # descriptors left under the open-file limit for the process's other files
+BACKLOG = 128  # connections the system queues for the service, and asyncio accepts at once
 
 
 def _json_error(status: int, message: str, **headers: str):
@@ -167,6 +174,9 @@ class CellService:
                  answer_budget: float = ANSWER_BUDGET):
         if not (0 < rate <= 10_000 and 1 <= burst <= 100_000):
             raise ConfigError(f"the rate is 0 < rate ≤ 10000 requests a second (given {rate:g}), the burst 1 to 100000")
+        if not (1 <= max_connections <= 10_000 and 0 < idle_timeout <= 3600):
+            raise ConfigError(f"the connections are 1 to 10000 (given {max_connections}), the idle timeout 0 to "
+                              f"3600 s (given {idle_timeout:g})")
         if not loopback(host) and not key:
             raise ConfigError(f"bound to {host} (beyond this machine) the cell service needs a key: "
                               "set XLADDIN_CELLS_KEY in its environment")
@@ -676,45 +686,173 @@ def _deeper(value: Any, limit: int) -> bool:
     return False
 
 
+def open_bounds(connections: int) -> tuple[int, int]:
+    """The open connections and the listen backlog (asyncio accepts as many at once), kept below the
+    process's open-file limit now: ``connections`` at most, with ``FILES_KEPT`` descriptors left for the
+    process's other files (its cache, model, engine and logs) and a burst of accepts beside them."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit per process
+        return connections, BACKLOG
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return connections, BACKLOG
+    backlog = min(BACKLOG, max(16, (soft - FILES_KEPT) // 4))
+    return max(MIN_CONNECTIONS, min(connections, soft - FILES_KEPT - backlog)), backlog
+
+
 class _Site(web.BaseSite):
-    """A TCP site whose connections are bounded: a TLS handshake's time, and at most ``limit`` open (a new
-    one closes the oldest that is not in a request, else is closed itself). aiohttp's keep-alive timer
-    bounds the rest: it closes a connection whose next request's headers have not arrived in time."""
+    """A TCP site whose connections are bounded from the moment each is accepted, its TLS handshake
+    included (asyncio tells aiohttp of a connection only once its handshake is over): at most ``limit``
+    open in all, below the open-file limit (``open_bounds``), and ``MAX_PER_CLIENT`` from one address
+    beyond this machine (this machine's clients, Excel, WPS and browsers alike, all come from loopback and
+    share the total). A connection over a bound makes room by closing an open one that is not in a request,
+    the oldest still in its handshake first, else the oldest idle, taken from its own address when that is
+    at its bound, else from the address holding the most (never from one holding fewer than its own); with
+    none to close it is closed itself. A handshake has ``HANDSHAKE_TIMEOUT``; aiohttp's keep-alive timer
+    closes a connection whose next request's headers have not arrived in time."""
 
     def __init__(self, runner: web.AppRunner, host: str, port: int, context: ssl.SSLContext | None, limit: int):
-        super().__init__(runner, ssl_context=context, backlog=512)
+        limit, backlog = open_bounds(limit)
+        super().__init__(runner, ssl_context=context, backlog=backlog)
         self._host, self._port, self._limit = host, port, limit
-        self.refused = 0
+        self._open: dict[_Accepted, None] = {}  # every connection not yet lost, in the order accepted
+        self.refused = 0  # connections closed at once, over a bound with none to make room
+        self.closed = 0  # open ones closed to make room for a newer
 
     @property
     def name(self) -> str:
         return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
 
-    def _handler(self) -> asyncio.Protocol:
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    def per_client(self, peer: str) -> int:
+        return self._limit if peer == "?" or loopback(peer) else min(MAX_PER_CLIENT, self._limit)
+
+    def holding(self) -> list[_Accepted]:
+        """The connections open now (a closed one is counted until its descriptor is let go)."""
+        return [c for c in self._open if c.raw is not None and not c.raw.is_closing()]
+
+    def _handler(self) -> asyncio.BaseProtocol:
         server = self._runner.server
         assert server is not None
-        open_ = [h for h in server.connections if h.transport is not None]  # a closed one lingers a moment
-        if len(open_) >= self._limit:
-            idle = [h for h in open_ if not getattr(h, "_request_in_progress", False)]
-            if not idle:
-                self.refused += 1
-                return _Refused()
-            idle[0].force_close()  # the oldest idle connection (aiohttp keeps them in the order made)
-        return server()
+        if self._ssl_context is None:
+            return _Plain(self, server())
+        return _Tls(self, server(), self._ssl_context)
+
+    def _admit(self, new: _Accepted) -> bool:
+        """Whether the accepted connection ``new`` stays (room made for it where a bound is reached)."""
+        open_ = self.holding()
+        mine = [c for c in open_ if c.peer == new.peer]
+        if len(mine) >= self.per_client(new.peer):
+            made = self._make_room(mine)
+        elif len(open_) >= self._limit:
+            counts = collections.Counter(c.peer for c in open_)
+            made = any(self._make_room([c for c in open_ if c.peer == peer])
+                       for peer, n in counts.most_common() if n >= len(mine))
+        else:
+            made = True
+        if not made:
+            self.refused += 1
+            return False
+        self._open[new] = None
+        return True
+
+    def _make_room(self, among: list[_Accepted]) -> bool:
+        """The oldest of ``among`` still in its handshake, else the oldest idle, closed at once (its
+        descriptor let go now, not after a TLS goodbye it may never answer); False where all are in a request."""
+        shaking = [c for c in among if c.handler.transport is None]
+        idle = [c for c in among if not getattr(c.handler, "_request_in_progress", False)]
+        for c in shaking[:1] or idle[:1]:
+            c.raw.abort()
+            self.closed += 1
+            return True
+        return False
+
+    def _lost(self, conn: _Accepted) -> None:
+        self._open.pop(conn, None)
 
     async def start(self) -> None:
         await super().start()
-        extra = {"ssl_handshake_timeout": HANDSHAKE_TIMEOUT} if self._ssl_context else {}
         self._server = await asyncio.get_running_loop().create_server(
-            self._handler, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
-            reuse_address=True, **extra)
+            self._handler, self._host, self._port, backlog=self._backlog, reuse_address=True)
+
+    async def stop(self) -> None:
+        """No new connection; those still in their handshake closed (aiohttp closes the others, a held
+        poll's once it has answered)."""
+        await super().stop()
+        for c in list(self._open):
+            if c.handler.transport is None and c.raw is not None:
+                c.raw.abort()
 
 
-class _Refused(asyncio.Protocol):
-    """A connection over the bound with every open one in a request: closed at once."""
+class _Accepted:
+    """An accepted connection, told of its socket (``raw``) before anything else is: its peer's address and
+    aiohttp's handler for it (whose ``transport`` is set once its TLS handshake is over)."""
+
+    site: _Site
+    handler: Any
+    raw: asyncio.Transport | None = None
+    peer = "?"
+    refused = False
+
+    def _accepted(self, transport: asyncio.BaseTransport) -> bool:
+        self.raw = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if peer else "?"
+        if not self.site._admit(self):
+            self.refused = True
+            transport.abort()
+        return not self.refused
+
+
+class _Tls(_Accepted, sslproto.SSLProtocol):
+    """asyncio's own TLS protocol for a server socket (what ``create_server(ssl=…)`` makes), which the site
+    sees from the accept: a connection in its handshake is counted and can be closed."""
+
+    def __init__(self, site: _Site, handler: Any, context: ssl.SSLContext):
+        super().__init__(asyncio.get_running_loop(), handler, context, None, server_side=True,
+                         ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
+        self.site, self.handler = site, handler
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
+        if self._accepted(transport):
+            super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.site._lost(self)
+        if not self.refused:
+            super().connection_lost(exc)
+
+
+class _Plain(_Accepted, asyncio.Protocol):
+    """A connection without TLS, told to aiohttp's handler once admitted."""
+
+    def __init__(self, site: _Site, handler: Any):
+        self.site, self.handler = site, handler
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._accepted(transport):
+            self.handler.connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.site._lost(self)
+        if not self.refused:
+            self.handler.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received()
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
 
 
 def _dumps(value: Any) -> str:
