@@ -1,18 +1,38 @@
 """The reference pages, written from the code: ``python docs/generate.py`` (``--check``: exit 1 when a page
-differs from what the code gives; ``tests/test_docs.py`` runs it).
+differs from what the code gives, or when the design pages name code that is not there; ``tests/test_docs.py``
+runs it).
 
 - ``docs/reference/settings.md``: every setting, from ``xladdin.settings.Settings`` (its TOML key, its
   environment variables, its default and bounds, its description)
 - ``docs/reference/cli.md``: every command's ``--help``, from the argument parser
 - ``docs/reference/functions.md``: the worksheet functions, from the one function table
+
+The design pages (``DESIGN.md``, ``docs/design/*.md``) are checked, not written:
+
+- every backticked dotted name of identifiers (`` `cache.seal` ``, `` `Batcher.resolve` ``,
+  `` `reading.document.Document` ``, `` `xladdin.screen(df)` ``) names code that exists. Its first name is
+  ``xladdin``, a module of the package by its last name (``cache``: ``xladdin/core/cache.py``; a package
+  too, so a path from the package's root, ``reading.document``, is one), or a class a module of the
+  package defines (``Batcher``); the names after it are looked up one by one in what is imported
+  (``getattr``, a submodule of a package, and for a class what its instances are given: its fields,
+  annotations and ``self.NAME`` assignments). Where several modules or classes have that name, one
+  that holds the rest will do. A first name no module or class of the package has is looked for in
+  the project's ``tests/`` and ``bench/`` modules (read, not imported); else it is reported, unless it is
+  other projects' code the design cites (``ELSEWHERE``). A file name (``config.toml``, ``cache.py``),
+  a path, a command, a number or words are not names and are not checked.
+- no fenced code block is longer than ``MAX_FENCE_LINES`` lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
+import inspect
 import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -131,12 +151,208 @@ def _same_commands(written: str, made: str) -> bool:
     return words(written) == words(made)
 
 
+PACKAGE = "xladdin"
+MAX_FENCE_LINES = 60
+# a backticked name: identifiers joined by dots, maybe called (`xladdin.screen(df)`)
+REFERENCE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\([^()`]*\))?")
+# the last name of a file, not of code: `config.toml`, `cache.db`, `batcher.py`
+FILE_SUFFIXES = frozenset(
+    "py pyi pyc toml db sqlite md rst txt json jsonl csv tsv xls xlsx xlsm xlam ods pdf html htm xml js ts "
+    "sh bat ps1 yaml yml ini cfg conf log gguf bin whl zip tar gz oxt rdb idl service lock".split())
+ELSEWHERE = frozenset({"MockModel"})  # other projects' code the design cites (llm's)
+
+
+def design_pages() -> list[Path]:
+    return [ROOT / "DESIGN.md", *sorted((ROOT / "docs" / "design").glob("*.md"))]
+
+
+def _blank_fences(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """The text with its fenced blocks' lines emptied (line numbers kept), and each block's first line
+    and length in lines (its fences not counted)."""
+    lines = text.split("\n")
+    blocks: list[tuple[int, int]] = []
+    start = None
+    for i, line in enumerate(lines):
+        fence = line.lstrip().startswith(("```", "~~~"))
+        if start is not None or fence:
+            lines[i] = ""
+        if fence:
+            if start is None:
+                start = i
+            else:
+                blocks.append((start + 1, i - start - 1))
+                start = None
+    if start is not None:
+        blocks.append((start + 1, len(lines) - start - 1))
+    return "\n".join(lines), blocks
+
+
+def references(text: str) -> list[tuple[int, str]]:
+    """Each backticked dotted name outside the fenced blocks, with its line."""
+    prose, _ = _blank_fences(text)
+    found = []
+    for m in re.finditer(r"`([^`]+)`", prose):
+        code = REFERENCE.fullmatch(m.group(1).strip())
+        if code and code.group(1).rsplit(".", 1)[1].lower() not in FILE_SUFFIXES:
+            found.append((prose.count("\n", 0, m.start()) + 1, code.group(1)))
+    return found
+
+
+def _module_files() -> dict[str, list[Path]]:
+    """The project's Python files by module name: the package's (``xladdin.core.cache``), then the
+    modules of ``tests/`` and ``bench/`` (``conftest``)."""
+    files: dict[str, list[Path]] = {}
+    for folder in (ROOT / PACKAGE, ROOT / "tests", ROOT / "bench"):
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder.parent if folder.name == PACKAGE else folder).with_suffix("").parts
+            if parts[-1] == "__main__":
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            if parts:
+                files.setdefault(".".join(parts), []).append(path)
+    return files
+
+
+def _names_defined(body: list[ast.stmt], self_too: bool = False) -> set[str]:
+    """The names a module's or class's body defines; for a class, also ``self.NAME = …`` in its methods."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):
+            names |= _names_defined([*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])])
+    if self_too:
+        for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+            for target in (node.targets if isinstance(node, ast.Assign) else
+                           [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []):
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    names.add(target.attr)
+    return names
+
+
+def _instance_names(cls: type) -> set[str]:
+    """What a class's instances have beyond its own attributes: fields, annotations, slots and what its
+    methods (and its bases' in the package) set on ``self``."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        names.update(getattr(klass, "__annotations__", {}) or {})
+        slots = getattr(klass, "__slots__", ())
+        names.update([slots] if isinstance(slots, str) else slots)
+        names.update(getattr(klass, "model_fields", {}) or {})
+        if klass.__module__.split(".")[0] == PACKAGE:
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+            except (OSError, TypeError, SyntaxError):
+                continue
+            names |= _names_defined(tree.body[0].body, self_too=True)  # type: ignore[attr-defined]
+    return names
+
+
+def _read(path: Path, names: list[str]) -> bool:
+    """``names`` found in a module's source, read not imported: a name it defines, then a class's."""
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    for i, name in enumerate(names):
+        if name not in _names_defined(body, self_too=i > 0):
+            return False
+        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if cls is None:
+            return True  # a function or a value: what it holds is not read
+        body = cls.body
+    return True
+
+
+def _import(module: str) -> Any:
+    """``module`` imported; a string saying why not where it fails."""
+    try:
+        return importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 (a module that fails to import names nothing)
+        return e
+
+
+def _imported(module: str, names: list[str], files: dict[str, list[Path]]) -> str | None:
+    """Why ``names``, looked up one by one in ``module`` once imported, are not there (None: they are).
+    A module that needs a package this environment lacks (LibreOffice's ``uno``) is read instead."""
+    obj = _import(module)
+    for i, name in enumerate([*names, ""]):
+        if isinstance(obj, ImportError) and (obj.name or PACKAGE).split(".")[0] != PACKAGE:
+            return None if any(_read(path, names[i:]) for path in files.get(module, [])) else \
+                f"{'.'.join(names[i:])} is not in {module}"
+        if isinstance(obj, Exception):
+            return f"{module} does not import: {type(obj).__name__}: {obj}"
+        if not name:
+            return None
+        if hasattr(obj, name):
+            obj = getattr(obj, name)
+        elif inspect.ismodule(obj) and f"{obj.__name__}.{name}" in files:
+            module = f"{obj.__name__}.{name}"
+            obj = _import(module)
+        elif isinstance(obj, type) and name in _instance_names(obj):
+            return None  # an instance's attribute: what it holds is not followed
+        else:
+            return f"{name} is not in {getattr(obj, '__name__', obj)}"
+    return None
+
+
+def unresolved_references(text: str, page: str) -> list[str]:
+    """Each backticked dotted name of ``text`` that names no code, as ``page:line: why``."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    files = _module_files()
+    in_package = {m: p for m, p in files.items() if m.split(".")[0] == PACKAGE}
+    by_last: dict[str, list[str]] = {}
+    for module in in_package:
+        by_last.setdefault(module.rsplit(".", 1)[-1], []).append(module)
+    classes: dict[str, list[str]] = {}
+    for module, paths in in_package.items():
+        for node in ast.parse(paths[0].read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, []).append(module)
+    problems = []
+    for line, ref in references(text):
+        first, *rest = ref.split(".")
+        starts = [(m, rest) for m in by_last.get(first, [])] + [(m, [first, *rest]) for m in classes.get(first, [])]
+        if starts:
+            why = [_imported(m, names, files) for m, names in starts]
+            if None not in why:
+                problems.append(f"{page}:{line}: `{ref}`: {'; '.join(dict.fromkeys(w for w in why if w))}")
+        elif first in files:  # a module of tests/ or bench/
+            if not any(_read(path, rest) for path in files[first]):
+                problems.append(f"{page}:{line}: `{ref}`: {'.'.join(rest)} is not in {first}")
+        elif first not in ELSEWHERE:
+            problems.append(f"{page}:{line}: `{ref}`: {first} is no module or class of {PACKAGE}")
+    return problems
+
+
+def long_fences(text: str, page: str) -> list[str]:
+    """Each fenced block of ``text`` longer than ``MAX_FENCE_LINES`` lines, as ``page:line: why``."""
+    _, blocks = _blank_fences(text)
+    return [f"{page}:{start}: a fenced block of {n} lines (at most {MAX_FENCE_LINES})"
+            for start, n in blocks if n > MAX_FENCE_LINES]
+
+
+def design_problems() -> list[str]:
+    problems = []
+    for path in design_pages():
+        text = path.read_text(encoding="utf-8")
+        page = path.relative_to(ROOT).as_posix()
+        problems += unresolved_references(text, page) + long_fences(text, page)
+    return problems
+
+
 PAGES = {"settings.md": settings_page, "cli.md": cli_page, "functions.md": functions_page}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--check", action="store_true", help="exit 1 when a page differs from what the code gives")
+    p.add_argument("--check", action="store_true", help="exit 1 when a page differs from what the code gives, "
+                   "or a design page names code that is not there")
     args = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     stale = []
@@ -152,8 +368,10 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(text, encoding="utf-8")
     if stale:
         print(f"docs/reference out of date: {', '.join(stale)}: run python docs/generate.py", file=sys.stderr)
-        return 1
-    return 0
+    problems = design_problems()
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if stale or (args.check and problems) else 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The docs a newcomer reads are true to the code: the reference pages (settings, commands, worksheet
-functions) are what ``docs/generate.py`` writes from it, the README stays short and links each user's
-and door's page, and every page it links exists."""
+functions) are what ``docs/generate.py`` writes from it, every code name the design pages give exists,
+the README stays short and links each user's and door's page, and every page it links exists."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -17,6 +18,33 @@ def test_the_reference_pages_match_the_code():
     r = subprocess.run([sys.executable, str(ROOT / "docs" / "generate.py"), "--check"], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def _generate():
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "docs" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_design_page_naming_code_that_is_not_there_is_caught():
+    generate = _generate()
+    text = ("The entry is sealed (`cache.seal`), a ticket (`Batcher.resolve`), a `reading.document.Document`,\n"
+            "`xladdin.screen(df)`, a server (`conftest.MockServer`); not names: `config.toml`, `cache.db`,\n"
+            "`batcher.py`, `xladdin screen`, `max_tokens`, `0.5`, `bench/common.write_run`, `模型.未作答`.\n"
+            "Gone: `cache.no_such_name`, `Batcher.no_such_method`, `no_such_module.seal`,\n"
+            "`reading.no_such_module.Document`, `conftest.NoSuchServer`.\n"
+            "```\n`cache.inside_a_fence`\n```\n")
+    assert generate.unresolved_references(text, "page.md") == [
+        "page.md:4: `cache.no_such_name`: no_such_name is not in xladdin.core.cache",
+        "page.md:4: `Batcher.no_such_method`: no_such_method is not in Batcher",
+        "page.md:4: `no_such_module.seal`: no_such_module is no module or class of xladdin",
+        "page.md:5: `reading.no_such_module.Document`: no_such_module is not in xladdin.reading",
+        "page.md:5: `conftest.NoSuchServer`: NoSuchServer is not in conftest"]
+    fence = "```text\n" + "line\n" * generate.MAX_FENCE_LINES + "```\n"
+    assert generate.long_fences("# page\n\n" + fence, "page.md") == []
+    assert generate.long_fences("# page\n\n" + fence.replace("```\n", "line\n```\n"), "page.md") == [
+        f"page.md:3: a fenced block of {generate.MAX_FENCE_LINES + 1} lines (at most {generate.MAX_FENCE_LINES})"]
 
 
 def test_the_readme_is_short_and_every_page_it_links_exists():
