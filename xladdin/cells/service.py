@@ -35,6 +35,7 @@ import asyncio
 import collections
 import concurrent.futures
 import hmac
+import ipaddress
 import json
 import logging
 import ssl
@@ -729,7 +730,11 @@ class _Site(web.BaseSite):
         return self._limit
 
     def per_client(self, peer: str) -> int:
-        return self._limit if peer == "?" or loopback(peer) else min(MAX_PER_CLIENT, self._limit)
+        try:
+            local = ipaddress.ip_address(peer).is_loopback
+        except ValueError:  # not an address: no share to tell
+            local = True
+        return self._limit if local else min(MAX_PER_CLIENT, self._limit)
 
     def holding(self) -> list[_Accepted]:
         """The connections open now (a closed one is counted until its descriptor is let go)."""
