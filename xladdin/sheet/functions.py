@@ -548,10 +548,15 @@ def status(rt: CellRuntime) -> list[list[Any]]:
     from_cache = rt.resolver.memo_hits + snap["cache_hits"]
     joined, asked = snap["deduplicated"], snap["engine_requests"]
     rate = round(from_cache / (from_cache + asked), 4) if from_cache + asked else ""
+    from ..engine.gguf_files import STARTER_FILE  # a server serving it names its model by the file
+
+    model = snap["model"] or ""
+    starter = b.learned.starter or model.startswith(STARTER_FILE.removesuffix(".gguf") + "@")
     return [
         ["engine", b.engine.describe()],
         ["model", snap["model"]],
-        ["starter model", "yes — configure a Qwen model for real work" if b.learned.starter else "no"],
+        ["starter model", "yes — weak: configure a Qwen model for real work" if starter else
+         "no" if model else "not known until the engine starts"],
         ["queue", snap["queued"]],
         ["in flight", snap["in_flight"]],
         ["pending cells", rt.pending_cells],
