@@ -18,7 +18,7 @@ from ..core.batcher import Batcher, started
 from ..core.cache import Cache
 from ..core.readers import read_texts
 from ..core.resolver import Resolver
-from ..engine.gguf_files import STARTER_NOTE
+from ..engine.gguf_files import STARTER_FILE, STARTER_NOTE
 from ..errors import XladdinError
 from ..reading.documents import Reports
 from ..reading.pool import NOTES_REQUIRED, REQUIRED, read_pool
@@ -278,7 +278,9 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         seconds = time.perf_counter() - t0
         alone = sum(not _answered(r) for r in results if not isinstance(r, XladdinError))
         engine = core.engine
-        note = STARTER_NOTE if core.learned.starter else None
+        # the starter model, run here or by a server that names it by its file (a CPU server's default)
+        starter = core.learned.starter or core.learned.model_id.startswith(STARTER_FILE.removesuffix(".gguf") + "@")
+        note = STARTER_NOTE if starter else None
         out_of_rotation = getattr(getattr(engine, "replicas", None), "down_urls", lambda: "")()
         if out_of_rotation and len(getattr(engine, "urls", ())) > 1:  # said where the run is summed up
             taken = f"servers taken out of the rotation, their rows sent to the others: {out_of_rotation}"

@@ -10,9 +10,11 @@ the last one named before the number in its sentence), and of the same kind of s
 a source number said of a forecast (预计, 2021E, a 盈利预测 clause) stands only for a highlight that says
 it is a forecast, and one under named years (2018年, 2019-2021年) only for a highlight naming one of
 them (or none). A highlight with a number that fails is dropped and counted, and shown nowhere as
-fact; one that says nothing beyond numbers and periods (``18Q4``), or repeats another, is no
-highlight; a row left without any says why. The source's forecasts are listed beside the highlights
-(``forecasts``: each with its years and words), never among them. The model's answer is cached
+fact; so is one with a rank, a streak or a first (连续5年全球第一, 首次) that no sentence of the source says
+of the same words (``unstated_claims``), and one that says a phrase a third time, in itself or after the
+lines kept (``repeated``). One that says nothing beyond numbers and periods (``18Q4``), or repeats another
+word for word, is no highlight; a row left without any says why. The source's forecasts are listed beside
+the highlights (``forecasts``: each with its years and words), never among them. The model's answer is cached
 like any; the check runs after the cache, so a stricter check never needs the model again. Without
 an answer, code writes the highlights from the figures it read (``without_answer``).
 """
@@ -255,6 +257,169 @@ def _says_something(line: str) -> bool:
     return len(_WORD.findall(rest)) >= MIN_WORDS
 
 
+# A phrase said again and again is no highlight: 4 characters (letters, digits, Chinese) said a third time in
+# one line (``2019年2Q2019年2Q2019年2Q``), or 6 said a third time by the lines kept before it and this one
+# (``公司实务实力`` in every line). Measured on 10,273 sentences of real broker notes, cut to 60 characters:
+# the rule in a line takes 0.7% of them (a year said thrice), twice instead of thrice would take 12%; across
+# a note's first five sentences, 6 characters thrice takes 0.5%, 4 thrice 4.9% (a name, 前三季度).
+REPEAT_TIMES = 3
+REPEAT_CHARS = 4  # in one line
+REPEAT_CHARS_ACROSS = 6  # by the lines kept before it
+# the words every highlight of results says again (figures' names, changes, units): never a repeat
+_SAID_AGAIN = re.compile(_METRIC.pattern + r"|同比|环比|增长|下降|增加|减少|提升|提高|上升|上涨|下滑|降低|下跌|回落|"
+                         r"增速|增幅|降幅|分别|个百分点|百分点|pcts?|亿元|万元|元")
+_RUN = re.compile(r"[\w\u4e00-\u9fff]+")
+
+
+def _phrases(line: str, size: int, digits: bool) -> dict[str, int]:
+    """How many times (apart) each phrase of ``size`` characters is said in ``line``: its letters, digits
+    (``digits``) and Chinese, the words every highlight says again (``_SAID_AGAIN``) and punctuation
+    breaking it."""
+    runs = _RUN.findall(_SAID_AGAIN.sub(" ", _spaced(line).replace("_", " ")))
+    if not digits:
+        runs = [r for run in runs for r in re.split(r"\d+", run)]
+    text = "|".join(r for r in runs if r)
+    found: dict[str, int] = {}
+    for i in range(len(text) - size + 1):
+        phrase = text[i : i + size]
+        if "|" not in phrase and phrase not in found:
+            count, at = 0, text.find(phrase)
+            while at >= 0:
+                count, at = count + 1, text.find(phrase, at + size)
+            found[phrase] = count
+    return found
+
+
+def _words(line: str) -> str:
+    """What ``line`` says, its numbers aside: ``2019年营收同比微降`` and ``2020年营收同比微降`` say the same."""
+    return "".join(re.findall(r"[^\W\d_]", _spaced(line)))
+
+
+def repeated(line: str, said: dict[str, int] | None = None) -> str | None:
+    """The phrase ``line`` says too often (``REPEAT_TIMES``: in itself, or with the lines kept before it,
+    whose phrases and words ``said`` counts; the whole line's words, its numbers aside, too), else ``None``."""
+    said = said or {}
+    for phrase, count in _phrases(line, REPEAT_CHARS, digits=True).items():
+        if count >= REPEAT_TIMES:
+            return phrase
+    for phrase, count in _phrases(line, REPEAT_CHARS_ACROSS, digits=False).items():
+        if count + said.get(phrase, 0) >= REPEAT_TIMES:
+            return phrase
+    words = _words(line)
+    return words if words and said.get(f"\n{words}", 0) + 1 >= REPEAT_TIMES else None  # \n: never a phrase
+
+
+def _say(said: dict[str, int], line: str) -> None:
+    """``line`` kept: its phrases and its words counted in ``said``."""
+    for phrase, count in _phrases(line, REPEAT_CHARS_ACROSS, digits=False).items():
+        said[phrase] = said.get(phrase, 0) + count
+    said[f"\n{_words(line)}"] = said.get(f"\n{_words(line)}", 0) + 1
+
+
+# A rank, a streak or a first (连续5年, 全球第一, 排名第二, 位居行业前三, 首次) stands only where the source
+# says it, with the same count (五 is 5) and scope (全球, 国内, 行业), in one sentence, of the words the
+# highlight says it of: ``动力电池连续5年全球第一`` is dropped against a source that says it of 储能电池.
+_COUNT = r"(?:\d{1,3}|[一二两三四五六七八九十]{1,3})"
+_CLAIM = re.compile(rf"连续(?P<streak>{_COUNT})(?P<unit>个?季度|个?月|年|次|届|周)"
+                    r"|(?P<first>首次|首家|首个|首款|首台|首创|第一次|第一家)"
+                    rf"|(?P<rank>[第前])(?P<n>{_COUNT})(?P<suffix>名|位|强|大(?!股东|客户|供应商))?")
+_SCOPES = {"全球": "全球", "世界": "全球", "国际": "全球", "全国": "国内", "国内": "国内", "行业": "行业",
+           "业内": "行业"}
+_MARKER = re.compile(r"(?:排名|排行|位居|位列|名列|稳居|跻身|蝉联|居|" + "|".join(_SCOPES) + r")\s*$")
+# not a rank: a period (第三季度, 前三季度), a page, a batch, a holder (第一大股东)
+_NOT_RANK = re.compile(r"\s*(?:个?季度|季|个?月|年|页|期|批|章|条|节|天|日|周|轮|步|阶段|部分|届|次|家|个)")
+# what is said around a claim and names no item: the company, the claim's own words, a period
+_NO_ITEM = re.compile(r"本公司|该公司|公司|我们|报告期内|报告期|期内|今年|去年|全年|上半年|下半年|年度|同比|已经|"
+                      r"继续|持续|保持|维持|仍然|再次|再度|实现|成为|达到|排名|排行|位居|位列|名列|稳居|跻身|蝉联|"
+                      + "|".join(_SCOPES) + r"|[的在于已均其也都并仍居年]")
+_CLAUSE = re.compile(r"[,，、:：()（）]")
+
+
+def _count(written: str) -> int:
+    if written.isdigit():
+        return int(written)
+    digits = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+    tens, ten, ones = written.partition("十")
+    return (digits.get(tens, 1) * 10 if ten else 0) + digits.get(ones if ten else tens, 0)
+
+
+Claim = tuple[str, ...]  # ("连续", unit, n), ("第", n), ("前", n) or ("首",)
+
+
+def _claims_in(sentence: str) -> list[tuple[int, int, Claim]]:
+    """The ranks, streaks and firsts of ``sentence``: (start, end, claim). A 第N/前N is a rank after a
+    rank's word or scope (排名, 位居, 全球, 连续5年), or a 第N (前N名) ending its clause (市占率第一), never a
+    period (第三季度, 目前32) or a list's start (第一，)."""
+    out: list[tuple[int, int, Claim]] = []
+    for m in _CLAIM.finditer(sentence):
+        if m.group("streak"):
+            out.append((m.start(), m.end(), ("连续", m.group("unit").lstrip("个"), str(_count(m.group("streak"))))))
+        elif m.group("first"):
+            out.append((m.start(), m.end(), ("首",)))
+        elif not _NOT_RANK.match(sentence, m.end()):
+            before = sentence[: m.start()]
+            marked = _MARKER.search(before) or (out and not _NO_ITEM.sub("", before[out[-1][1] :]).strip())
+            ends = not re.match(r"\s*(?![的之和及与])[\u4e00-\u9fff]", sentence[m.end() :])
+            alone = m.group("rank") == "第" or m.group("suffix")  # 前 alone is a time (目前, 3年前)
+            if marked or (ends and alone and _RUN.search(_CLAUSE.split(before)[-1])):
+                out.append((m.start(), m.end(), (m.group("rank"), str(_count(m.group("n"))))))
+    return out
+
+
+def _item(text: str, drop: tuple[str, ...] = ()) -> str:
+    """The words ``text`` names an item by: its letters and Chinese, less numbers, dates, the company
+    (``drop``: its name and code) and the words around a claim (``_NO_ITEM``)."""
+    for word in drop:
+        text = text.replace(word, " ")
+    return "".join(_RUN.findall(_NO_ITEM.sub(" ", _NUMBER.sub(" ", text)))).replace("_", "")
+
+
+def _pairs(item: str) -> set[str]:
+    """Each two characters of ``item`` in turn (one alone, itself): what a source's words must all hold."""
+    return {item[i : i + 2] for i in range(len(item) - 1)} or ({item} if item else set())
+
+
+# the claims said together, their scopes, the words before them, and they as written
+Stated = tuple[frozenset[Claim], frozenset[str], str, str]
+
+
+def _stated(text: str) -> list[Stated]:
+    """Each run of claims said together (``连续5年全球第一``) in each sentence of ``text``: its claims, their
+    scopes and the words said before them in their sentence (after the run before)."""
+    out: list[Stated] = []
+    for sentence in _SENTENCE_END.split(_spaced(text)):
+        runs: list[list[tuple[int, int, Claim]]] = []
+        for claim in _claims_in(sentence):
+            if runs and not _NO_ITEM.sub("", sentence[runs[-1][-1][1] : claim[0]]).strip():
+                runs[-1].append(claim)
+            else:
+                runs.append([claim])
+        end = 0
+        for run in runs:
+            words = sentence[end : run[-1][1]]
+            scopes = frozenset(v for k, v in _SCOPES.items() if k in words)
+            marker = _MARKER.search(sentence, end, run[0][0])  # as written: from its rank's word (全球第一)
+            start = marker.start() if marker else run[0][0]
+            out.append((frozenset(c for _, _, c in run), scopes, sentence[end:start], sentence[start : run[-1][1]]))
+            end = run[-1][1]
+    return out
+
+
+def unstated_claims(highlight: str, source: str | list[Stated], company: tuple[str, ...] = ()) -> list[str]:
+    """The ranks, streaks and firsts of ``highlight`` the source does not state (empty: all stated): each
+    must be said in one sentence of the source, with the same counts and scopes, after words holding all of
+    the words the highlight says it of (the last clause before it, less the company: ``company``)."""
+    stated = [(claims, scopes, _item(before, company))
+              for claims, scopes, before, _ in (_stated(source) if isinstance(source, str) else source)]
+    out = []
+    for claims, scopes, before, written in _stated(highlight):
+        item = next((c for c in reversed([_item(c, company) for c in _CLAUSE.split(before)]) if c), "")
+        if not any(claims <= theirs and scopes <= their_scopes and all(p in words for p in _pairs(item))
+                   for theirs, their_scopes, words in stated):
+            out.append(f"原文未就「{item}」说{written}" if item else f"原文未说{written}")
+    return out
+
+
 class HighlightsInput(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -389,7 +554,9 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
         kept, dropped = [], []
         checked = unverified = 0
         known = _known(inp.report_text, figures)  # the source is read once for all the highlights
+        stated, company = _stated(inp.report_text), tuple(x for x in (inp.name, inp.code) if x)
         seen: set[str] = set()
+        said: dict[str, int] = {}  # the phrases of the lines kept, each with how often they say it
         for raw in out.highlights:
             line = plain(_NUMBERING.sub("", raw)).strip()[: inp.max_chars]
             same = "".join(_WORD.findall(_spaced(line)))
@@ -398,11 +565,19 @@ class HighlightsTask(Task[HighlightsInput, HighlightsOutput, HighlightsResult]):
             seen.add(same)
             bad = _unverified(line, known)
             checked, unverified = checked + len(numbers(line)), unverified + len(bad)
-            (dropped if bad else kept).append((line, bad))
+            claims = [] if bad else unstated_claims(line, stated, company)
+            phrase = None if bad or claims else repeated(line, said)
+            if bad or claims:  # a number or a rank the source does not give
+                dropped.append(f"未核实，未采用「{line}」({', '.join(bad or claims)})")
+            elif phrase:
+                dropped.append(f"重复，未采用「{line}」(「{phrase}」第{REPEAT_TIMES}次)")
+            else:
+                kept.append(line)
+                _say(said, line)
             if len(kept) == self.points:
                 break
-        notes = "；".join(f"未核实，未采用「{line}」({', '.join(bad)})" for line, bad in dropped)
-        lines = [line for line, _ in kept]
+        notes = "；".join(dropped)
+        lines = kept
         if not lines:  # nothing the model wrote stands: what code can write from the figures it read
             lines = _code_lines(figures)[: self.points]
             why = "模型的亮点无一可用，亮点由程序按已读数字写出" if lines else NONE_NOTE.format("模型的亮点无一可用")
