@@ -13,12 +13,16 @@ from xladdin.testing import ScriptedEngine
 
 
 def status_rows(engine, tmp_path) -> dict:
-    from xladdin.sheet.functions import CellRuntime, status
+    """=QWEN_STATUS() in a cell, its two columns as a dict."""
+    from xladdin.excel import udfs
+    from xladdin.sheet.functions import CellRuntime
 
     rt = CellRuntime(batcher=Batcher(engine, Cache(tmp_path / "c")))
+    udfs.set_runtime(rt)
     try:
-        return dict(status(rt))
+        return {row[0]: row[1] for row in udfs.QWEN_STATUS()}
     finally:
+        udfs.set_runtime(None)
         rt.batcher.close()
 
 
