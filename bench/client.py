@@ -1,7 +1,7 @@
 """``python -m bench client``: the client's own CPU per row as a table grows, side by side in one run.
 
 On a GPU the answers come back faster than a CPU model can give them, and the client's own work
-per row (resolve, cache lookup, schema, validate, audit, waiting for the tickets) is what is left.
+per row (resolve, cache lookup, schema, validate, audit, waiting for the futures) is what is left.
 Here an engine with no model answers each request after a random 0.5-8 s (answers spread in time,
 as a server's are), 1,024 in flight, for a table of 1,000 rows and one of 5,400 (the market pool's
 size). Measured: the process's CPU seconds per row. A client whose cost per row grows with the

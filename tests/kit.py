@@ -171,6 +171,9 @@ def recalculates(into: Callable[[Any], Any]) -> Callable[[Any], None]:
     return lambda settled: into(settled.result().caller)
 
 
+AWAITED = ("xladdin-disk", "xladdin-rows")  # the batcher's threads whose work its loop awaits (``Walk.carriers``)
+
+
 class Walk:
     """What one call passes, recorded by a profile hook on every thread started while it is on (start the
     runtime's threads inside ``walking``): ``entered``, the xladdin modules it entered while ``recording``;
@@ -184,6 +187,8 @@ class Walk:
         self.entered: set[str] = set()
         self.functions: dict[str, set[str]] = {}  # module -> the names of its functions entered
         self.upward: set[tuple[str, str, str, str]] = set()
+        self.threads: dict[int, str] = {}  # every thread that ran xladdin code, in the order first seen
+        self.futures = 0  # ``concurrent.futures.Future``s made (any thread) while recording
         self.recording = threading.Event()
         from test_layers import layer_of
 
@@ -205,14 +210,33 @@ class Walk:
             return
         self.entered.add(callee)
         self.functions.setdefault(callee, set()).add(frame.f_code.co_name)
+        ident = threading.get_ident()
+        if ident not in self.threads:
+            self.threads[ident] = threading.current_thread().name
         up = frame.f_back
         caller = self._module(up) if up is not None else ""
         if caller.startswith("xladdin.") and caller != callee and caller not in self.ignored:
             if self._layer(callee) > self._layer(caller):
                 self.upward.add((caller, up.f_code.co_name, callee, frame.f_code.co_name))
 
+    def carriers(self, awaited: tuple[str, ...] = AWAITED) -> list[str]:
+        """The threads that carried the call, in order: each thread that ran xladdin code but those whose work
+        the loop awaits and takes back (``awaited``: the disk and rows threads): a request handed to one of
+        those comes back to the loop, it is not handed on."""
+        return [name for name in self.threads.values() if not name.startswith(awaited)]
+
     @contextmanager
     def walking(self) -> Iterator[Walk]:
+        import concurrent.futures
+
+        made = concurrent.futures.Future.__init__
+
+        def counted(future: Any, *args: Any, **kwargs: Any) -> None:
+            if self.recording.is_set():
+                self.futures += 1
+            made(future, *args, **kwargs)
+
+        concurrent.futures.Future.__init__ = counted  # type: ignore[method-assign]
         threading.setprofile(self._hook)
         sys.setprofile(self._hook)
         try:
@@ -220,3 +244,4 @@ class Walk:
         finally:
             sys.setprofile(None)
             threading.setprofile(None)
+            concurrent.futures.Future.__init__ = made  # type: ignore[method-assign]

@@ -46,12 +46,15 @@ def test_results_in_order_and_second_pass_all_cached(make):
     assert [r.code for r in first] == [f"{600000 + i}.SH" for i in range(12)]
     assert all(isinstance(r, ScreenResult) and not r.provenance.cached for r in first)
     assert len(engine.calls) == 12
-    second = Resolver(b).map(TASK, rows)
-    assert all(r.provenance.cached for r in second) and len(engine.calls) == 12
-    assert [r.model_dump(exclude={"provenance"}) for r in second] == [
-        r.model_dump(exclude={"provenance"}) for r in first
-    ]
-    assert b.snapshot()["cache_hits"] == 12
+    again = Resolver(b).map(TASK, rows)  # the same core: each request's fate, kept in its one table
+    assert [a is f for a, f in zip(again, first, strict=True)] == [True] * 12 and len(engine.calls) == 12
+    with Batcher(engine, Cache(b.cache.directory)) as later:  # the next process: every row from the disk
+        second = Resolver(later).map(TASK, rows)
+        assert all(r.provenance.cached for r in second) and len(engine.calls) == 12
+        assert [r.model_dump(exclude={"provenance"}) for r in second] == [
+            r.model_dump(exclude={"provenance"}) for r in first
+        ]
+        assert later.snapshot()["cache_hits"] == 12
 
 
 def test_identical_requests_share_one_engine_call(make):
@@ -89,8 +92,10 @@ def test_one_failure_fails_only_its_row_and_is_not_cached(make):
     assert isinstance(results[3], EngineError)
     assert all(isinstance(r, ScreenResult) for i, r in enumerate(results) if i != 3)
     calls = len(engine.calls)
-    again = Resolver(b).map(TASK, [row(i) for i in range(6)])
-    assert len(engine.calls) == calls + 1  # only the failed row is asked again
+    again = Resolver(b).map(TASK, [row(i) for i in range(6)])  # within the failure's time: its error at once
+    assert len(engine.calls) == calls and again[3] is results[3]
+    again = Resolver(b, error_ttl=0).map(TASK, [row(i) for i in range(6)])  # its time over
+    assert len(engine.calls) == calls + 1  # only the failed row is asked again: the others are kept
     assert isinstance(again[3], EngineError) and b.snapshot()["last_error"] == "engine offline (http://x)"
 
 

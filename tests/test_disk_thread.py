@@ -189,54 +189,37 @@ class Held(ScriptedEngine):
 
 
 @pytest.mark.parametrize("kind", ["works", "off"])
-def test_an_identical_request_answered_between_a_miss_and_its_queueing_is_asked_once(kind, tmp_path, monkeypatch):
-    """Two front doors (each its own resolver) ask the same row from two threads. The second one's read misses
-    while the first is in the engine; the first is answered and stored before the second reaches the queue.
-    The engine is asked once, each request read from the disk once (with the cache off too)."""
+def test_the_same_request_asked_under_another_input_while_out_joins_it_and_reads_nothing(kind, tmp_path,
+                                                                                         monkeypatch):
+    """Two front doors ask the same request from two threads under two inputs (the row's fields in another
+    order: two keys by input, one request): the second, asked while the first is in the engine, joins it in
+    the one table by its cache key. The engine is asked once and the disk read once (with the cache off too)."""
     disk = record_disk(monkeypatch)
     engine = Held()
     cache = Cache(tmp_path / "c", enabled=kind == "works")
     with Batcher(engine, cache, window_ms=0) as b:
         b.start()
-        first_done = threading.Event()
-        held = threading.Event()
-        real, asks = b._on_loop, []
-
-        def on_loop(ticket, coro):  # the hand-off of a missed request to the loop
-            asks.append(coro)
-            if len(asks) == 1:
-                return real(ticket, coro)
-
-            def later():  # the second request reaches the loop once the first has been answered and stored
-                first_done.wait(30)
-                real(ticket, coro)
-
-            threading.Thread(target=later).start()
-            held.set()
-
-        monkeypatch.setattr(b, "_on_loop", on_loop)
         record = {"code": "600519", "name": "贵州茅台", "roe": 25, "pe_ttm": 30}
         outcomes: dict[str, object] = {}
 
-        def door(name):
-            outcomes[name] = Resolver(b).resolve(ScreenTask(), record)
+        def door(name, rec):
+            outcomes[name] = Resolver(b).resolve(ScreenTask(), rec)
 
-        one = threading.Thread(target=door, args=("one",))
+        one = threading.Thread(target=door, args=("one", record))
         one.start()
         one.join()
         wait_until(lambda: engine.calls, 10, message="the first request never reached the engine")
-        two = threading.Thread(target=door, args=("two",))
+        two = threading.Thread(target=door, args=("two", dict(reversed(record.items()))))
         two.start()
         two.join()
-        wait_until(held.is_set, 10, message="the second request missed nothing")
+        assert outcomes["one"].fate is not outcomes["two"].fate  # two inputs…
         engine.release.set()
-        first = outcomes["one"].ticket.result(10)
-        first_done.set()
-        second = outcomes["two"].ticket.result(10)
-    assert isinstance(first, ScreenResult) and isinstance(second, ScreenResult)
-    assert second.model_dump(exclude={"provenance"}) == first.model_dump(exclude={"provenance"})
-    assert len(engine.calls) == 1  # asked once
-    assert [op for op, _, _ in disk].count("get") == 2 and threads(disk) == {DISK_THREAD}, disk  # one read each
+        first = outcomes["one"].fate.result(10)
+        second = outcomes["two"].fate.result(10)
+    assert first is second  # …one request
+    assert isinstance(first, ScreenResult) and len(engine.calls) == 1  # asked once
+    assert [op for op, _, _ in disk].count("get") == 1, disk  # read once
+    assert threads(disk) <= {DISK_THREAD}
 
 
 def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_path, monkeypatch, capsys):
@@ -246,7 +229,7 @@ def test_the_cli_reads_and_writes_the_cache_on_the_disk_thread_once_per_row(tmp_
     the disk thread too, never on the loop that drives the requests. Every row's result, from the engine's
     answer or from the stored one, is made on the batcher's rows thread: neither the disk thread nor the
     loop spends its time on a row's rules and checks."""
-    from xladdin.core.batcher import Prepared
+    from xladdin.core.requests import Prepared
 
     side: list[tuple[str, str, str]] = []
     finished: list[str] = []
@@ -353,9 +336,9 @@ def test_a_reopened_workbook_s_report_file_row_is_read_from_the_store_on_the_dis
 
 def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monkeypatch):
     """A report file's text, read by a reader process (first session) or found in the store (the workbook
-    opened again): its row's request is prepared on the reader's texts thread, never on the disk thread
-    (another row's read would wait behind a whole report's excerpt and readings) nor on the thread that
-    serves the reader processes; the reopened cell still shows its value on its first call."""
+    opened again): its row's request is prepared on the batcher's rows thread, never on the disk thread
+    (another row's read would wait behind a whole report's excerpt and readings), the loop, nor the thread
+    that serves the reader processes; the reopened cell still shows its value on its first call."""
     book, row = report_book(tmp_path)
     prepared: list[str] = []
     prepare = Batcher.prepare
@@ -382,7 +365,7 @@ def test_a_report_text_is_handed_to_its_rows_off_the_disk_thread(tmp_path, monke
             udfs.set_runtime(None)
             rt.close()
         assert recalculated in (None, [])  # reopened: the value on the first call
-    assert len(prepared) == 2 and threads([("", "", t) for t in prepared]) == {"xladdin-texts"}, prepared
+    assert len(prepared) == 2 and threads([("", "", t) for t in prepared]) == {"xladdin-rows"}, prepared
 
 
 def test_reads_still_queued_when_the_batcher_closes_are_their_rows_errors(tmp_path, monkeypatch):
@@ -402,16 +385,16 @@ def test_reads_still_queued_when_the_batcher_closes_are_their_rows_errors(tmp_pa
 
     monkeypatch.setattr(store, "get", held)
     task = ScreenTask()
-    tickets = [batcher.resolve(task, task.parse({"code": 600000 + i, "name": f"公司{i}"})) for i in range(5)]
+    fates = [batcher.load(task, task.parse({"code": 600000 + i, "name": f"公司{i}"})) for i in range(5)]
     closing = threading.Thread(target=batcher.close, kwargs={"abort": True})
     closing.start()
     time.sleep(0.3)  # close has stopped the loop and waits for the disk thread
     release.set()
     closing.join(30)
     assert not closing.is_alive()
-    done, _ = concurrent.futures.wait(tickets, timeout=10)
-    assert len(done) == len(tickets), "a row read after the close waits for ever"
-    assert all("closed before the answer arrived" in str(t.exception()) for t in tickets)
+    done, _ = concurrent.futures.wait(fates, timeout=10)
+    assert len(done) == len(fates), "a row read after the close waits for ever"
+    assert all("closed before the answer arrived" in str(t.exception()) for t in fates)
     assert engine.calls == []
 
 
@@ -487,39 +470,40 @@ def test_closing_while_a_stored_text_is_found_makes_the_row_its_error_and_leaves
     assert not started, started  # the texts thread closed, and not started again
 
 
-def test_a_miss_handed_to_the_loop_as_the_batcher_closes_is_its_row_s_error(tmp_path, monkeypatch):
-    """A miss read on the disk thread just as the batcher closes (Ctrl-C): handed to the loop before the close
-    begins (and ended with what the loop holds), or not at all; never to a new loop the close has not stopped,
-    where its row would wait for ever."""
-    from xladdin.core.cache import LoopThread
+def test_a_request_on_the_loop_as_the_batcher_closes_is_its_row_s_error(tmp_path, monkeypatch):
+    """A request whose coroutine waits for its disk read just as the batcher closes (Ctrl-C): ended with what
+    the loop holds (its row's error), never handed to a new loop the close has not stopped, where its row
+    would wait for ever; a request made once the close has begun starts nothing."""
+    from xladdin.core.threads import LoopThread
 
     engine = ScriptedEngine(lambda _: screen_answer("经营稳健"), delay=30)
     batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
     batcher.start()
     stopping = threading.Event()
-    real_stop, real_submit = LoopThread.stop, LoopThread.submit
+    real_stop, real_get = LoopThread.stop, Cache.get
 
     def stop(self, *args, **kwargs):
         stopping.set()
         return real_stop(self, *args, **kwargs)
 
-    def submit(self, coro):  # a miss handed over: only once the close has begun (or 1 s on)
-        if threading.current_thread().name.startswith(DISK_THREAD):
-            stopping.wait(1)
-        return real_submit(self, coro)
+    def get(self, key):  # the read held until the close has begun (or 1 s on)
+        stopping.wait(1)
+        return real_get(self, key)
 
     monkeypatch.setattr(LoopThread, "stop", stop)
-    monkeypatch.setattr(LoopThread, "submit", submit)
+    monkeypatch.setattr(Cache, "get", get)
     task = ScreenTask()
-    ticket = batcher.resolve(task, task.parse({"code": 600000, "name": "公司0"}))
-    time.sleep(0.2)  # the miss is on its way to the loop
+    fate = batcher.load(task, task.parse({"code": 600000, "name": "公司0"}))
+    time.sleep(0.2)  # its coroutine waits for its read
     closing = threading.Thread(target=batcher.close, kwargs={"abort": True})
     closing.start()
+    stopping.wait(10)
+    during = batcher.load(task, task.parse({"code": 600001, "name": "公司1"}))
     closing.join(30)
     assert not closing.is_alive()
-    assert wait_until(ticket.done, timeout=10), "the row waits for ever"
-    # failed with what the loop held: cancelled in the engine (Ctrl-C) or its error
-    assert ticket.cancelled() or "closed before the answer arrived" in str(ticket.exception())
+    assert wait_until(fate.done, timeout=10), "the row waits for ever"
+    assert fate.cancelled() or "closed before the answer arrived" in str(fate.exception())
+    assert "closed before the answer arrived" in str(during.exception(timeout=5))
     assert batcher.loop.loop is None  # no loop started again after the close
 
 
@@ -531,14 +515,14 @@ def test_a_batcher_used_again_after_close_answers_and_a_call_during_close_starts
     batcher = Batcher(engine, Cache(tmp_path / "c"), window_ms=0)
     task = ScreenTask()
     batcher._closing = True  # as ``close`` sets it, before it stops the loop
-    during = batcher.resolve(task, task.parse({"code": 600000, "name": "公司0"}))
+    during = batcher.load(task, task.parse({"code": 600000, "name": "公司0"}))
     assert "closed before the answer arrived" in str(during.exception(timeout=5))
     assert batcher.loop.loop is None and not batcher.ready  # nothing started
     batcher._closing = False
-    first = batcher.resolve(task, task.parse({"code": 600001, "name": "公司1"}))
+    first = batcher.load(task, task.parse({"code": 600001, "name": "公司1"}))
     assert first.result(timeout=10).reason == "经营稳健"
     batcher.close()
-    again = batcher.resolve(task, task.parse({"code": 600002, "name": "公司2"}))
+    again = batcher.load(task, task.parse({"code": 600002, "name": "公司2"}))
     try:
         assert again.result(timeout=10).reason == "经营稳健"
         assert len(engine.calls) == 2
@@ -572,7 +556,7 @@ def test_a_file_asked_for_before_a_close_is_that_run_s_and_never_read_after_it(t
     row is the close's error, and once the reader is used again the old lookup sends nothing to a reader
     nor takes the place of the new run's request for the same file, which gets its text, read once."""
     from xladdin.core import readers
-    from xladdin.core.cache import SerialThread
+    from xladdin.core.threads import SerialThread
 
     path = report_file(tmp_path)
     looking, reopened = threading.Event(), threading.Event()
@@ -677,7 +661,7 @@ def test_a_report_file_asked_for_while_the_batcher_closes_is_its_row_s_error_and
                                                                                                   monkeypatch):
     """A cell recalculated while its workbook's batcher closes asks for a report file: the row is its error
     ("the run is ending") and no reader thread or process is left once the close has returned."""
-    from xladdin.core.cache import LoopThread
+    from xladdin.core.threads import LoopThread
 
     path = report_file(tmp_path)
     batcher = Batcher(ScriptedEngine(lambda _: screen_answer("经营稳健")), Cache(tmp_path / "c"), window_ms=0)
@@ -720,7 +704,7 @@ def test_a_report_text_damaged_in_the_store_is_read_from_the_file_again(tmp_path
         first.close()
     digest = cache.get_document("stamp:" + readers.on_disk(readers.stamp_of(ReportPath(str(report), allowed))))
     cache.set_document("text:" + digest, b"not zlib")  # damaged
-    from xladdin.core.cache import SerialThread
+    from xladdin.core.threads import SerialThread
 
     disk = SerialThread()
     again = readers.Reader(cache, disk=disk)
@@ -765,7 +749,7 @@ def test_a_reader_thread_that_will_not_start_is_its_file_s_error_and_the_next_fi
 def test_an_answer_s_write_goes_ahead_of_the_reads_queued_before_it():
     """On the disk thread, what is given ``first`` (a batcher's answers to store) runs before the reads
     that were queued before it and have not started; the rest keeps its order."""
-    from xladdin.core.cache import SerialThread
+    from xladdin.core.threads import SerialThread
 
     disk, ran, release = SerialThread(), [], threading.Event()
     try:

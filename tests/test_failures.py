@@ -1,24 +1,29 @@
-"""The one rule of every memory of a failure (``cache.Failures``): a failure is the answer for its time,
-then forgotten; a success forgets it at once; the memory is bounded. The requests' fates, the engine's start
-and the report files' reads all keep theirs by it, for the same time."""
+"""The one rule of every memory of a failure: a failure is the answer for its time, then forgotten; a success
+forgets it at once; the memory is bounded. The requests' fates and the engine's start (one table,
+``fates.Fates``) and the report files' reads (``fates.Failures``) keep theirs for the same time."""
 
 from __future__ import annotations
 
 import pytest
 
-from xladdin.core import cache
+from xladdin.core import fates
 from xladdin.core.batcher import Batcher
-from xladdin.core.cache import ERROR_TTL, Cache, Failures, SharedStart
+from xladdin.core.cache import Cache
+from xladdin.core.fates import ERROR_TTL, Failures
 from xladdin.core.readers import Reader
 from xladdin.core.resolver import Resolver
 from xladdin.errors import EngineError, InputError
+from xladdin.tasks import ScreenTask
 from xladdin.testing import ScriptedEngine
+
+TASK = ScreenTask()
+ROW = {"code": "600519", "name": "贵州茅台", "pe_ttm": 20, "roe": 30}
 
 
 @pytest.fixture
 def clock(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr(cache.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(fates.time, "monotonic", lambda: now[0])
     return now
 
 
@@ -38,27 +43,38 @@ def test_a_failure_is_the_answer_for_its_time_then_forgotten(clock):
     assert len(f) == 2 and f.get("a") is None and f.get("c") is error  # bounded: the oldest forgotten
 
 
-def test_an_engine_that_cannot_start_is_that_error_for_its_time(clock):
-    import asyncio
+class CannotStart(ScriptedEngine):
+    starts = 0
 
-    async def cannot() -> None:
+    async def start(self):
+        self.starts += 1
         raise EngineError("engine offline (http://127.0.0.1:9)")
 
-    start = SharedStart(cannot)
-    with pytest.raises(EngineError):
-        asyncio.run(start())
-    with pytest.raises(EngineError, match="engine offline"):
-        start.raise_recent_failure()
-    clock[0] += ERROR_TTL
-    start.raise_recent_failure()  # its time is over: started again on the next request
+
+def test_an_engine_that_cannot_start_is_that_error_for_its_time(clock, tmp_path):
+    engine = CannotStart(lambda _: "{}")
+    batcher = Batcher(engine, Cache(tmp_path / "c"))
+    try:
+        with pytest.raises(EngineError):
+            batcher.start()
+        with pytest.raises(EngineError, match="engine offline"):  # at once, not started again
+            batcher.start()
+        rows = Resolver(batcher).map(TASK, [ROW])
+        assert isinstance(rows[0], EngineError) and engine.starts == 1
+        clock[0] += ERROR_TTL  # its time is over: started again on the next request
+        with pytest.raises(EngineError):
+            batcher.start()
+        assert engine.starts == 2
+    finally:
+        batcher.close()
 
 
 def test_requests_the_engine_start_and_report_files_keep_their_failures_alike(tmp_path):
     batcher = Batcher(ScriptedEngine(lambda _: "{}"), Cache(tmp_path / "c"))
     try:
-        memories = [Resolver(batcher).fates.failures, batcher.shared_start._failed,
-                    Reader(Cache(tmp_path / "d"), processes=1)._errors]
-        assert all(isinstance(m, Failures) and m.ttl == ERROR_TTL for m in memories)
+        assert Resolver(batcher).fates is batcher.fates and batcher.fates.ttl == ERROR_TTL
+        reader = Reader(Cache(tmp_path / "d"), processes=1)._errors
+        assert isinstance(reader, Failures) and reader.ttl == ERROR_TTL
     finally:
         batcher.close()
 
@@ -83,10 +99,10 @@ def test_a_pace_that_saw_no_answer_in_the_engines_time_waits_no_more_until_one_c
     batcher = SimpleNamespace(window=SimpleNamespace(limit=1), request_timeout=0.01)
     pacer = Pacer(batcher)
     pacer._changed = Counted()
-    tickets = [concurrent.futures.Future() for _ in range(1 + ROWS_AHEAD + 300)]
-    for ticket in tickets:
-        pacer.add([ticket])
+    fates = [concurrent.futures.Future() for _ in range(1 + ROWS_AHEAD + 300)]
+    for fate in fates:
+        pacer.add([fate])
     assert Counted.waits == 1  # one wait that saw no answer, then none
-    tickets[0].set_result(None)  # an answer: paced again
+    fates[0].set_result(None)  # an answer: paced again
     pacer.add([concurrent.futures.Future()])
     assert Counted.waits == 2

@@ -1,5 +1,5 @@
 """One table holds each request's fate (``resolver.Fates``): a cell asked again while its request is out
-joins it (the same ticket: nothing prepared, keyed or looked up on disk again), and its result or its
+joins it (the same fate: nothing prepared, keyed or looked up on disk again), and its result or its
 failure is then served from the table, through Excel's own call path."""
 
 from __future__ import annotations
@@ -66,12 +66,12 @@ def test_a_failed_request_is_its_cells_error_for_the_ttl_then_asked_again(tmp_pa
         resolver = Resolver(b, error_ttl=60)
         record = {"code": "600519", "name": "贵州茅台", "roe": 25, "pe_ttm": 30}
         first = resolver.resolve(ScreenTask(), record)
-        assert isinstance(first, Pending) and isinstance(first.ticket.exception(10), EngineError)
+        assert isinstance(first, Pending) and isinstance(first.fate.exception(10), EngineError)
         again = resolver.resolve(ScreenTask(), record)
         assert isinstance(again, Failed) and "server down" in str(again.error) and len(engine.calls) == 1
         resolver.error_ttl = 0  # the failure has aged
         later = resolver.resolve(ScreenTask(), record)
-        assert isinstance(later, Pending) and later.ticket.result(10).reason == "经营稳健"
+        assert isinstance(later, Pending) and later.fate.result(10).reason == "经营稳健"
         assert isinstance(resolver.resolve(ScreenTask(), record), Done) and len(engine.calls) == 2
 
 

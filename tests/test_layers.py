@@ -273,3 +273,20 @@ def test_the_design_picture_draws_the_layers_top_to_bottom():
     assert {"excel", "sheet", "jobs", "core", "reading", "engine", "tasks", "settings"} <= names, names
     wrong = [(a, b) for (a, la), (b, lb) in zip(drawn, drawn[1:], strict=False) if lb > la]
     assert not wrong, wrong
+
+
+def test_every_layer_above_the_core_imports_only_its_front():
+    """The jobs, the sheet and the doors import ``xladdin.core`` itself (its ``__init__``: the front), never
+    one of its modules (its futures, threads, readers or the batcher's insides); every name of the front
+    exists."""
+    import importlib
+
+    import xladdin.core as front
+
+    above = layer_of("core")
+    reached = sorted(f"{name} imports xladdin.{dep}" for name, path in modules().items()
+                     if layer_of(name) > above for dep in imported(path) if dep.startswith("core."))
+    assert reached == []
+    assert sorted(front.__all__) == sorted(front._LAZY)
+    for name in front.__all__:
+        assert getattr(importlib.import_module("xladdin.core"), name) is not None, name

@@ -1,4 +1,4 @@
-"""Each request's fate reaches the cells that asked through its ticket, not through the disk: with the
+"""Each request's fate reaches the cells that asked through its fate, not through the disk: with the
 cache off or unwritable, cells recalculated as desktop Excel does (a caller, recalculation when the
 answer arrives) each get their final value, with one engine request per distinct row."""
 

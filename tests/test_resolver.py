@@ -18,15 +18,18 @@ def test_outcomes(tmp_path):
         r = Resolver(b)
         first = r.resolve(TASK, ROW)
         assert isinstance(first, Pending)
-        assert first.ticket.result(10).reason == "稳健"
-        second = r.resolve(TASK, ROW)  # the ticket's own outcome, kept in memory: not read back from the disk
-        assert isinstance(second, Done) and second.result is first.ticket.result()
+        assert first.fate.result(10).reason == "稳健"
+        second = r.resolve(TASK, ROW)  # the fate's own outcome, kept in memory: not read back from the disk
+        assert isinstance(second, Done) and second.result is first.fate.result()
         assert isinstance(r.resolve(TASK, ROW), Done) and len(engine.calls) == 1
-        fresh = Resolver(b).resolve(TASK, ROW)  # another front door: a ticket, settled by its one disk read
-        assert isinstance(fresh, Pending)
-        fresh.ticket.read.result(10)  # its read done: the hit has settled the ticket by then
-        assert fresh.ticket.done()
-        assert fresh.ticket.result().provenance.cached and len(engine.calls) == 1
+        assert isinstance(Resolver(b).resolve(TASK, ROW), Done)  # another door of this core: the one table
+        with Batcher(engine, Cache(tmp_path / "c")) as other:  # another process: a fate, settled by its disk read
+            other.start()
+            fresh = Resolver(other).resolve(TASK, ROW)
+            assert isinstance(fresh, Pending)
+            other.fates.wait_looked([fresh.fate], 10)  # its read done: the hit has settled the fate by then
+            assert fresh.fate.done()
+            assert fresh.fate.result().provenance.cached and len(engine.calls) == 1
         bad = r.resolve(TASK, {**ROW, "roe": "N/A x"})
         assert isinstance(bad, Failed) and str(bad.error) == "roe is not a number: 'N/A x'"
 
@@ -39,7 +42,7 @@ def test_a_failure_is_returned_for_a_while_then_asked_again(tmp_path):
     with Batcher(engine, Cache(tmp_path / "c"), output_retries=0) as b:
         r = Resolver(b, error_ttl=60)
         pending = r.resolve(TASK, ROW)
-        assert isinstance(pending, Pending) and isinstance(pending.ticket.exception(10), EngineError)
+        assert isinstance(pending, Pending) and isinstance(pending.fate.exception(10), EngineError)
         again = r.resolve(TASK, ROW)
         assert isinstance(again, Failed) and "overloaded" in str(again.error) and len(engine.calls) == 1
         r.error_ttl = 0
@@ -47,17 +50,17 @@ def test_a_failure_is_returned_for_a_while_then_asked_again(tmp_path):
 
 
 def test_a_verdict_without_a_model_answer_is_not_asked_again_on_recalculation(tmp_path):
-    """A sheet recalculates a cell when its ticket settles: an answer that failed (and is never
+    """A sheet recalculates a cell when its fate settles: an answer that failed (and is never
     cached) must not send the model the same request again, and again."""
     engine = ScriptedEngine(lambda _: '{"reason": 5}')  # never a valid answer
     with Batcher(engine, Cache(tmp_path / "c")) as b:
         r = Resolver(b)
         first = r.resolve(TASK, ROW)
-        assert isinstance(first, Pending) and first.ticket.result(10).reason == NO_ANSWER_REASON
+        assert isinstance(first, Pending) and first.fate.result(10).reason == NO_ANSWER_REASON
         assert len(engine.calls) == 2  # asked, then asked again with the error
         for _ in range(3):  # the recalculations that follow
             again = r.resolve(TASK, ROW)
             assert isinstance(again, Done) and again.result.reason == NO_ANSWER_REASON
         assert len(engine.calls) == 2 and Cache(tmp_path / "c").stats()["entries"] == 0
     with Batcher(ScriptedEngine(lambda _: screen_answer("稳健")), Cache(tmp_path / "c")) as b:
-        assert Resolver(b).resolve(TASK, ROW).ticket.result(10).reason == "稳健"  # a new process asks again
+        assert Resolver(b).resolve(TASK, ROW).fate.result(10).reason == "稳健"  # a new process asks again

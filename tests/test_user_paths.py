@@ -467,17 +467,24 @@ def test_udfs_round_trip_through_xlwings_call_udf(windows_udfs, tmp_path):
 
 
 # One cell's walk: a QWEN_SCREEN row with its report text, and one without (no report: nothing is read of
-# one). A module more on the path, or a call up into a layer above, fails the test below.
-WALK_MODULES = {"营业收入12.5亿元，同比增长10%；归属于上市公司股东的净利润1.2亿元，同比增长8%。": 15, None: 13}
+# one). What a request costs is bounded: the threads that carry it (``kit.Walk.carriers``: a miss, the cell's
+# thread, the loop and the recalculation's; a disk hit, the cell's thread and the loop) and the futures made
+# for it (its fate, and the call's while it waits); a call up into a layer above fails the test too.
+WALK_TEXTS = {"营业收入12.5亿元，同比增长10%；归属于上市公司股东的净利润1.2亿元，同比增长8%。": "report text",
+              None: "no report"}
+MISS_CARRIERS, HIT_CARRIERS = 3, 2
+MISS_FUTURES, HIT_FUTURES = 2, 1
 
 
-@pytest.mark.parametrize("text", list(WALK_MODULES), ids=["report text", "no report"])
+@pytest.mark.parametrize("text", list(WALK_TEXTS), ids=list(WALK_TEXTS.values()))
 def test_one_cell_walks_down_the_layers_and_returns_through_its_future(windows_udfs, tmp_path, text):
     """One ``QWEN_SCREEN`` cell as Excel calls it (xlwings' ``call_udf``: a miss, pending, then its value on
-    the recalculation) against an HTTP engine on 127.0.0.1: every xladdin function entered, on every
-    thread, is recorded with the function that called it. No function calls a function of a layer above
-    its own (``test_layers.LAYERS``): the answer returns through futures, never by a lower layer calling
-    up; and the cell passes at most ``WALK_MODULES`` modules (the engine's included)."""
+    the recalculation) against an HTTP engine on 127.0.0.1, then the same cell in a workbook opened again
+    (a disk hit, its value on the first call): every xladdin function entered, on every thread, is recorded
+    with the function that called it and its thread. No function calls a function of a layer above its own
+    (``test_layers.LAYERS``): the answer returns through futures; the miss is carried by at most
+    ``MISS_CARRIERS`` threads and makes ``MISS_FUTURES`` futures, the hit ``HIT_CARRIERS`` and
+    ``HIT_FUTURES``."""
     from test_fate_doors import chat_route
 
     from xladdin.sheet import functions
@@ -485,31 +492,48 @@ def test_one_cell_walks_down_the_layers_and_returns_through_its_future(windows_u
 
     call_udf, name, module = windows_udfs
     server = MockServer({"/v1/models": vllm_models("Qwen/Qwen3-8B"), "/v1/chat/completions": chat_route})
-    walk = kit.Walk(aliases={name: "xladdin.excel.udfs"})  # the UDF module as Windows imports it
-    recalculated = []
-    with walk.walking():  # the batcher's threads start inside: each runs the hook
-        try:
-            settings = tiny_settings(tmp_path, engine_url=server.url)
-            runtime = CellRuntime(batcher=Batcher.from_settings(settings, server.engine(settings), own_engine=True),
-                                  told=kit.recalculates(recalculated.append))
-            module.set_runtime(runtime)
-            runtime.batcher.start()
-            row = ((600000.0, "公司", "银行", 5.0, 10.0, 0.5, text),)
-            call_udf(name, "QWEN_SCREEN", (((600001.0, *row[0][1:]),), MISSING, MISSING, MISSING), None,
-                     {"address": "$L$9"})  # another row first: what every cell shares is imported and started
-            wait_until(lambda: recalculated, 30, message="the first cell was never recalculated")
-            walk.recording.set()
-            first = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
-            wait_until(lambda: len(recalculated) == 2, 30, message="the cell was never recalculated")
-            done = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None, {"address": "$L$2"})
-            walk.recording.clear()
-        finally:
-            server.close()
-    entered, upward = walk.entered, walk.upward
-    assert first[0][0] == functions.PENDING and done[0][:3] == ["600000.SH", "公司", "中"], (first, done)
-    assert not upward, sorted(upward)
-    assert "xladdin.engine.openai_http" in entered and "xladdin.core.resolver" in entered  # what is watched
-    assert len(entered) <= WALK_MODULES[text], walk.said()
+    row = ((600000.0, "公司", "银行", 5.0, 10.0, 0.5, text),)
+    walks = []
+    try:
+        for opened in ("first", "again"):
+            walk = kit.Walk(aliases={name: "xladdin.excel.udfs"})  # the UDF module as Windows imports it
+            walks.append(walk)
+            recalculated: list = []
+            with walk.walking():  # the batcher's threads start inside: each runs the hook
+                settings = tiny_settings(tmp_path, engine_url=server.url)
+                runtime = CellRuntime(batcher=Batcher.from_settings(settings, server.engine(settings),
+                                                                    own_engine=True),
+                                      told=kit.recalculates(recalculated.append))
+                module.set_runtime(runtime)
+                try:
+                    runtime.batcher.start()
+                    call_udf(name, "QWEN_SCREEN", (((600001.0, *row[0][1:]),), MISSING, MISSING, MISSING), None,
+                             {"address": "$L$9"})  # another row first: what every cell shares is started
+                    if opened == "first":
+                        wait_until(recalculated.copy, 30, message="the first cell was never recalculated")
+                    recalculated.clear()
+                    walk.recording.set()
+                    shown = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None,
+                                     {"address": "$L$2"})
+                    if opened == "first":
+                        assert shown[0][0] == functions.PENDING, shown
+                        wait_until(recalculated.copy, 30, message="the cell was never recalculated")
+                        shown = call_udf(name, "QWEN_SCREEN", (row, MISSING, MISSING, MISSING), None,
+                                         {"address": "$L$2"})
+                    walk.recording.clear()
+                finally:
+                    module.set_runtime(None)
+                    runtime.close()
+            assert shown[0][:3] == ["600000.SH", "公司", "中"], (opened, shown)
+    finally:
+        server.close()
+    miss, hit = walks
+    for walk in walks:
+        assert not walk.upward, sorted(walk.upward)
+    assert "xladdin.engine.openai_http" in miss.entered and "xladdin.core.resolver" in miss.entered
+    assert len(miss.carriers()) <= MISS_CARRIERS and miss.futures <= MISS_FUTURES, (miss.threads, miss.futures)
+    assert "xladdin.engine.openai_http" not in hit.entered, hit.said()
+    assert len(hit.carriers()) <= HIT_CARRIERS and hit.futures <= HIT_FUTURES, (hit.threads, hit.futures)
 
 
 def test_cells_called_by_excel_s_threads_never_touch_the_disk_one_read_per_request(windows_udfs, tmp_path,

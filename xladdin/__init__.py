@@ -18,9 +18,9 @@ from .lazy import lazy
 from .version import __version__
 
 _LAZY = {
-    "Batcher": ".core.batcher",
-    "Cache": ".core.cache",
-    "cache_key": ".core.cache",
+    "Batcher": ".core",
+    "Cache": ".core",
+    "cache_key": ".core",
     "compare": ".jobs.dataframes",
     "highlights": ".jobs.dataframes",
     "screen": ".jobs.dataframes",

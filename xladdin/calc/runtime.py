@@ -1,6 +1,6 @@
 """Calc's side of the cells' runtime, free of UNO so it runs anywhere: every call's result is a
 ``Waiting`` (in LibreOffice a volatile result, ``XVolatileResult``) holding its value now — final, or
-the placeholder while its answers are awaited. When its tickets settle, ``post`` runs ``settle`` on
+the placeholder while its answers are awaited. When its fates settle, ``post`` runs ``settle`` on
 LibreOffice's main thread, which gives the cells listening to it their final value, and LibreOffice
 recalculates them (now from memory or the cache).
 
@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..core.batcher import Batcher
-from ..core.readers import Reader
+from ..core import Batcher, Reader
 from ..engine import engine_kind
 from ..engine.private_server import PrivateServer
 from ..errors import is_error_text
@@ -66,11 +65,12 @@ def to_calc(value: Any) -> Any:
     return value
 
 
-def _final(value: Any) -> bool:
-    """A value that no later call can change: neither a placeholder nor an error (an error is shown
-    for a while, then its request is made again, as in Excel)."""
+def _final(value: Any, pending: bool) -> bool:
+    """A value that no later call can change: not waiting on its requests (``pending``, the runtime's word:
+    ``CellRuntime.waited``) and no error (an error is shown for a while, then its request is made again, as
+    in Excel)."""
     values = [v for row in value for v in row] if isinstance(value, list) else [value]
-    return not any(v == functions.PENDING or is_error_text(v) for v in values)
+    return not pending and not any(is_error_text(v) for v in values)
 
 
 class Waiting:
@@ -91,9 +91,9 @@ class Waiting:
         if listener in self.listeners:
             self.listeners.remove(listener)
 
-    def settle(self, value: Any) -> None:
-        """On the main thread: the value to every listening cell."""
-        self.value, self.final = value, _final(value) and not self.live
+    def settle(self, value: Any, pending: bool = False) -> None:
+        """On the main thread: the value to every listening cell (``pending``: it still waits)."""
+        self.value, self.final = value, _final(value, pending) and not self.live
         for listener in list(self.listeners):
             listener.modified(self._event(self, value))
 
@@ -105,7 +105,8 @@ class _Call:
 
     __slots__ = ("compute", "finish", "result")
 
-    def __init__(self, compute: Callable[[_Call], Any], finish: Callable[[Callable[[], Any]], Any], result: Waiting):
+    def __init__(self, compute: Callable[[_Call], tuple[Any, bool]], finish: Callable[[Callable[[], Any]], Any],
+                 result: Waiting):
         self.compute, self.finish, self.result = compute, finish, result
 
 
@@ -131,7 +132,7 @@ class CalcFunctions:
             return self._runtime
 
     def _recalculate(self, settled: concurrent.futures.Future) -> None:
-        """The runtime's ``told``: a call's tickets have settled (on the engine's thread): settle it on the main
+        """The runtime's ``told``: a call's fates have settled (on the engine's thread): settle it on the main
         thread with its value made of its answers (``Answered.made``; ``None``: computed again), with every
         other call that settles before the main thread gets to it (one event for them all)."""
         answered = settled.result()
@@ -147,7 +148,7 @@ class CalcFunctions:
         with self._lock:
             calls, self._settled, self._posted = self._settled, [], False
         for call, value in calls:
-            call.result.settle(call.compute(call) if value is None else call.finish(value))
+            call.result.settle(*(call.compute(call) if value is None else (call.finish(value), False)))
         self._refresh()
 
     def _refresh(self) -> None:
@@ -157,9 +158,9 @@ class CalcFunctions:
         with self._lock:
             self._refresh_posted = False
         for call in [c for c in self.calls.values() if c.result.live]:
-            value = call.compute(call)
+            value, pending = call.compute(call)
             if value != call.result.value:
-                call.result.settle(value)
+                call.result.settle(value, pending)
 
     def _post_refresh(self) -> None:
         with self._lock:
@@ -175,7 +176,7 @@ class CalcFunctions:
         call = self.calls.get(key)
         if call is None:
             given = tuple(from_calc(a) for a in args)
-            call = self.calls[key] = _Call(lambda c: to_calc(functions.call(self.runtime(), name, given, c)),
+            call = self.calls[key] = _Call(lambda c: self._compute(name, given, c),
                                            lambda value: to_calc(functions.settled(self.runtime(), name, value)),
                                            self._waiting(name))
             if len(self.calls) > MAX_CALLS:  # forget the oldest settled calls (their cells keep their values)
@@ -183,7 +184,7 @@ class CalcFunctions:
                     del self.calls[old]
         if call.result.final:  # settled with neither placeholder nor error: the same call gives the same value
             return call.result
-        value = call.compute(call)
+        value, _ = call.compute(call)
         if value != call.result.value:
             if call.result.listeners:  # cells listen to the old value: a new result for the new one
                 call.result = self._waiting(name)
@@ -191,6 +192,12 @@ class CalcFunctions:
         if not call.result.live:  # a call computed (a request made, a cell waiting): the status moves
             self._post_refresh()
         return call.result
+
+    def _compute(self, name: str, given: tuple[Any, ...], call: _Call) -> tuple[Any, bool]:
+        """The call's value now, and whether it waits on its requests (their futures, not its text)."""
+        rt = self.runtime()
+        value = to_calc(functions.call(rt, name, given, call))
+        return value, rt.waited()
 
     def _waiting(self, name: str) -> Waiting:
         result = self._make_waiting()

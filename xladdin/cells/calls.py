@@ -94,7 +94,7 @@ def evaluate(rt: CellRuntime, fn: Function, args: list[Any], caller: str) -> Any
     except CallError as e:
         return _plain(functions.failed(rt, fn.name, e))
     value = functions.call(rt, fn.name, given, caller)
-    return WAITING if is_pending(value) else _plain(value)
+    return WAITING if rt.waited() else _plain(value)
 
 
 def finished(rt: CellRuntime, fn: Function, value: Callable[[], Any]) -> Any:
@@ -114,12 +114,6 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item"):  # a numpy scalar
         return _plain(value.item())
     return str(value)
-
-
-def is_pending(value: Any) -> bool:
-    if isinstance(value, list):
-        return any(is_pending(v) for v in value)
-    return value == functions.PENDING
 
 
 def is_error(value: Any) -> bool:

@@ -49,7 +49,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..core.cache import on_serial_thread
+from ..core import on_serial_thread
 from ..errors import ConfigError
 from ..reading.documents import looks_like_path
 from ..settings import loopback

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..core.cache import Cache, remove_cache_files
+from ..core import Cache, remove_cache_files
 from ..settings import Settings
 
 

@@ -1,27 +1,24 @@
-"""When requests reach the engine, and what never needs to: one class, ``Batcher``; and one request sized,
-prepared and asked (``ContextFit``, ``Requests``, ``structured_call``: below).
+"""When requests reach the engine, and what never needs to: one class, ``Batcher`` (one request sized,
+prepared and asked: ``requests``).
 
-A thread-safe sync facade serves the ``Resolver`` (every front door: Excel, the CLI, Refresh,
-pandas); its asyncio core runs on a loop thread of its own (``cache.LoopThread``), and the disk cache is
-read and written on a thread of its own (``cache.SerialThread``): never on a caller's (a cell's)
-thread, never on the loop that drives the engine's requests. A request is
+Every front door asks through the ``Resolver``, which asks here: ``load`` gives a request's one future (its
+fate in the table, ``fates.Fates``: the one already there for the same request, or a new one) and never
+waits. Each new request is one coroutine on the loop thread (``threads.LoopThread``), awaiting in order:
 
-1. prepared on the caller's thread and read from the cache once, on the disk thread: a hit's result is
-   made on the rows thread and settles its ticket there (no queue, no event loop round trip); a caller
-   may wait a bounded time for that read (``Ticket.read``, done once the hit's ticket is settled: a
-   reopened workbook's cells get their values at once), never for the engine;
-2. otherwise handed to the loop and queued (``JobQueue``: joined to an identical request
-   queued or in flight, or answered from the answers stored lately, ``RECENT``): a caller never
-   waits for the engine to start, before it has the ticket covers the start.
-   Workers, one per request the engine may hold (``Window``, below: what the engine says, a
-   limit the user set in its options, or a window adapted to a GPU server's load), take the queue
-   longest prompt first after a short window that lets a burst of cells arrive (one wave); the
-   engine is never given more and never left idle while work is queued.
+1. the engine's start (once, shared: its fate is in the table too, a failure the answer for its time);
+2. its one read of the disk cache, on the disk thread (``threads.SerialThread``: never a caller's thread,
+   never the loop): a hit's result is made on the rows thread, and the fate is settled;
+3. otherwise (the fate ``looked``: a caller waiting for the read stops waiting) the engine, queued
+   (``JobQueue``): workers, one per request the engine may hold (``Window``, below: what the engine says, a
+   limit the user set in its options, or a window adapted to a GPU server's load), take the queue longest
+   prompt first after a short window that lets a burst of cells arrive (one wave); the engine is never given
+   more and never left idle while work is queued;
+4. the answer's write to the cache, then its result, made on the rows thread.
 
 Each answer goes through one ``structured_call`` (validated, re-asked once with the error), is
-stored in the cache the moment it arrives (on the disk thread, awaited before its ticket settles;
+stored in the cache the moment it arrives (on the disk thread, awaited before its fate settles;
 only while the engine still serves the request's model) and turned into the task's result on the
-rows thread; a failing request fails only its own ticket. How long a request may go without a sign of life is
+rows thread; a failing request fails only its own fate. How long a request may go without a sign of life is
 the engine's to say (``Engine.stall_s``).
 
 **How many requests the batcher keeps in the engine at once** (``Window``). An embedded engine has a fixed
@@ -42,13 +39,10 @@ running). A limit set by the user is kept as given.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
-import functools
 import heapq
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -59,25 +53,22 @@ from pydantic import BaseModel, ValidationError
 
 from ..engine import Engine, SamplingParams, Started, build_engine
 from ..errors import (
-    Attempt,
     ConfigError,
     EngineError,
     EngineOffline,
-    EngineRejected,
     EngineStalled,
     EngineTimeout,
-    OutputError,
-    RetryError,
     XladdinError,
-    first_error,
     row_error,
 )
 from ..settings import Settings
 from ..tasks.base import Provenance, Task
-from .cache import Cache, LoopThread, SerialThread, SharedStart, Ticket, cache_key, fail, settle
+from .cache import Cache
+from .fates import START, Fate, Fates
 from .readers import Reader
+from .requests import ContextFit, Prepared, Requests, structured_call
+from .threads import LoopThread, SerialThread, fail, settle
 
-RECENT = 4096  # answers stored lately, kept in memory by key (``Batcher._ask``)
 RESULT = "result:"  # a kept result's entry in the cache's documents store (``Batcher.keep``)
 
 
@@ -149,14 +140,13 @@ class _Job:
 
 
 class JobQueue:
-    """Requests waiting for the engine: an identical request joins the one queued or in flight
-    (one future), the longest prompt goes first, and an idle engine waits ``collect_s`` for a
-    burst of cells to arrive (one wave) before the first is taken."""
+    """Requests waiting for the engine: the longest prompt goes first, and an idle engine waits
+    ``collect_s`` for a burst of cells to arrive (one wave) before the first is taken. (An identical
+    request never comes twice: it joins the first in the table of fates.)"""
 
     def __init__(self, collect_s: float):
         self.collect_s = collect_s
         self.jobs: list[_Job] = []
-        self.inflight: dict[str, asyncio.Future] = {}  # queued or in the engine, by request key
         self.waves = 0
         self._wake = asyncio.Event()
         self._seq = itertools.count()
@@ -165,16 +155,12 @@ class JobQueue:
     def __len__(self) -> int:
         return len(self.jobs)
 
-    def put(self, request: Prepared) -> tuple[asyncio.Future, bool]:
-        """The future of ``request``'s answer, and whether it joined one already asked."""
-        fut = self.inflight.get(request.key)
-        if fut is not None:
-            return fut, True
+    def put(self, request: Prepared) -> asyncio.Future:
+        """The future of ``request``'s answer."""
         fut = asyncio.get_running_loop().create_future()
-        self.inflight[request.key] = fut
         heapq.heappush(self.jobs, _Job((-request.length, next(self._seq)), request, fut))
         self._wake.set()
-        return fut, False
+        return fut
 
     async def take(self, engine_idle: Callable[[], bool]) -> _Job:
         while not self.jobs:
@@ -188,11 +174,6 @@ class JobQueue:
                     await asyncio.sleep(self.collect_s)
                 self._collecting = False
         return heapq.heappop(self.jobs)
-
-    def fail_all(self, error: Exception) -> None:
-        for fut in self.inflight.values():
-            if not fut.done():
-                fut.set_exception(error)
 
 
 @contextlib.contextmanager
@@ -234,7 +215,8 @@ class Batcher:
         self._lock = threading.Lock()  # stats
         self._timed_out: set[str] = set()  # the requests that timed out (a request retried counts once)
         self.loop = LoopThread("xladdin-batcher")
-        self.shared_start = SharedStart(self._astart)
+        self.fates = Fates()  # every request's one future, by its input and its key; the engine's start's
+        self._running: set[asyncio.Task] = set()  # the requests' coroutines on the loop (held: the loop holds none)
         self.queue: JobQueue | None = None  # made on the loop, when the engine has started
         self._workers: list[asyncio.Task] = []
         self._in_engine = 0
@@ -243,17 +225,15 @@ class Batcher:
         self.last_answer = 0.0  # when a request last settled (monotonic)
         self.cache = cache
         self.disk = SerialThread()  # every read and write of the answers, in order (``_from_cache``, ``_flush``)
-        # a request's work off its caller's thread, the disk thread and the loop: a result made from its
-        # answer (a hit's, ``_finish_hit``; an engine's, ``_ask``), a request asked before the start prepared
+        # a request's CPU work off the loop: a result made from its answer (a hit's, an engine's), a request
+        # asked before the start prepared, a report row's input parsed
         self.rows = SerialThread("xladdin-rows")
         # answers to store, taken together by the next ``_flush`` on the disk thread (one transaction)
         self._writes: list[tuple[str, dict[str, Any], concurrent.futures.Future]] = []
         self._writes_lock = threading.Lock()
-        # key → validated answer, of the last RECENT stored (on the loop thread, by the workers): ``_ask``
-        self._recent: collections.OrderedDict[str, BaseModel] = collections.OrderedDict()
         self._kept: list[tuple[str, Any]] = []  # results to keep (``keep``), written by the next ``_flush_kept``
-        self._closing = False  # ``close`` is stopping the loop and the disk thread (``_read``)
-        self._closing_lock = threading.Lock()  # a miss is handed to the loop before ``close`` begins, or not at all
+        self._closing = False  # ``close`` is stopping the loop and the disk thread
+        self._closing_lock = threading.Lock()  # a request reaches the loop before ``close`` begins, or not at all
         self.context = ContextFit(engine, cache, self.params.max_tokens, text_tokens, disk=self.disk,
                                   learned=lambda: self.learned)
         self.requests = Requests(lambda: self.learned, self.params, self.context)
@@ -282,28 +262,24 @@ class Batcher:
         """Start the loop thread and the engine, and wait for it (idempotent, thread-safe).
 
         An engine that cannot start (offline, timing out) raises its ``EngineError``, and a
-        recent failure is raised at once (``lifecycle.SharedStart``)."""
+        recent failure is raised at once (the start's fate, kept for its time: ``fates.START``)."""
         self.starting().result()
 
     def starting(self) -> concurrent.futures.Future:
-        """The start of ``start``, begun and not waited for: a future, done once the engine has started
-        (its exception the start's failure, a recent one at once)."""
+        """The engine's start, begun and not waited for: its fate in the table (one start, however many ask;
+        its failure the answer for its time), done once the engine has started."""
         if self.ready:
-            started: concurrent.futures.Future = concurrent.futures.Future()
-            started.set_result(None)
-            return started
-        self.loop.get()
-        try:
-            self.shared_start.raise_recent_failure()
-        except XladdinError as e:
-            failed: concurrent.futures.Future = concurrent.futures.Future()
-            failed.set_exception(e)
-            return failed
-        return self.loop.submit(self._ensure_started())
+            return _STARTED
+        fate, new = self.fates.claim(START)
+        if new:
+            self.run_on_loop(fate, self._astart())
+        return fate
 
-    async def _ensure_started(self) -> None:
-        if not self.ready:
-            await self.shared_start()
+    def _start_failed(self) -> None:
+        """Raise the engine's failure to start while its time lasts."""
+        fate = self.fates.get(START)
+        if fate is not None and fate.done() and fate.exception() is not None:
+            raise fate.exception()  # type: ignore[misc]
 
     async def _start_engine(self) -> None:
         """Start the engine; an offline server seen before is known by the model id it had, so the
@@ -337,6 +313,8 @@ class Batcher:
         return learned
 
     async def _astart(self) -> None:
+        if self.ready:  # started since the fate was made
+            return
         await self._start_engine()
         if not self.learned.model_id:  # the model id is part of every cache key
             raise EngineError(f"{self.engine.describe()}: the engine did not name its model")
@@ -355,8 +333,8 @@ class Batcher:
         async def _stop() -> None:
             for w in self._workers:
                 w.cancel()
-            if self.queue is not None:  # callers waiting on unanswered requests get an error
-                self.queue.fail_all(XladdinError("closed before the answer arrived"))
+            # callers waiting on unanswered requests get an error; they are asked again after
+            self.fates.close(XladdinError("closed before the answer arrived"))
             await asyncio.sleep(0)
             if self.own_engine:
                 if abort:
@@ -371,6 +349,7 @@ class Batcher:
             finally:  # a reader that will not end (or a second Ctrl-C) still stops the engine and the threads
                 self.loop.stop(_stop)  # no lock held: the loop thread may still be finishing requests that count stats
                 self._workers = []  # ended with the loop: used again, the batcher starts the engine and them again
+                self.fates.close(XladdinError("closed before the answer arrived"))  # what the loop never ran
                 self.disk.close(last=self.cache.close)  # the writes queued run first; then the thread's connections
                 self.rows.close()  # the hits read before the disk thread closed are finished first
         finally:
@@ -385,44 +364,34 @@ class Batcher:
         self.close()
 
     # ---------------------------------------------------------------- the queue and its workers
-    def _store(self, key: str, out: BaseModel) -> concurrent.futures.Future:
-        """A validated answer, stored as it arrives: done once it is on disk. The write goes ahead of the
-        cache reads waiting on the disk thread (its worker takes no other request until it is stored), and
-        the answers that arrive while it waits are written with it, in one transaction (a cell's cache
-        read waits for one write, not one each)."""
-        stored: concurrent.futures.Future = concurrent.futures.Future()
+    def _store(self, key: str, out: BaseModel) -> asyncio.Future:
+        """On the loop: a validated answer, stored as it arrives: the loop's future, done once it is on disk.
+        The write goes ahead of the cache reads waiting on the disk thread (its worker takes no other request
+        until it is stored), and the answers that arrive while it waits are written with it, in one
+        transaction (a cell's cache read waits for one write, not one each)."""
+        loop = asyncio.get_running_loop()
+        stored = loop.create_future()
         with self._writes_lock:
             self._writes.append((key, out.model_dump(mode="json"), stored))
             first = len(self._writes) == 1
-        if first:
-            self.disk.submit(self._flush, first=True)  # ahead of the reads queued: a worker waits for it
+        if first and not self.disk.post(self._flush, loop, first=True):  # ahead of the reads queued
+            self._flush(loop)  # the interpreter is exiting: here
         return stored
 
-    def _flush(self) -> None:
-        """On the disk thread: every answer waiting to be stored, stored."""
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the disk thread: every answer waiting to be stored, stored; their workers told on ``loop``."""
         with self._writes_lock:
             writes, self._writes = self._writes, []
         try:
             self.cache.set_many([(key, value) for key, value, _ in writes])
         finally:
-            for _, _, stored in writes:
-                stored.set_result(None)
-
-    def _remember(self, key: str, out: BaseModel) -> None:
-        """A stored answer, kept in memory among the last ``RECENT`` (on the loop thread)."""
-        self._recent[key] = out
-        self._recent.move_to_end(key)
-        if len(self._recent) > RECENT:
-            self._recent.popitem(last=False)
+            with contextlib.suppress(RuntimeError):  # the loop has stopped: nobody awaits them
+                loop.call_soon_threadsafe(_all_stored, [stored for _, _, stored in writes])
 
     async def _schedule(self, request: Prepared) -> BaseModel:
-        """The validated answer to ``request``: joins the request in flight, or queues a new one."""
+        """The validated answer to ``request``, queued for the workers."""
         assert self.queue is not None
-        fut, joined = self.queue.put(request)
-        if joined:
-            with self._lock:
-                self.stats.deduplicated += 1
-        return await asyncio.shield(fut)
+        return await asyncio.shield(self.queue.put(request))
 
     def _window(self) -> Window:
         return Window.for_engine(self.learned.max_parallel, self.learned.reports_load, self.engine.parallel_limit)
@@ -461,15 +430,15 @@ class Batcher:
             try:
                 out = await self._answer(request)
             except Exception as e:  # a bug in one row fails only that row
-                job.future.set_exception(row_error(e))
+                if not job.future.done():
+                    job.future.set_exception(row_error(e))
             else:
-                # stored before it settles and leaves ``inflight`` (``_ask`` relies on it); shielded, so a
-                # worker cancelled by ``close`` still leaves the write queued: it is stored
-                await asyncio.shield(asyncio.wrap_future(self._store(request.key, out)))
-                self._remember(request.key, out)
-                job.future.set_result(out)
+                # stored before it settles; shielded, so a worker cancelled by ``close`` still leaves the
+                # write queued: it is stored
+                await asyncio.shield(self._store(request.key, out))
+                if not job.future.done():
+                    job.future.set_result(out)
             finally:
-                self.queue.inflight.pop(request.key, None)
                 self.last_answer = time.monotonic()
 
     async def _answer(self, request: Prepared) -> BaseModel:
@@ -528,7 +497,7 @@ class Batcher:
             return None  # written by an older schema: ask again
 
     def _hit(self, request: Prepared, out: BaseModel) -> Any:
-        """``request``'s result from an answer stored before (the disk cache's, or one of ``_recent``), counted."""
+        """``request``'s result from an answer stored before (the disk cache's), counted."""
         self._count_hit()
         return request.finish(out, True)
 
@@ -549,90 +518,99 @@ class Batcher:
         out = self.disk.submit(self._from_cache, request).result()
         return None if out is None else self._hit(request, out)
 
-    def resolve(self, task: Task, inp: BaseModel, ticket: Ticket | None = None) -> Ticket:
-        """The request's ticket (``ticket``, the one its caller made for its input, or a new one): the one
-        future its outcome is set on, by its disk read (a hit) or on the loop (the engine's answer); never
-        waits, on the disk or the engine.
-
-        The request is prepared here and read on the disk thread, which hands a hit to the rows thread
-        (``_finish_hit``) or a miss to the loop (``_ask``); the ticket's ``read`` is done once the hit has
-        settled the ticket or the miss has gone to the engine (a caller may wait for it, bounded). Before the
-        engine has started (loading a model, reaching a server that may hang) the ticket covers the start
-        too, and a recent failure to start is raised. What becomes of the ticket's result is the caller's
-        to keep (``Resolver``): nothing here remembers it but the disk cache and the answers stored lately."""
-        ticket = Ticket() if ticket is None else ticket
-        if not self.ready:
-            with self._closing_lock:  # never a loop (and an engine) started again by a call during ``close``
-                if self._closing:
-                    settle(ticket, XladdinError("closed before the answer arrived"), error=True)
-                    ticket.read_done()
-                    return ticket
-                self.loop.get()
-                self.shared_start.raise_recent_failure()
-                self._on_loop(ticket, self._start_then_ask(task, inp))
-            ticket.read_done()  # nothing read yet: the read follows the start, on the loop's account
-            return ticket
+    def load(self, task: Task, inp: BaseModel, fate: Fate | None = None) -> Fate:
+        """The request's fate: ``fate`` (its caller's, made for its input in the table) or a new one, or the
+        fate of the same request already asked (by its key). Never waits, on the disk or the engine: its
+        coroutine runs on the loop (``_request``). Prepared here when the engine has started (its model is in
+        the key); before, on the rows thread once it has (the fate covers the start too, and is ``looked``
+        at once: nothing is read before the start), and a recent failure to start is raised."""
+        made = fate is None
+        fate = Fate() if fate is None else fate
+        if not self.ready:  # (never a loop, and an engine, started again by a call during ``close``)
+            self._start_failed()
+            fate.looked = True
+            self.run_on_loop(fate, self._start_then(task, inp, fate))
+            return fate
         request = self.prepare(task, inp)
-        ticket.key = request.key
-        if ticket.read is None:
-            ticket.read = concurrent.futures.Future()
-        self.disk.submit(self._read, request, ticket)
-        return ticket
+        other = self.fates.join(_same(request), fate)
+        if other is not None:  # the same request, asked under another input or by another door
+            self._count_joined()
+            if made:
+                return other
+            _follow(fate, other)
+            return fate
+        fate.key = request.key
+        self.run_on_loop(fate, self._request(request, fate))
+        return fate
 
-    def _on_loop(self, ticket: Ticket, asked: Coroutine[Any, Any, tuple[Any, bool]]) -> None:
-        """``asked`` run on the loop, its outcome set on ``ticket`` there (its result, and whether the model's
-        answer made it); ``ticket`` given up on (cancelled) cancels it."""
-
+    def run_on_loop(self, fate: Fate, asked: Coroutine[Any, Any, Any]) -> None:
+        """``asked`` run on the loop as a task, its outcome set on ``fate`` there; ``fate`` given up on
+        (cancelled) cancels it; the batcher closing fails it."""
         async def settling() -> None:
             try:
-                result, answered = await asked
+                result = await asked
             except asyncio.CancelledError:
-                ticket.cancel()
+                if self._closing:
+                    fail(fate, XladdinError("closed before the answer arrived"))
+                else:
+                    fate.cancel()
                 raise
             except Exception as e:  # a bug in one row fails only that row
-                fail(ticket, e)
+                fail(fate, e)
             else:
-                ticket.answered = answered
-                settle(ticket, result)
+                settle(fate, result)
 
-        running = self.loop.submit(settling())
-        ticket.add_done_callback(lambda t: t.cancelled() and running.cancel())
-
-    def _read(self, request: Prepared, ticket: Ticket) -> None:
-        """On the disk thread: ``request``'s one read of the cache. A hit goes to the rows thread, which
-        settles ``ticket`` and then does its ``read``; a miss is handed to the loop, whose outcome settles
-        ``ticket`` (its cancellation cancels the request's wait there), its ``read`` done here."""
-        finishing = False
-        try:
-            if ticket.cancelled():  # given up on before its turn (a table's bound)
+        def begin() -> None:
+            if fate.done():  # given up on before its turn
+                asked.close()
                 return
-            out = self._from_cache(request)
-            if out is None:
-                with self._closing_lock:  # on the loop before ``close`` stops it (and fails what it holds)
-                    if self._closing:  # its loop has stopped: no worker would ever take it
-                        raise XladdinError("closed before the answer arrived")
-                    self._on_loop(ticket, self._ask(request))
-                return
-            self.rows.submit(self._finish_hit, request, out, ticket)  # its read done there, once settled
-            finishing = True
-        except Exception as e:  # a bug in one row fails only that row
-            fail(ticket, e)
-        finally:
-            if not finishing:
-                ticket.read_done()
+            task = loop.create_task(settling())
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            fate.add_done_callback(lambda f: f.cancelled() and _call_soon(loop, task.cancel))
 
-    def _finish_hit(self, request: Prepared, out: BaseModel, ticket: Ticket) -> None:
-        """On the rows thread: a hit's result made from its stored answer and set on ``ticket``, then its
-        ``read`` done (a caller waiting for the read finds the ticket settled)."""
-        try:
-            result = self._hit(request, out)
-        except Exception as e:  # a bug in one row fails only that row
-            fail(ticket, e)
-        else:
-            ticket.answered = True
-            settle(ticket, result)
-        finally:
-            ticket.read_done()
+        with self._closing_lock:  # on the loop before ``close`` stops it (which fails what it holds), or not at all
+            if self._closing:
+                asked.close()
+                settle(fate, XladdinError("closed before the answer arrived"), error=True)
+                return
+            loop = self.loop.get()
+            loop.call_soon_threadsafe(begin)
+
+    async def answer(self, task: Task, inp: BaseModel, fate: Fate) -> tuple[Any, bool]:
+        """On the loop: ``inp``'s result into ``fate`` (a report row's, its text read), prepared on the rows
+        thread, joined to the same request already asked, else read and asked (``_asked``); and whether the
+        model's answer made it."""
+        request = await self.rows.run(self.prepare, task, inp)
+        other = self.fates.join(_same(request), fate)
+        if other is not None:
+            self._count_joined()
+            return await asyncio.wrap_future(other), False
+        fate.key = request.key
+        return await self._asked(request, fate)
+
+    async def _start_then(self, task: Task, inp: BaseModel, fate: Fate) -> Any:
+        """A request asked before the start, once the engine has started."""
+        await asyncio.wrap_future(self.starting())
+        result, _ = await self.answer(task, inp, fate)
+        return result
+
+    async def _request(self, request: Prepared, fate: Fate) -> Any:
+        result, _ = await self._asked(request, fate)
+        return result
+
+    async def _asked(self, request: Prepared, fate: Fate) -> tuple[Any, bool]:
+        """``request``'s one read of the disk cache (on the disk thread); a hit's result made on the rows
+        thread; a miss asked of the engine (``_ask``), ``fate`` looked meanwhile."""
+        out = await self.disk.run(self._from_cache, request)
+        if out is not None:
+            return await self.rows.run(self._hit, request, out), True
+        self.fates.looked(fate)
+        return await self._ask(request)
+
+    def _count_joined(self) -> None:
+        with self._lock:
+            self.stats.deduplicated += 1
 
     def recall(self, key: str) -> Any | None:
         """On the disk thread: the result kept under ``key`` (``keep``), counted as a cache hit, or ``None``."""
@@ -651,8 +629,8 @@ class Batcher:
         with self._writes_lock:
             self._kept.append((RESULT + key, kept))
             first = len(self._kept) == 1
-        if first:
-            self.disk.submit(self._flush_kept)
+        if first and not self.disk.post(self._flush_kept):
+            self._flush_kept()
 
     def _flush_kept(self) -> None:
         """On the disk thread: every result waiting to be kept, kept."""
@@ -661,9 +639,8 @@ class Batcher:
         self.cache.set_documents(kept)
 
     def submit(self, task: Task, inp: BaseModel) -> concurrent.futures.Future:
-        """A future of the task's result (``resolve``: a cache hit's is settled by its read, on the disk
-        thread)."""
-        return self.resolve(task, inp)
+        """The request's fate (``load``)."""
+        return self.load(task, inp)
 
     def run(self, task: Task, inp: BaseModel) -> Any:
         """Blocking single request; raises ``XladdinError``."""
@@ -683,39 +660,16 @@ class Batcher:
         with self._lock:
             data = asdict(self.stats)
         q = self.queue
-        data.update(queued=len(q.jobs) if q else 0, in_flight=len(q.inflight) if q else 0, waves=q.waves if q else 0,
+        data.update(queued=len(q.jobs) if q else 0, in_flight=(len(q.jobs) + self._in_engine) if q else 0,
+                    waves=q.waves if q else 0,
                     max_parallel=self.window.limit, peak_in_engine=self.peak_in_engine,
                     model=self.learned.model_id)
         return data
 
     # ---------------------------------------------------------------- async core
-    async def _start_then_ask(self, task: Task, inp: BaseModel) -> tuple[Any, bool]:
-        """A request asked before the start, once the engine has started: prepared (keyed now the engine has
-        named its model) and finished on the rows thread, read on the disk thread. Not on the loop: a table's
-        rows that waited for the start would each be prepared there in turn, and no answer or request would
-        move until the last was."""
-        await self._ensure_started()
-        request = await self.rows.run(self.prepare, task, inp)
-        out = await self.disk.run(self._from_cache, request)
-        if out is not None:
-            return await self.rows.run(self._hit, request, out), True
-        return await self._ask(request)
-
     async def _ask(self, request: Prepared) -> tuple[Any, bool]:
-        """``request``, a miss of its one read of the disk cache: joined to the same request in flight,
-        answered from the answers stored lately, or queued. Its result, and whether it was made from the
-        model's answer (not code's alone, ``Prepared.alone``).
-
-        An identical request (from another thread) may have been answered and stored between this one's
-        miss and now. Reads and writes run in order on the one disk thread, so this miss was read before
-        that answer's write ran; its worker awaits the write, and only then, in one step on this loop, keeps
-        the answer in ``_recent`` and takes its key out of ``queue.inflight``. So here the key is in flight
-        (joined) or in ``_recent`` (answered from memory), unless it was never asked, or more than
-        ``RECENT`` answers were stored since (then at worst it is asked again). The disk is not read again."""
-        if self.queue is None or request.key not in self.queue.inflight:
-            out = self._recent.get(request.key)
-            if out is not None:
-                return await self.rows.run(self._hit, request, out), True
+        """``request``, a miss of its one read of the disk cache, queued for the engine. Its result, and
+        whether it was made from the model's answer (not code's alone, ``Prepared.alone``)."""
         with self._lock:
             self.stats.submitted += 1
         try:
@@ -739,190 +693,38 @@ class Batcher:
         return await self.rows.run(request.finish, out, False), True
 
 
-# One request: its report text sized to the engine's context, prepared once where it is made, and asked.
-#
-# **Sized** (``ContextFit``): how much report text one request may carry is the engine's context
-# (vLLM's ``max_model_len``, the embedded ``n_ctx``) less the answer budget, the system prompt (and the
-# schema when it goes into the prompt) and the row's other fields; at most the ``text_tokens`` setting.
-# Characters per token are counted by the engine once per model and remembered in the cache's side store.
-#
-# **Prepared** (``Requests.prepare``, from ``Batcher.prepare``): everything the rest of its way needs travels
-# with it, as data (``Prepared``): the messages and the schema sent, the key and the model it was asked
-# under, and the fitted task with the parsed input, whose ``validate``, ``finish`` and ``alone`` are the
-# request's own methods. The batcher, the structured call and the cache use these and never hold the task
-# apart from its request; an answer is stored only under ``key``, and only when the engine still serves
-# ``model``.
-#
-# **Asked** (``structured_call``): the engine's answer is validated, and when it does not match it is asked
-# once more *with the validation error* in the messages (the same request at temperature 0 with the same
-# seed could only get the same answer). What code can mend, the request's validator mends (the task's
-# ``repair``) before validation; what is still wrong is a typed ``OutputError``.
-
-# Sizing the report text to the engine's context (``fit``): a sample of report prose measured in the
-# model's own tokens once per model, the row's other fields and the chat template, a safety margin.
-TOKEN_SAMPLE = ("2019年公司实现营业收入1,175,301,034.32元，同比下降4.49%；归属于上市公司股东的净利润129,465,020.68元，"
-                "同比下降28.95%。报告期内，公司坚持以市场为导向，加快产品结构调整，冷链装备业务保持稳定，"
-                "罐式集装箱业务受国际贸易环境影响有所下滑。Revenue and net profit, EPS 0.62, ROE 7.64%.")
-ROW_TOKENS = 256
-DEFAULT_TOKENS_PER_CHAR = 1.0  # an engine that cannot count: more than Qwen's ~0.7 for Chinese text
-DEFAULT_CONTEXT = 4096
+_STARTED: concurrent.futures.Future = concurrent.futures.Future()  # a started engine's start
+_STARTED.set_result(None)
 
 
-class ContextFit:
-    """Tasks sized to one engine's context (``fit``), from the tokens per character measured once."""
-
-    def __init__(self, engine: Engine, cache: Cache, max_tokens: int, text_tokens: int, *,
-                 disk: SerialThread | None = None, learned: Callable[[], Started] | None = None):
-        """``disk``: the thread the side store is read and written on (a batcher's), else the caller's;
-        ``learned``: what the engine's start learned (``Batcher.learned``; else the engine's own word)."""
-        self.engine = engine
-        self.learned = learned or engine.started
-        self.cache = cache
-        self.disk = disk
-        self.max_tokens = max_tokens
-        self.text_tokens = text_tokens
-        self.tokens_per_char: float | None = None  # measured when the engine has started
-        self._fitted: dict[Any, Task] = {}
-
-    async def measure(self) -> None:
-        """Tokens per character of report prose in this model's tokenizer: counted by the engine once
-        per model and remembered in the cache's side store (so a cached run never loads weights for it)."""
-        meta = f"tokens_per_char@{self.learned().model_id}"
-        known = await self._side(self.cache.get_meta, meta)
-        if isinstance(known, float):
-            self.tokens_per_char = known
-            return
-        try:
-            counted = await self.engine.count_tokens(TOKEN_SAMPLE)
-        except XladdinError:
-            counted = None
-        if counted:
-            self.tokens_per_char = counted / len(TOKEN_SAMPLE)
-            await self._side(self.cache.set_meta, meta, self.tokens_per_char)
-
-    async def _side(self, fn: Any, *args: Any) -> Any:
-        return fn(*args) if self.disk is None else await self.disk.run(fn, *args)
-
-    def fit(self, task: Task) -> Task:
-        """``task`` with its report text sized to the engine: the context (vLLM's ``max_model_len``,
-        the embedded ``n_ctx``) less the answer budget, the system prompt (and the schema when it goes
-        into the prompt) and the row's other fields, counted in the model's tokens; at most
-        ``text_tokens``."""
-        fitted = self._fitted.get(task.identity())
-        if fitted is not None:
-            return fitted
-        learned = self.learned()
-        if not learned.model_id:  # not started: nothing measured yet
-            return task
-        per_char = self.tokens_per_char or DEFAULT_TOKENS_PER_CHAR
-        context = learned.context_tokens or DEFAULT_CONTEXT
-        prompt_chars = len(getattr(task, "system", "") or "")
-        if not self.engine.structured_output:
-            prompt_chars += len(json.dumps(task.schema, ensure_ascii=False))
-        room = context - self.max_tokens - ROW_TOKENS - int(prompt_chars * per_char * 1.1)
-        tokens = min(self.text_tokens, room)
-        fitted = task.fitted(max(100, int(tokens / (per_char * 1.1))))
-        if len(self._fitted) > 256:
-            self._fitted.clear()
-        self._fitted[task.identity()] = fitted
-        return fitted
+def _all_stored(stored: list[asyncio.Future]) -> None:
+    for done in stored:
+        if not done.done():
+            done.set_result(None)
 
 
-# Errors after which a task may still give what code alone can (``Task.without_answer``): the model's
-# answer failed, the engine took too long, or it refused this request (too long). An engine that
-# cannot be reached or is misconfigured stays an error.
-NO_ANSWER_ERRORS = (OutputError, EngineTimeout, EngineRejected)
+def _same(request: Prepared) -> tuple[str, Any]:
+    """What makes two requests one: the same answer (its cache key) made into a result by the same task (its
+    rules: the same answer under other rules is another result)."""
+    return request.key, request.task.identity()
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Prepared:
-    """A request as data: what is sent, the key and model it is asked under, and the task (sized to the
-    engine's context) with the parsed input that validate and finish its answer. Its methods are the
-    only calls into the task after it is made; a ``Prepared`` pickles with its task and input (a Ray
-    job's actors pass them)."""
-
-    key: str  # the cache key it was asked under
-    model: str  # the model id in that key
-    messages: list[dict[str, str]]
-    schema: dict[str, Any]  # the JSON schema sent for this row
-    task: Task  # the task as fitted to the engine's context
-    inp: BaseModel  # the parsed input
-
-    @property
-    def length(self) -> int:
-        """Characters sent: the queue takes the longest first."""
-        return sum(len(m["content"]) for m in self.messages)
-
-    def validate(self, data: str | dict[str, Any]) -> BaseModel:
-        """The answer (JSON text, or a dict from the cache) validated for this row; raises ``ValueError``."""
-        return self.task.validate_output(data, self.inp)
-
-    def finish(self, out: BaseModel, cached: bool) -> Any:
-        """The row's result from its validated answer."""
-        return self.task.finish(self.inp, out, _provenance(self.model, self.task.version, cached))
-
-    def alone(self, error: XladdinError) -> Any | None:
-        """What code alone gives after ``error`` (``None``: the error is the row's result)."""
-        if not isinstance(error, NO_ANSWER_ERRORS):
-            return None
-        return self.task.without_answer(self.inp, error, _provenance(self.model, self.task.version, False))
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> None:
+    try:
+        loop.call_soon_threadsafe(fn)
+    except RuntimeError:  # the loop has stopped (closed): nothing runs there any more
+        pass
 
 
-class Requests:
-    """How a row becomes its prepared request on one engine: the task sized to the engine's context,
-    the key (task, version, what changes the prompt, model, sampling, input) and the result makers."""
+def _follow(fate: Fate, other: concurrent.futures.Future) -> None:
+    """``fate`` settled as ``other`` is (the same request, asked first under another input)."""
 
-    def __init__(self, learned: Callable[[], Started], params: SamplingParams, context: ContextFit):
-        """``learned``: what the engine's start learned (``Batcher.learned``): the model its keys name."""
-        self.learned, self.params, self.context = learned, params, context
-        self._params = params.model_dump()
+    def copy(done: concurrent.futures.Future) -> None:
+        if done.cancelled():
+            fate.cancel()
+        elif done.exception() is not None:
+            settle(fate, done.exception(), error=True)
+        else:
+            settle(fate, done.result())
 
-    def key(self, task: Task, inp: BaseModel) -> str:
-        return self._key(self.context.fit(task), inp)
-
-    def _key(self, fitted: Task, inp: BaseModel) -> str:
-        return cache_key(task=fitted.name, task_version=fitted.version, task_config=fitted.key_config(inp),
-                         model=self.learned().model_id, params=self._params, inp=inp)
-
-    def prepare(self, task: Task, inp: BaseModel) -> Prepared:
-        fitted = self.context.fit(task)
-        return Prepared(key=self._key(fitted, inp), model=self.learned().model_id, messages=fitted.messages(inp),
-                        schema=fitted.schema_for(inp), task=fitted, inp=inp)
-
-
-@functools.lru_cache(maxsize=64)
-def _provenance(model: str, task_version: str, cached: bool) -> Provenance:
-    return Provenance(model=model, task_version=task_version, cached=cached)
-
-
-async def structured_call(engine: Engine, request: Prepared, params: SamplingParams, *, retries: int = 1,
-                          asked: Callable[[], Any] | None = None) -> BaseModel:
-    """The validated answer; ``asked`` is called before each request to the engine. An answer still
-    not valid after ``retries`` more asks is a ``RetryError`` keeping every answer and its fault."""
-    messages = sent = request.messages
-    attempts: list[Attempt] = []
-    last: OutputError | None = None
-    for _ in range(1 + retries):
-        if asked:
-            asked()
-        text = ""
-        try:
-            text = await engine.complete(sent, request.schema, params)
-            return request.validate(text)
-        except OutputError as e:  # e.g. cut at max_tokens
-            last = e
-            text = e.answer or text
-        except (ValidationError, ValueError) as e:
-            last = OutputError(f"model answer does not match the schema: {first_error(e)}", answer=text)
-        attempts.append(Attempt(text, str(last)))
-        sent = ask_again(messages, text, last)
-    assert last is not None
-    if len(attempts) == 1:
-        raise last
-    raise RetryError(str(last), attempts=tuple(attempts))
-
-
-def ask_again(messages: list[dict[str, str]], text: str, fault: Exception) -> list[dict[str, str]]:
-    """The messages that ask once more: the answer given and its fault, to be corrected."""
-    fix = f"这个回答不符合要求（{fault}）。请改正，只输出符合 JSON Schema 的 JSON。"
-    return [*messages, {"role": "assistant", "content": text[:2000]}, {"role": "user", "content": fix}]
+    other.add_done_callback(copy)

@@ -1,26 +1,19 @@
-"""What the core remembers and the threads it runs on: the disk cache of validated model answers, a
-request's ``Ticket``, failures remembered for their time (``Failures``), the batcher's loop thread and the
-engine's shared start (below).
-
-Disk cache of validated model answers.
+"""The disk cache of validated model answers (``Cache``), and of the report texts read (its documents store).
 
 Key = sha256 of the canonical JSON of (task name, task version, task config,
 model id, sampling params, validated input). Values are the model's validated
 output, so a result is rebuilt from it by the task's deterministic rules.
 diskcache is safe across threads and processes, so several Excel sessions and
 a nightly run can share one directory. An unusable directory degrades to no
-cache with a warning; nothing else fails. Every value is stored sealed: its pickle
+cache with a warning; nothing else fails; a folder another user made that this
+user may only read is read (``_Reading``). Every value is stored sealed: its pickle
 after the sha256 of it (``seal``); one that does not open (a bit flipped on the disk,
 a value cut short) is a miss, counted (``damaged``) and removed, so it is made again.
-A batcher reads and writes its answers on one thread of its own (``SerialThread``):
-never on a cell's thread, never on the loop that drives the engine's requests.
+A batcher reads and writes it on its disk thread (``threads.SerialThread``) only.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -31,14 +24,11 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-
-from ..errors import EngineError, row_error
 
 log = logging.getLogger(__name__)
 META = "meta"  # the side store's folder inside the cache directory
@@ -376,135 +366,6 @@ def _in_one(store: Any, items: list[tuple[str, Any]], set_one: Callable[[str, An
             set_one(key, value)
 
 
-def fail(future: Future, error: BaseException) -> None:
-    """``future`` settled with what failed its row (``errors.row_error``), unless it was settled first."""
-    settle(future, row_error(error), error=True)
-
-
-def settle(future: Future, value: Any, *, error: bool = False) -> None:
-    """``future`` settled with ``value`` (an exception when ``error``), unless it was settled or
-    cancelled first (the threads that may end it race)."""
-    try:
-        if error:
-            future.set_exception(value)
-        else:
-            future.set_result(value)
-    except InvalidStateError:
-        pass
-
-
-class Ticket(Future):
-    """A request's future (``key``: the request's), and ``read``: the future of its disk read (the answer
-    cache's, or a report file's text in the store), done once that read is: a hit has then settled the
-    ticket, a miss has gone on (to the engine, or to a reader process). A caller may wait for ``read``,
-    never for the rest."""
-
-    def __init__(self, key: str | None = None) -> None:
-        super().__init__()
-        self.read: Future | None = None
-        self.key = key  # the request's, where known
-        self.answered = False  # its result was made from the model's answer (not code's alone after a failure)
-
-    def read_done(self) -> None:
-        """``read`` done, once (the callbacks that may end it race)."""
-        if self.read is not None:
-            settle(self.read, None)
-
-    def _invoke_callbacks(self) -> None:
-        """Each callback run once, then let go (``Future`` keeps them): the callbacks of a ticket hold it
-        (a waiting call's, the engine's forward), and kept they made every request's futures, closures and
-        task a cycle only the garbage collector freed (~90 objects a request; in a 5,400-cell
-        recalculation its collections took a tenth of the cell service's time)."""
-        callbacks, self._done_callbacks = self._done_callbacks, []
-        for callback in callbacks:
-            try:
-                callback(self)
-            except Exception:
-                log.exception("exception calling callback for %r", self)
-
-
-_serial = threading.local()
-
-
-def on_serial_thread() -> bool:
-    """Whether the calling thread is a ``SerialThread``'s (a disk or reader thread: what runs on it holds
-    up what was given to it next)."""
-    return getattr(_serial, "on", False)
-
-
-class SerialThread:
-    """One thread that runs what is given to it, one thing at a time: a batcher's disk thread (its answers
-    read and written there: a slow or locked disk holds up only this thread), a reader's texts thread (a
-    report text read is handed to its row there). What is given ``first`` runs before everything given
-    without it that has not started (a batcher's answers are stored ahead of the cache reads of a table's
-    rows queued before them: the engine's answers are not held behind thousands of reads); otherwise in
-    order. Started on first use, and again after ``close`` (a batcher used after it was closed). Once the
-    interpreter is exiting (its threads joined, a pool takes nothing more) a call runs in the caller's
-    thread."""
-
-    def __init__(self, name: str = "xladdin-disk"):
-        self.name = name
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-        self._first: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], Future]] = collections.deque()
-        self._rest: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], Future]] = collections.deque()
-
-    def submit(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future:
-        """A future of ``fn(*args)``, run on the thread after everything submitted before it (``first``:
-        before all not given first that wait)."""
-        queued = self.queue(fn, *args, first=first)
-        if queued is None:  # shut down (the interpreter is exiting, or closed meanwhile): run it here
-            done: Future = Future()
-            try:
-                done.set_result(fn(*args))
-            except BaseException as e:
-                done.set_exception(e)
-            return done
-        return queued
-
-    def queue(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future | None:
-        """``submit`` without running ``fn`` here: ``None`` when the thread takes nothing more."""
-        done: Future = Future()
-        with self._lock:  # the pool runs one ``_next`` per item, each taking the item due then
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-            try:
-                self._pool.submit(self._next)
-            except RuntimeError:
-                return None
-            (self._first if first else self._rest).append((fn, args, done))
-        return done
-
-    def _next(self) -> None:
-        _serial.on = True
-        with self._lock:
-            fn, args, done = (self._first or self._rest).popleft()
-        if not done.set_running_or_notify_cancel():
-            return
-        try:
-            done.set_result(fn(*args))
-        except BaseException as e:
-            done.set_exception(e)
-
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` on the thread, awaited (from the loop: the loop thread reads no disk)."""
-        return await asyncio.wrap_future(self.submit(fn, *args))
-
-    def close(self, last: Callable[[], Any] | None = None) -> None:
-        """Stop the thread once everything queued has run (the answers still to store), ``last`` after
-        them on the thread (closing its connections) when it was started."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        if last is not None:
-            try:
-                pool.submit(last)
-            except RuntimeError:  # the interpreter is exiting: the thread has ended
-                last()
-        pool.shutdown(wait=True)
-
-
 def _own_files(store: Path) -> tuple[list[Path], list[Path]]:
     """The files diskcache wrote in ``store`` (not below its own value folders' files), and the
     folders it made there, deepest first."""
@@ -552,166 +413,3 @@ def remove_cache_files(directory: Path) -> tuple[list[str], list[str]]:
     left = sorted(Path(root, name).relative_to(directory).as_posix()
                   for root, _, names in os.walk(directory) for name in names)
     return removed, left
-
-
-# What the batcher needs around its queue: an asyncio loop on its own thread, one shared start of the
-# engine, and the one rule of every memory of a failure.
-#
-# **Failures remembered for a while** (``Failures``: a request's, the engine's start, a report file's read).
-# A failure is the answer, given at once, for ``ERROR_TTL`` seconds (a sheet of cells recalculated when
-# their request fails would otherwise ask again at once, in a loop; a down engine would be waited for by
-# every cell in turn); then it is forgotten and the key is tried again.
-#
-# The engine starts on the loop, once, shared by every request that arrives meanwhile (``SharedStart``); its
-# failure is remembered so and raised at once, so a sheet of cells asking meanwhile gets the error instead of
-# each waiting for the engine again.
-
-ERROR_TTL = 30.0  # seconds a failure is the answer before its key is tried again
-KEPT = 50_000  # failures remembered at most (the oldest forgotten first)
-
-
-class Failures:
-    """Each key's last failure while its ``ttl`` lasts. Thread-safe."""
-
-    def __init__(self, ttl: float = ERROR_TTL, kept: int = KEPT):
-        self.ttl, self.kept = ttl, kept
-        self._lock = threading.Lock()
-        self._failed: collections.OrderedDict[Hashable, tuple[float, BaseException]] = collections.OrderedDict()
-
-    def get(self, key: Hashable) -> BaseException | None:
-        """``key``'s failure while its time lasts, else ``None`` (and it is forgotten)."""
-        with self._lock:
-            failed = self._failed.get(key)
-            if failed is None:
-                return None
-            if time.monotonic() - failed[0] < self.ttl:
-                return failed[1]
-            del self._failed[key]
-            return None
-
-    def put(self, key: Hashable, error: BaseException) -> None:
-        """``key`` failed now with ``error``."""
-        with self._lock:
-            self._failed[key] = (time.monotonic(), error)
-            self._failed.move_to_end(key)
-            while len(self._failed) > self.kept:
-                self._failed.popitem(last=False)
-
-    def forget(self, key: Hashable) -> None:
-        """``key`` succeeded: no failure of it is the answer any more."""
-        with self._lock:
-            self._failed.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._failed)
-
-
-class LoopThread:
-    """One asyncio loop running on a daemon thread, started on first use (thread-safe)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._lock = threading.Lock()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self.loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name=self.name, daemon=True)
-                thread.start()
-                self.loop, self._thread = loop, thread
-            return self.loop
-
-    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(coro, self.get())
-
-    def stop(self, last: Callable[[], Coroutine[Any, Any, None]], timeout: float = 30) -> bool:
-        """Run ``last()`` on the loop and cancel what still runs there (waiting up to ``timeout``),
-        then stop the loop and its thread. False when it was not running."""
-        with self._lock:
-            loop, thread = self.loop, self._thread
-            self.loop = self._thread = None
-        if loop is None or thread is None:
-            return False
-
-        async def finish() -> None:
-            await last()
-            # what is still running (a request waiting for an engine that never started) is cancelled,
-            # not destroyed with the loop
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in rest:
-                t.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-
-        try:
-            asyncio.run_coroutine_threadsafe(finish(), loop).result(timeout)
-        except concurrent.futures.TimeoutError:
-            log.warning("the engine did not stop within %g s; closing anyway", timeout)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        return True
-
-
-class SharedStart:
-    """``start`` run once at a time on the loop; everyone asking meanwhile awaits the same one."""
-
-    def __init__(self, start: Callable[[], Awaitable[None]], retry_s: float = ERROR_TTL):
-        self._start = start
-        self._failed = Failures(retry_s, kept=1)  # the start's, under the one key None
-        self._running: asyncio.Future | None = None
-
-    def raise_recent_failure(self) -> None:
-        failed = self._failed.get(None)
-        if failed is not None:
-            raise failed
-
-    async def __call__(self) -> None:
-        if self._running is None:
-            self._running = asyncio.ensure_future(self._start())
-        running = self._running
-        try:
-            await asyncio.shield(running)
-        except EngineError as e:
-            self._failed.put(None, e)
-            raise
-        finally:
-            if running.done() and self._running is running:
-                self._running = None
-        self._failed.forget(None)
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def end_with_parent(pid: int) -> None:
-    """For a process of ours (a private server, a report reader): on Linux, when ``pid`` is its parent,
-    the kernel kills it when the parent dies (``PR_SET_PDEATHSIG``), however busy it is — no Python code
-    has to run for it. The kernel sends it when the parent's *thread* that started this process ends, so
-    that thread must live as long as the parent needs the process. Elsewhere the caller watches."""
-    import os
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux") or os.getppid() != pid:
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return  # the caller's watcher is left
-    if os.getppid() != pid:  # the parent died before the signal was asked for
-        os._exit(0)
-
-
-def watch_parent(pid: int, interval: float = 1.0) -> None:
-    """End this process (``os._exit``) once its parent ``pid`` is gone: a daemon thread's loop, for the
-    systems without ``PR_SET_PDEATHSIG`` (a hung read in C code releases the interpreter to it)."""
-    import os
-
-    while os.getppid() == pid:
-        time.sleep(interval)
-    os._exit(0)

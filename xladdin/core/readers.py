@@ -43,10 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.processes import end_with_parent, watch_parent
 from ..reading import figures
 from ..reading.document import Document
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, edges, locate, read_file
-from .cache import Cache, Failures, SerialThread, Ticket, end_with_parent, settle, watch_parent
+from .cache import Cache
+from .fates import Failures, Fate
+from .threads import SerialThread, settle
 
 log = logging.getLogger(__name__)
 MEMORY_MIB = 2048  # a reader process's address space (reading the 20 real annual reports peaks at ~180 MiB)
@@ -80,7 +83,7 @@ def on_disk(stamp: Stamp) -> str:
 class _Job:
     stamp: Stamp
     max_bytes: int
-    future: Ticket = field(default_factory=Ticket)
+    future: Fate = field(default_factory=Fate)
     run: int = 0  # the reader's run it was asked in: a close ends that run (its jobs failed by it)
 
 
@@ -230,10 +233,8 @@ class Reader:
     def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
         """``path``'s stamp and its text: at once from memory, else a future (one per file, however many
         ask) of the disk store's text or else a reader's. With a disk thread (a batcher's) the store is
-        read there, never on this thread, and the future is a ``Ticket`` whose ``read`` is done once that
-        read is (the text found, or the file gone to a reader); without one it is read here, and a text
-        found is returned. Raises ``InputError`` for a file not allowed or not found (a stat: no file is
-        opened here)."""
+        read there, never on this thread; without one it is read here, and a text found is returned.
+        Raises ``InputError`` for a file not allowed or not found (a stat: no file is opened here)."""
         stamp = stamp_of(path)
         with self._lock:
             known = self._texts.get(stamp)
@@ -249,10 +250,9 @@ class Reader:
             if self._closed:
                 raise InputError(FIELD, f"{os.path.basename(stamp[0])}: not read (the run is ending)")
             job = self._reading[stamp] = _Job(stamp, path.reports.max_bytes, run=self._run)
-            if self.disk is not None:  # set before anyone else can join the job
-                job.future.read = concurrent.futures.Future()
         if self.disk is not None:
-            self.disk.submit(self._look, job)
+            if not self.disk.post(self._look, job):
+                self._look(job)
             return stamp, job.future
         self._look(job)
         if job.future.done() and job.future.exception() is None:
@@ -261,44 +261,36 @@ class Reader:
 
     def _look(self, job: _Job) -> None:
         """``job``'s file in the disk store (its text kept, the job done on the texts thread), else sent to
-        a reader (so is a file whose stored text cannot be read back: read again). The job's ``read`` is
-        done once its text is handed to its rows, or once the file has gone to a reader."""
+        a reader (so is a file whose stored text cannot be read back: read again)."""
         try:
             found = self._stored(job.stamp)
         except Exception as e:  # a damaged entry (its text does not decompress, its readings do not load)
             log.warning("report text of %s in the store not readable, read again: %s", job.stamp[0], e)
             found = None
         if found is None:
-            try:
-                self._to_reader(job)
-            finally:
-                job.future.read_done()
+            self._to_reader(job)
             return
         self._keep(job.stamp, found)
         self._hand_on(job, found, here=self.disk is None)
 
     def _hand_on(self, job: _Job, text: str, *, here: bool = False) -> None:
-        """``job``'s rows given ``text``: on the texts thread (their requests are prepared in the future's
-        callbacks), then its ``read`` done; ``here``: on this thread (a reader without a disk thread). The
+        """``job``'s rows given ``text``: on the texts thread (the future's callbacks run there, not on the
+        disk thread); ``here``: on this thread (a reader without a disk thread). The
         job leaves the files being read and is queued on the texts thread under the lock ``close`` takes,
         so either ``close`` fails it or the texts thread has it before ``close`` closes that thread."""
         def deliver() -> None:
-            try:
-                settle(job.future, text)
-            finally:
-                job.future.read_done()
+            settle(job.future, text)
 
         with self._lock:  # queued under the lock; never run holding it (a row's callbacks may ask for texts)
             failed = self._over(job.run)  # ``close`` has failed it already
             if not failed and self._reading.get(job.stamp) is job:
                 del self._reading[job.stamp]
-            queued = not failed and not here and self._texts_thread.queue(deliver) is not None
-        if failed:
-            job.future.read_done()
-        elif not queued:  # no disk thread, or the interpreter is exiting
+            queued = not failed and not here and self._texts_thread.post(deliver)
+        if not failed and not queued:  # no disk thread, or the interpreter is exiting
             deliver()
 
     def _to_reader(self, job: _Job) -> None:
+        job.future.looked = True  # not in the store: a reader process reads it (a waiting cell waits no more)
         started: RuntimeError | None = None  # the run's thread would not start
         with self._lock:
             if self._over(job.run):

@@ -1,23 +1,23 @@
 """What a request comes to, at once: ``Done``, ``Pending`` or ``Failed``.
 
-The resolver owns each request's fate for every front door, in one table (``Fates``): by the
-request's input (the task and the row's values; a report file by its stamp) its result once
-answered, its ticket while it is asked (a second caller gets the same ticket: nothing is prepared,
-keyed or looked up in the disk cache again), or its failure for ``ERROR_TTL`` seconds (a down engine
-is not asked again in a loop). What the table does not hold goes to the disk cache through the
-batcher (one read, on its disk thread), then the engine. ``resolve`` never blocks, on the disk or
-the engine (Excel cells): before the engine has started, the ticket covers the start too; a caller
-may wait a bounded time for the disk reads of its tickets (``cache.Ticket.read``: the cell doors do,
-so a reopened workbook's hits are values at once). ``map`` (the CLI, the Refresh macro, pandas)
-resolves a whole table the same way (its rows pipelined: this thread prepares, the disk thread
-reads, the loop asks), then waits for its tickets, with a bound.
+The resolver is every front door's way into the core. A request is known by its input (the task and the
+row's values; a report file by its stamp) and has one future, its fate in the batcher's table
+(``fates.Fates``): its result once answered, the future itself while it is out (a second caller gets the
+same one: nothing is prepared, keyed or read again), or its failure for ``ERROR_TTL`` seconds (a down engine
+is not asked again in a loop). A request the table does not hold is parsed here and handed to the batcher
+(``Batcher.load``), or, with a report file, is one coroutine on the loop (``_file_row``): its result kept by
+its input, else the file's text (the store's or a reader process's), then the request as any other.
+``resolve`` never blocks, on the disk or the engine (Excel cells); a caller may wait a bounded time for
+the disk reads of its fates (``Fates.wait_looked``: the cell doors do, so a reopened workbook's hits are
+values at once). ``map`` (the CLI, the Refresh macro, pandas) resolves a whole table the same way (its
+rows pipelined: this thread prepares, the disk thread reads, the loop asks), then waits for its fates, with
+a bound.
 """
 
 from __future__ import annotations
 
-import collections
+import asyncio
 import concurrent.futures
-import functools
 import hashlib
 import queue
 import threading
@@ -32,10 +32,10 @@ from ..reading import documents
 from ..tasks.base import Task
 from ..version import source_digest
 from .batcher import Batcher
-from .cache import ERROR_TTL, Failures, Ticket, fail, settle
+from .fates import Fate
 from .readers import on_disk
+from .threads import fail
 
-MEMO_ROWS = 50_000
 ROWS_AHEAD = 256  # requests a thread making many asks beyond the engine's window (``map``, ``Pacer``)
 PACE_RESUME = 32  # a paced thread (``Pacer``) is woken once this many of its requests are answered, not by each
 FILES_AHEAD = 64  # report-file rows a table asks beyond the engine's window, at least (``Resolver.map``)
@@ -48,7 +48,7 @@ class Done:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    ticket: concurrent.futures.Future
+    fate: concurrent.futures.Future
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,15 @@ class Failed:
 
 
 Outcome = Done | Pending | Failed
+
+
+def _outcome(fate: concurrent.futures.Future) -> Outcome:
+    if not fate.done():
+        return Pending(fate)
+    if fate.cancelled():
+        return Pending(fate)  # given up on (a table's bound): the caller asks again
+    error = fate.exception()
+    return Done(fate.result()) if error is None else Failed(error)  # type: ignore[arg-type]
 
 
 def _frozen(value: Any) -> Hashable:
@@ -80,101 +89,6 @@ def _memo_key(identity: Hashable, record: Any) -> Hashable | None:
     return key
 
 
-class Fates:
-    """One request's fate by its input (``_memo_key``): ``Done`` (the result), ``Pending`` (the ticket
-    every caller of it waits on) or ``Failed`` (its error, remembered as every failure is: ``lifecycle.Failures``,
-    for ``ttl`` seconds, then the request is asked again), and who waits on the pending ones: each cell or
-    Calc call (``watch``) with its tickets still out. The done are bounded by ``rows`` (the oldest forgotten
-    first: they are in the disk cache)."""
-
-    def __init__(self, rows: int, ttl: float):
-        self.rows = rows
-        self.failures = Failures(ttl, kept=rows)
-        self._lock = threading.Lock()
-        self._table: collections.OrderedDict[Hashable, Done | Pending] = collections.OrderedDict()
-        self._waiters: dict[Hashable, int] = {}  # a cell or call → its tickets not yet settled
-
-    def watch(self, who: Hashable, tickets: list[concurrent.futures.Future],
-              result: Any) -> concurrent.futures.Future | None:
-        """The call's future: set to ``result`` once all ``tickets`` have settled, after their fates are kept
-        here (so what its waiter runs then finds them done or failed); ``None`` when ``who`` already waits
-        (an earlier call of that cell is told then). The resolver calls nobody: the door's own function is
-        the future's callback."""
-        with self._lock:
-            if who in self._waiters:
-                return None
-            self._waiters[who] = len(tickets)
-        settled: concurrent.futures.Future = concurrent.futures.Future()
-
-        def one(_: concurrent.futures.Future) -> None:
-            with self._lock:
-                self._waiters[who] -= 1
-                if self._waiters[who]:
-                    return
-                del self._waiters[who]
-            settled.set_result(result)
-
-        for ticket in tickets:
-            ticket.add_done_callback(one)
-        return settled
-
-    @property
-    def waiting(self) -> int:
-        """The cells and calls waiting on a ticket."""
-        with self._lock:
-            return len(self._waiters)
-
-    def get(self, key: Hashable | None) -> Outcome | None:
-        if key is None:
-            return None
-        fate = self._table.get(key)
-        if isinstance(fate, Pending) and fate.ticket.done():  # settled, its callbacks not yet run: keep it now
-            self._settled(key, fate.ticket)
-            fate = self._table.get(key)
-        if fate is None:  # failed: while its time lasts
-            error = self.failures.get(key)
-            return None if error is None else Failed(error)  # type: ignore[arg-type]
-        return fate
-
-    def pending(self, key: Hashable | None, ticket: concurrent.futures.Future) -> None:
-        """``ticket`` is the request's until it settles; then its result or its failure."""
-        if key is None:
-            return
-        self._set(key, Pending(ticket))
-        ticket.add_done_callback(functools.partial(self._settled, key))  # before any caller's own callback
-
-    def _settled(self, key: Hashable, ticket: concurrent.futures.Future) -> None:
-        """A ticket's outcome, kept for the callers that asked: the result (so the cell recalculated when
-        its ticket settles gets it whether or not the disk cache works), or the failure for ``ttl``."""
-        with self._lock:
-            if not (isinstance(self._table.get(key), Pending) and self._table[key].ticket is ticket):
-                return  # replaced meanwhile
-            if ticket.cancelled():
-                del self._table[key]
-                return
-        error = ticket.exception()
-        if error is None:
-            self.failures.forget(key)
-            self._set(key, Done(ticket.result()))
-        else:  # the failure kept before the ticket goes: a look between finds one or the other
-            self.failures.put(key, row_error(error))
-            with self._lock:
-                if isinstance(self._table.get(key), Pending) and self._table[key].ticket is ticket:
-                    del self._table[key]
-
-    def _set(self, key: Hashable | None, fate: Done | Pending) -> None:
-        if key is None:
-            return
-        with self._lock:
-            self._table[key] = fate
-            self._table.move_to_end(key)
-            if len(self._table) > self.rows:
-                self._table.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-
 def hand_over() -> None:
     """Let the threads that carry a request on run now (the disk thread reads its cache entry, the engine's
     loop sends it). A table's rows are prepared on the caller's thread in one CPU-bound run; without a pause
@@ -187,20 +101,22 @@ def hand_over() -> None:
 
 
 class Resolver:
-    def __init__(self, batcher: Batcher, *, error_ttl: float = ERROR_TTL, memo_rows: int = MEMO_ROWS):
+    def __init__(self, batcher: Batcher, *, error_ttl: float | None = None):
         self.batcher = batcher
         # (task identity, input values) → the request's fate: a recalculation of an open workbook skips
         # parsing, hashing and the disk entirely, and a cell asked again while its request is out joins it
-        self.fates = Fates(memo_rows, error_ttl)
+        self.fates = batcher.fates
+        if error_ttl is not None:
+            self.fates.ttl = error_ttl
         self.memo_hits = 0  # requests answered from memory (QWEN_STATUS's hit rate counts them)
 
     @property
     def error_ttl(self) -> float:
-        return self.fates.failures.ttl
+        return self.fates.ttl
 
     @error_ttl.setter
     def error_ttl(self, seconds: float) -> None:
-        self.fates.failures.ttl = seconds
+        self.fates.ttl = seconds
 
     def resolve(self, task: Task, record: Any) -> Outcome:
         """What ``record`` comes to now. A report file is known by a stat: an answered one is found in
@@ -216,30 +132,26 @@ class Resolver:
                 memo_key = _memo_key(task.identity(), {**record, documents.FIELD: stamp})
         except XladdinError as e:
             return Failed(e)
-        fate = self.fates.get(memo_key)
-        if fate is not None:
-            self.memo_hits += isinstance(fate, Done)
-            return fate
+        fate, new = self.fates.claim(memo_key)
+        if not new:
+            outcome = _outcome(fate)
+            self.memo_hits += isinstance(outcome, Done)
+            return outcome
         if path is None:
-            return self._resolve(task, record, memo_key)
-        # its read: the result kept by the input, the text's in the store, then (found) the answer's in the cache
-        ticket = Ticket()
-        ticket.read = concurrent.futures.Future()
-        self.fates.pending(memo_key, ticket)
-        kept = self._kept_key(task, memo_key)
-        if kept is None:
-            self._with_text(task, record, path, ticket, None)
+            try:
+                self.batcher.load(task, task.parse(record), fate)
+            except Exception as e:  # bad input, a failed start kept for its time; a bug is that row's value
+                fail(fate, e)
         else:
-            self.batcher.disk.submit(self._recall, task, record, path, ticket, kept, stamp)
-        return Pending(ticket)
+            self.batcher.run_on_loop(fate, self._file_row(task, record, path, stamp, memo_key, fate))
+        return _outcome(fate)
 
     def _kept_key(self, task: Task, memo_key: Hashable | None) -> str | None:
         """The key a report row's result is kept under on disk: its input (the file by its stamp), the task as
         fitted to the engine, the model and sampling, and the code that made it (``version.source_digest``);
-        ``None`` before the engine has named its model, without a disk cache or the package's source, or for an
-        input with no stable spelling."""
+        ``None`` without a disk cache or the package's source, or for an input with no stable spelling."""
         batcher = self.batcher
-        if memo_key is None or not batcher.ready or not batcher.cache.enabled or not batcher.reader.keeps_results:
+        if memo_key is None or not batcher.cache.enabled or not batcher.reader.keeps_results:
             return None
         code = source_digest()
         if not code:
@@ -249,79 +161,37 @@ class Resolver:
             return None
         return hashlib.sha256(spelled.encode("utf-8")).hexdigest()
 
-    def _recall(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
-                kept: str, stamp: Any) -> None:
-        """On the disk thread: the row's result kept under ``kept`` and its file's content (``readers.on_disk``:
-        a file replaced with its size and time kept is another input), else its text (and then its answer)."""
-        if ticket.cancelled():
-            ticket.read_done()
-            return
+    async def _file_row(self, task: Task, record: dict[str, Any], path: documents.ReportPath, stamp: Any,
+                        memo_key: Hashable | None, fate: Fate) -> Any:
+        """On the loop: a report row's result. Once the engine has started: the result kept under its input
+        (the file's content too, ``readers.on_disk``: a file replaced with its size and time kept is another
+        input), on the disk thread; else its text (at once from memory, else the store's or a reader
+        process's: the fate is looked, a cell waits no more), the row parsed with it on the rows thread, and
+        its request asked as any other; a result the model's answer made is kept under its input."""
+        batcher = self.batcher
+        await asyncio.wrap_future(batcher.starting())
+        kept = self._kept_key(task, memo_key)
+        if kept is not None:
+            kept, found = await batcher.disk.run(self._recall, kept, stamp)
+            if found is not None:
+                return found
+        _, text = batcher.reader.text(path)
+        if not isinstance(text, str):
+            await batcher.disk.run(_nothing)  # after the store's read of the text, queued before it
+            if getattr(text, "looked", True):  # gone to a reader process: a cell waiting for its read waits no more
+                self.fates.looked(fate)
+            text = await asyncio.wrap_future(text)
+        inp = await batcher.rows.run(task.parse, documents.with_text(record, path, text))
+        result, answered = await batcher.answer(task, inp, fate)
+        if kept is not None and answered:
+            batcher.keep(kept, result)
+        return result
+
+    def _recall(self, kept: str, stamp: Any) -> tuple[str, Any]:
+        """On the disk thread: the key a row's result is kept under with its file's content, and the result
+        kept there (``None`` too for one that does not load: it is made again)."""
         kept = hashlib.sha256(f"{kept}|{on_disk(stamp)}".encode()).hexdigest()
-        found = self.batcher.recall(kept)  # ``None`` too for one that does not load: it is made again
-        if found is None:
-            self._with_text(task, record, path, ticket, kept)
-            return
-        settle(ticket, found)
-        ticket.read_done()
-
-    def _with_text(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
-                   kept: str | None) -> None:
-        """The row with its report's text: at once when the reader has it in memory, else once it is read."""
-        try:
-            _, text = self.batcher.reader.text(path)
-        except XladdinError as e:
-            fail(ticket, e)
-            ticket.read_done()
-            return
-        if isinstance(text, str):
-            self._answer(task, record, path, text, ticket, kept)
-            return
-        looked = getattr(text, "read", None)
-        if looked is None:  # a reader process has it: no disk read to wait for
-            ticket.read_done()
-        else:  # not found in the store: the file goes to a reader, nothing more to wait for
-            looked.add_done_callback(lambda _: text.done() or ticket.read_done())
-        text.add_done_callback(functools.partial(self._read, task, record, path, ticket, kept))
-
-    def _read(self, task: Task, record: dict[str, Any], path: documents.ReportPath, ticket: Ticket,
-              kept: str | None, text: concurrent.futures.Future) -> None:
-        """A report file read (or not): its row resolved into ``ticket``."""
-        try:
-            value = text.result()
-        except Exception as e:  # the file's error; a bug on one row is that row's value
-            fail(ticket, e)
-            ticket.read_done()
-            return
-        self._answer(task, record, path, value, ticket, kept)
-
-    def _answer(self, task: Task, record: dict[str, Any], path: documents.ReportPath, text: str, ticket: Ticket,
-                kept: str | None) -> None:
-        """A report row with its text asked on ``ticket`` itself (the batcher settles it, and does its ``read``
-        once the answer's read of the cache is); a result the model's answer made is kept under ``kept``."""
-        if ticket.cancelled():
-            ticket.read_done()
-            return
-        try:
-            inp = task.parse(documents.with_text(record, path, text))
-            if kept is not None:
-                ticket.add_done_callback(functools.partial(self._keep, kept))
-            self.batcher.resolve(task, inp, ticket)
-        except Exception as e:  # a bug on one row is that row's value
-            fail(ticket, e)
-            ticket.read_done()
-
-    def _keep(self, kept: str, ticket: Ticket) -> None:
-        """A result made from the model's answer, kept on disk by the row's input."""
-        if not ticket.cancelled() and ticket.exception() is None and ticket.answered:
-            self.batcher.keep(kept, ticket.result())
-
-    def _resolve(self, task: Task, record: Any, memo_key: Hashable | None) -> Outcome:
-        try:
-            ticket = self.batcher.resolve(task, task.parse(record))
-        except XladdinError as e:
-            return Failed(e)
-        self.fates.pending(memo_key, ticket)
-        return Pending(ticket)
+        return kept, self.batcher.recall(kept)
 
     def map(self, task: Task, rows: Iterable[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
         """Results in input order; a bad row or a failed request is its ``XladdinError`` in place
@@ -334,7 +204,7 @@ class Resolver:
 
     def _map(self, task: Task, rows: list[Any], on_result: Callable[[int, Any], None] | None) -> list[Any]:
         results: list[Any] = [None] * len(rows)
-        tickets: dict[concurrent.futures.Future, list[int]] = {}  # a ticket, the rows waiting on it (one fate)
+        fates: dict[concurrent.futures.Future, list[int]] = {}  # a fate, the rows waiting on it (one fate)
 
         def settle(i: int, value: Any) -> None:
             results[i] = value
@@ -350,43 +220,43 @@ class Resolver:
         # the rows that fill the engine's window at its widest, when the table holds more (``hand_over``): a
         # table the window holds is prepared at once and sent whole, and a pause only delays it
         filling = self.batcher.window.cap if len(rows) > self.batcher.window.cap else 0
-        # Each ticket reports itself as it settles. (concurrent.futures.wait(FIRST_COMPLETED) in a loop
-        # installs a waiter on every pending ticket per answer: quadratic, and on a 5,400-row pool the
+        # Each fate reports itself as it settles. (concurrent.futures.wait(FIRST_COMPLETED) in a loop
+        # installs a waiter on every pending fate per answer: quadratic, and on a 5,400-row pool the
         # waiting thread took the GIL from the thread doing the requests.)
         settled: queue.SimpleQueue[concurrent.futures.Future] = queue.SimpleQueue()
         waiting: set[concurrent.futures.Future] = set()
-        files: set[concurrent.futures.Future] = set()  # the waiting tickets of rows with a report file
+        files: set[concurrent.futures.Future] = set()  # the waiting fates of rows with a report file
         timeout = wait = self.batcher.request_timeout
         stalled: EngineStalled | None = None
 
         def take() -> bool:
-            """One settled ticket's rows settled, waited for; False when none is waiting, or the engine
+            """One settled fate's rows settled, waited for; False when none is waiting, or the engine
             stalled: every row still waiting is then that error (its request cancelled)."""
             nonlocal wait, stalled
             while waiting:
                 try:
-                    ticket = settled.get(timeout=wait)
+                    fate = settled.get(timeout=wait)
                 except queue.Empty:
                     quiet = time.monotonic() - self.batcher.last_sign_of_life()
                     if timeout is not None and quiet < timeout:  # still working (a slow engine): wait on
                         wait = timeout - quiet
                         continue
                     stalled = EngineStalled(f"no answer within {timeout:g}s ({self.batcher.engine.describe()})")
-                    self.batcher.count_timed_out(getattr(t, "key", None) or f"row {tickets[t][0]}" for t in waiting)
-                    for ticket in waiting:
-                        ticket.cancel()
-                        for i in tickets[ticket]:
+                    self.batcher.count_timed_out(getattr(t, "key", None) or f"row {fates[t][0]}" for t in waiting)
+                    for fate in waiting:
+                        fate.cancel()
+                        for i in fates[fate]:
                             settle(i, self._alone(task, rows[i], stalled))
                     waiting.clear()
                     files.clear()
                     return False
-                waiting.discard(ticket)
-                files.discard(ticket)
+                waiting.discard(fate)
+                files.discard(fate)
                 try:
-                    value = ticket.result()
+                    value = fate.result()
                 except Exception as e:  # the row's error; a bug in one row never loses the others
                     value = row_error(e)
-                for i in tickets[ticket]:
+                for i in fates[fate]:
                     settle(i, value)
                 return True
             return False
@@ -410,13 +280,13 @@ class Resolver:
             if i < filling:
                 hand_over()
             if isinstance(outcome, Pending):
-                ticket = outcome.ticket
-                if ticket not in tickets:
-                    waiting.add(ticket)
-                    ticket.add_done_callback(settled.put)
-                tickets.setdefault(ticket, []).append(i)
+                fate = outcome.fate
+                if fate not in fates:
+                    waiting.add(fate)
+                    fate.add_done_callback(settled.put)
+                fates.setdefault(fate, []).append(i)
                 if with_file:
-                    files.add(ticket)
+                    files.add(fate)
             else:
                 settle(i, outcome.result if isinstance(outcome, Done) else outcome.error)
         while take():
@@ -455,25 +325,29 @@ class Pacer:
         self._changed = threading.Condition()
         self._stalled = False  # a wait saw no answer within the engine's time: no pacing until one comes
 
-    def add(self, tickets: Iterable[concurrent.futures.Future]) -> None:
-        """``tickets`` are the thread's too; returns once few enough of its requests are unanswered."""
-        for ticket in tickets:
+    def add(self, fates: Iterable[concurrent.futures.Future]) -> None:
+        """``fates`` are the thread's too; returns once few enough of its requests are unanswered."""
+        for fate in fates:
             with self._changed:
-                if ticket in self._out:
+                if fate in self._out:
                     continue
-                self._out.add(ticket)
-            ticket.add_done_callback(self._answered)
+                self._out.add(fate)
+            fate.add_done_callback(self._answered)
         with self._changed:
             while not self._stalled and len(self._out) >= self.batcher.window.limit + ROWS_AHEAD:
                 if not self._changed.wait(self.batcher.request_timeout):
                     self._stalled = True
 
-    def _answered(self, ticket: concurrent.futures.Future) -> None:
+    def _answered(self, fate: concurrent.futures.Future) -> None:
         with self._changed:
-            self._out.discard(ticket)
+            self._out.discard(fate)
             self._stalled = False
             if len(self._out) <= self.batcher.window.limit + ROWS_AHEAD - PACE_RESUME:
                 self._changed.notify()
+
+
+def _nothing() -> None:
+    return None
 
 
 def _names_file(row: Any) -> bool:

@@ -141,3 +141,40 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# A process of ours ended with its parent (a private server, a report reader).
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def end_with_parent(pid: int) -> None:
+    """For a process of ours (a private server, a report reader): on Linux, when ``pid`` is its parent,
+    the kernel kills it when the parent dies (``PR_SET_PDEATHSIG``), however busy it is — no Python code
+    has to run for it. The kernel sends it when the parent's *thread* that started this process ends, so
+    that thread must live as long as the parent needs the process. Elsewhere the caller watches."""
+    import os
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux") or os.getppid() != pid:
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return  # the caller's watcher is left
+    if os.getppid() != pid:  # the parent died before the signal was asked for
+        os._exit(0)
+
+
+def watch_parent(pid: int, interval: float = 1.0) -> None:
+    """End this process (``os._exit``) once its parent ``pid`` is gone: a daemon thread's loop, for the
+    systems without ``PR_SET_PDEATHSIG`` (a hung read in C code releases the interpreter to it)."""
+    import os
+
+    while os.getppid() == pid:
+        time.sleep(interval)
+    os._exit(0)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..core.batcher import Batcher, started
+from ..core import Batcher, started
 from ..errors import InputError
 from ..reading.documents import Reports, read_document
 from ..reading.pool import NOTES_REQUIRED, REQUIRED, Pool, pool_from_frame

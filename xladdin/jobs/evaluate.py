@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.batcher import Batcher, started
+from ..core import Batcher, started
 from ..errors import InputError, XladdinError
 from ..reading.documents import Reports
 from ..reading.figures import FIGURES

@@ -14,10 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..core.batcher import Batcher, started
-from ..core.cache import Cache
-from ..core.readers import read_texts
-from ..core.resolver import Resolver
+from ..core import Batcher, Cache, Resolver, read_texts, started
 from ..engine.gguf_files import STARTER_FILE, STARTER_NOTE
 from ..errors import XladdinError
 from ..reading.documents import Reports

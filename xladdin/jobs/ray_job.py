@@ -39,11 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import readers
-from ..core.batcher import Batcher, started
-from ..core.cache import Cache
-from ..core.readers import stamp_of
-from ..core.resolver import Resolver
+from .. import core
+from ..core import Batcher, Cache, Resolver, stamp_of, started
 from ..engine import engine_kind
 from ..engine.gguf_files import STARTER_NOTE
 from ..errors import ConfigError, InputError, InternalError, XladdinError
@@ -155,7 +152,7 @@ def read_one(path: documents.ReportPath, cache: Cache | None = None) -> tuple[tu
     text read here is kept there, as a reader process's is)."""
     try:
         stamp = stamp_of(path)
-        found = readers.stored(cache, stamp, figures.readings_version()) if cache is not None else None
+        found = core.stored(cache, stamp, figures.readings_version()) if cache is not None else None
         if found is not None:
             return (stamp, *found), True
         digest, text = documents.read_file(stamp[0], path.reports.max_bytes)
@@ -170,7 +167,7 @@ def read_one(path: documents.ReportPath, cache: Cache | None = None) -> tuple[tu
         readings = None
     if cache is not None:
         read = None if readings is None else pickle.dumps(readings, pickle.HIGHEST_PROTOCOL)
-        readers.store(cache, stamp, digest, zlib.compress(text.encode("utf-8"), 1), read,
+        core.store(cache, stamp, digest, zlib.compress(text.encode("utf-8"), 1), read,
                       figures.readings_version())
     return (stamp, text, readings), False
 

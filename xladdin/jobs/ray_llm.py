@@ -32,8 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.batcher import ContextFit, Prepared, Requests, ask_again
-from ..core.cache import Cache
+from ..core import Cache, ContextFit, Prepared, Requests, ask_again
 from ..engine import Engine, SamplingParams, Started
 from ..errors import ConfigError, EngineError, InputError, InternalError, OutputError, XladdinError, first_error
 from ..reading import documents, figures
@@ -279,7 +278,7 @@ def processor(config: Any, params: SamplingParams, model: Model) -> Any:
 def described_core(settings: Settings, options: Any) -> Any:
     """The driver's core for ``--ray-engine vllm``: the cache and the request makers over the model the
     options name (``Described``), so the driver measures it and keys its answers as the actors do."""
-    from ..core.batcher import Batcher
+    from ..core import Batcher
 
     source, context, tokenizer = model_of(options)
     return Batcher.from_settings(settings, engine=Described(source, context, tokenizer), own_engine=True)

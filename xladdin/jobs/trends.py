@@ -17,8 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..core.cache import Cache
-from ..core.readers import texts_or_errors
+from ..core import Cache, texts_or_errors
 from ..errors import InputError, XladdinError
 from ..reading.documents import SUFFIXES, ReportPath, Reports, with_text
 from ..reading.pool import header_field, normalize_code, read_pool

@@ -10,8 +10,8 @@ import socket
 import sys
 import threading
 
-from xladdin.core.cache import end_with_parent
 from xladdin.engine.embedded import EmbeddedEngine
+from xladdin.engine.processes import end_with_parent
 from xladdin.errors import XladdinError
 from xladdin.settings import Settings
 

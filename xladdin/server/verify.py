@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xladdin.core.batcher import started
-from xladdin.core.resolver import Resolver
+from xladdin.core import Resolver, started
 from xladdin.errors import ConfigError, XladdinError
 from xladdin.reading.documents import Reports
 from xladdin.reading.pool import SAMPLE_POOL, read_pool

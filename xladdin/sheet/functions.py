@@ -25,11 +25,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import collector
-from ..core.batcher import Batcher
-from ..core.cache import Ticket
-from ..core.resolver import Done, Failed, Pacer, Pending, Resolver
+from ..core import Batcher, Done, Failed, Pacer, Pending, Resolver
 from ..errors import ERROR_PREFIX, EngineStalled, InputError, XladdinError, error_text, first_error
-from ..reading.documents import ReportPath, Reports
+from ..reading.documents import FIELD, ReportPath, Reports
 from ..reading.pool import Pool, pool_from_frame, pool_from_table
 from ..settings import Settings
 from ..tasks import AskTask, ClassifyTask, ExtractTask, HighlightsTask, ScreenTask
@@ -187,7 +185,7 @@ def rules_rows(rules: Rules = DEFAULT_RULES) -> list[list[Any]]:
 # answers instead, up to the request timeout.
 
 # A door told that a waiting call's answers are in: its own function, a done-callback of the call's future
-# (``Fates.watch``) run by that future where the call's last ticket settled; the future's result is the call's
+# (``Fates.watch``) run by that future where the call's last fate settled; the future's result is the call's
 # ``Answered``. Excel's recalculates the cell (its function called again); Calc's and the cell service's settle
 # the call with ``Answered.made``, its value made from the answers, instead of running it again.
 Told = Callable[[concurrent.futures.Future], None]
@@ -209,17 +207,19 @@ def caller_key(caller: Any) -> Hashable:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Answered:
-    """A waiting call all of whose tickets have settled: the call as its door passed it (``caller``), and its
-    cell value made from the tickets' outcomes by the code that made its placeholder (``value``)."""
+    """A waiting call all of whose fates have settled: the call as its door passed it (``caller``), and its
+    cell value made from the fates' outcomes by the code that made its placeholder (``value``)."""
 
     caller: Any
     value: Callable[[], Any]
-    tickets: tuple[concurrent.futures.Future, ...]
+    fates: tuple[concurrent.futures.Future, ...]
+    again: bool = False  # what the call waited for was not its answers (report files read): run it again
 
     @property
     def made(self) -> Callable[[], Any] | None:
-        """``value``, or ``None`` when a ticket was cancelled (its request is asked again): run the call again."""
-        return None if any(t.cancelled() for t in self.tickets) else self.value
+        """``value``, or ``None`` when a fate was cancelled (its request is asked again) or the call waited for
+        what it needs before it asks (``again``): run the call again."""
+        return None if self.again or any(t.cancelled() for t in self.fates) else self.value
 
 
 class CellRuntime:
@@ -279,6 +279,35 @@ class CellRuntime:
         """The ``as_of`` setting: the day the workbook's cells screen as of (``screen.date_rows``)."""
         return self.settings.as_of
 
+    def reading(self, paths: Sequence[ReportPath], caller: Any) -> list[list[Any]] | None:
+        """Under ``as_of``, a call whose report files are not all read yet: their reads begun (off this
+        thread), the call watched on them and pending (``None``: all read, or a call no door is told of, which
+        waits for them in ``read_text``). A cell's thread never waits for a file to be read."""
+        if self.as_of is None or caller is None or self.told is None or not paths:
+            return None
+        reader = self.batcher.reader
+        out: list[concurrent.futures.Future] = []
+        for path in paths:
+            try:
+                _, text = reader.text(path)
+            except XladdinError:  # the row's own reading says why
+                continue
+            if not isinstance(text, str) and not text.done():
+                out.append(text)
+        if not out:
+            return None
+        settled = self.resolver.fates.watch(caller_key(caller), out, Answered(caller, lambda: None, (), again=True))
+        if settled is not None:
+            settled.add_done_callback(self.told)
+        self._reads.waited = True
+        return [filler_row(PENDING)]
+
+    def waited(self) -> bool:
+        """Whether the last call made on this thread waits on futures its door is told of (its fates, or its
+        report files' reads): what a door that keeps calls (Calc, the cell service) takes for pending, never a
+        look at the value's text."""
+        return getattr(self._reads, "waited", False)
+
     def read_text(self, path: ReportPath) -> str:
         """A report file's text, read by the batcher's reader (in its processes, waited for here): what
         ``screen.date_rows`` dates a file from that neither its name nor its row dates; its request then
@@ -313,7 +342,7 @@ class CellRuntime:
         """One row of cell values per record (``None`` → a blank row); ``finish(i, result)``: record ``i``'s
         result as its row shows it (``screen.Dating.result``), on every call, memo hits too; ``shape(rows)``:
         the cell value the function gives of its rows (the rows themselves if not given). A call waiting on
-        the engine is watched (``Fates.watch``): once its tickets have settled, the call's future runs the
+        the engine is watched (``Fates.watch``): once its fates have settled, the call's future runs the
         door's ``told`` with the call's ``Answered``: its value made from their outcomes by the same ``finish``
         and ``shape`` (Calc and the cell service settle the call with it, not running it again; Excel
         recalculates the cell)."""
@@ -335,39 +364,39 @@ class CellRuntime:
                 self.last_error = str(outcome.error)
                 out[i] = error_row(outcome.error, width)
             elif isinstance(outcome, Pending):
-                waiting[i] = outcome.ticket
+                waiting[i] = outcome.fate
         # the rows' disk reads, all of them at once and bounded together: a hit read by then is the cell's
         # value now (a reopened workbook: no placeholder, no recalculation), the rest wait on the engine
-        reads = [t.read for t in waiting.values() if isinstance(t, Ticket) and t.read is not None]
-        if reads:
+        if waiting:
             wait = getattr(self._reads, "wait", READ_WAIT_S)
             if wait > 0:
-                concurrent.futures.wait(reads, timeout=wait)
-            for i, ticket in list(waiting.items()):
-                if ticket.done():
-                    out[i] = self._convert(ticket.result, row_of(i), width)
+                resolver.fates.wait_looked(waiting.values(), wait)
+            for i, fate in list(waiting.items()):
+                if fate.done():
+                    out[i] = self._convert(fate.result, row_of(i), width)
                     del waiting[i]
         if waiting and caller is not None and self.told is not None:
             base = list(out)
 
             def value() -> Any:
-                """The call's value once every ticket it waits on has settled."""
+                """The call's value once every fate it waits on has settled."""
                 rows = list(base)
-                for i, ticket in waiting.items():
-                    rows[i] = self._convert(ticket.result, row_of(i), width)
+                for i, fate in waiting.items():
+                    rows[i] = self._convert(fate.result, row_of(i), width)
                 return rows if shape is None else shape(rows)
 
             for i in waiting:
                 out[i] = filler_row(PENDING, width)
-            # the call waits in the fate table; its door is told by the call's future once all its tickets
+            self._reads.waited = True
+            # the call waits in the fate table; its door is told by the call's future once all its fates
             # have settled
-            tickets = list(waiting.values())
-            settled = resolver.fates.watch(caller_key(caller), tickets, Answered(caller, value, tuple(tickets)))
+            fates = list(waiting.values())
+            settled = resolver.fates.watch(caller_key(caller), fates, Answered(caller, value, tuple(fates)))
             if settled is not None:
                 settled.add_done_callback(self.told)
             pacer = getattr(self._reads, "pacer", None)
             if pacer is not None:  # a call made after its cell shows pending: it may wait its turn (``later``)
-                pacer.add(tickets)
+                pacer.add(fates)
         elif waiting:  # outside Excel (a script, a test): wait for the answers, within the timeout
             timeout = resolver.batcher.request_timeout
             done, _ = concurrent.futures.wait(waiting.values(), timeout=timeout)
@@ -463,6 +492,7 @@ def call(rt: CellRuntime, name: str, args: Sequence[Any], caller: Any = None, fo
     table's order (``caller``: what a waiting call is known by; ``folder``: the workbook's, a report file's
     relative path is taken from it). Any failure is a ``#QWEN!`` value of the function's usual shape, and
     the runtime's last error."""
+    rt._reads.waited = False
     try:
         return BY_NAME[name].body(rt, args, caller, folder)
     except Exception as e:
@@ -495,8 +525,14 @@ def screen(rt: CellRuntime, values: Any, header: bool, rules: Any, caller: Any =
     each dated as the CLI's (报告期, 公告日) and, under the ``as_of`` setting, as of that day (``as_of``)."""
     records, pool = screen_table(values, bool(header))
     reports = rt.reports(folder)  # a report file's relative path: from the workbook's folder
-    records, dating = date_rows(pool, [reports.place(r, folder) for r in records], rt.as_of, rt.read_text,
-                              rt.settings.undated_reports)
+    placed = [reports.place(r, folder) for r in records]
+    reading = rt.reading([r[FIELD] for r in placed if isinstance(r, dict) and isinstance(r.get(FIELD), ReportPath)],
+                         caller)
+    if reading is not None:  # as of a day: its files' dates read first, off this thread
+        width = len(SPILL_FIELDS)
+        rows = [filler_row(PENDING if r is not None else "", width) for r in records]
+        return [spill_header(), *rows] if header else rows
+    records, dating = date_rows(pool, placed, rt.as_of, rt.read_text, rt.settings.undated_reports)
     task = ScreenTask(rules=rules_from_range(rules), max_text_chars=rt.max_text_chars)
     width = len(SPILL_FIELDS)
     sent = [None if i in dating.refused else r for i, r in enumerate(records)]  # a refused row asks nothing
