@@ -11,9 +11,10 @@ from conftest import TINY_MAX_TOKENS, MockServer, Server, tiny_settings, vllm_mo
 from kit import free_port
 
 from xladdin.core import batcher as batcher_module
-from xladdin.core.batcher import INITIAL, Batcher, Window, margin
+from xladdin.core.batcher import Batcher
 from xladdin.core.cache import Cache
 from xladdin.core.resolver import Resolver
+from xladdin.core.window import INITIAL, Window, margin
 from xladdin.engine.openai_http import ADAPTIVE_CAP, OpenAIHTTPEngine
 from xladdin.errors import EngineError
 from xladdin.tasks import ScreenTask

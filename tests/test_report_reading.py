@@ -282,8 +282,8 @@ def test_reader_processes_end_when_there_is_nothing_to_read_and_start_again_for_
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="POSIX niceness")
 def test_reader_processes_run_behind_the_process_that_asks_the_engine(tmp_path):
     """A reader process takes the CPU an engine on the same machine and the spreadsheet leave: its niceness is
-    its parent's and ``readers.NICE`` more (at most 19)."""
-    from xladdin.core import readers
+    its parent's and ``reader_process.NICE`` more (at most 19)."""
+    from xladdin.core import reader_process
     from xladdin.reading.documents import Reports
 
     (tmp_path / "a.txt").write_text("营业收入12.5亿元。", encoding="utf-8")
@@ -293,7 +293,7 @@ def test_reader_processes_run_behind_the_process_that_asks_the_engine(tmp_path):
         assert "营业收入" in text.result(BOUND_S)
         [worker] = reader._workers
         own = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, worker.process.pid) == min(19, own + readers.NICE)
+        assert os.getpriority(os.PRIO_PROCESS, worker.process.pid) == min(19, own + reader_process.NICE)
     finally:
         reader.close()
 

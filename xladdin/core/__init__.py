@@ -11,7 +11,8 @@ disk ``Cache``, and the report files' readers (``Reader``; ``read_texts``/``text
 - ``requests``: one request sized, prepared and asked (``ContextFit``, ``Requests``, ``structured_call``);
 - ``fates``: the one table of every request's future, and the failures a reader remembers;
 - ``cache``: the disk cache;
-- ``readers``: report files read in reader processes;
+- ``window``: how many requests the engine is given at once, and the queue;
+- ``readers``: report files read in reader processes (``reader_process``: one such process);
 - ``threads``: the threads the work runs on (the loop, the disk's, the rows').
 """
 

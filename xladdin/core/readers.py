@@ -24,17 +24,11 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
-import hmac
-import importlib
-import json
 import logging
 import multiprocessing.connection
 import os
 import pickle
-import secrets
 import socket
-import subprocess
-import sys
 import threading
 import time
 import zlib
@@ -43,22 +37,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine.processes import end_with_parent, watch_parent
 from ..reading import figures
 from ..reading.document import Document
 from ..reading.documents import FIELD, InputError, ReportPath, Reports, edges, locate, read_file
 from .cache import Cache
 from .fates import Failures, Fate
+from .reader_process import Worker, start
 from .threads import SerialThread, settle
 
 log = logging.getLogger(__name__)
 MEMORY_MIB = 2048  # a reader process's address space (reading the 20 real annual reports peaks at ~180 MiB)
 READ_TIMEOUT_S = 120.0  # one file's bound in its reader (the 156-page annual report reads in about 0.5 s)
 MEMORY_TEXTS = 64  # texts kept in memory; the rest come from the disk store
-CONNECT_S = 60.0  # a reader process that has not connected back by then did not start
 IDLE_S = 120.0  # reader processes with nothing to read end after this long (the next file starts them again)
-NICE = 10  # a reader process's niceness above its parent's (``_yield_cpu``)
-_BELOW_NORMAL = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0)  # its priority class on Windows
 GATHER_S = 0.02  # with no reader running, how long the first file waits for the others of its burst (their
 # readers then start together, each in one process start-up time, not one after another)
 
@@ -85,43 +76,6 @@ class _Job:
     max_bytes: int
     future: Fate = field(default_factory=Fate)
     run: int = 0  # the reader's run it was asked in: a close ends that run (its jobs failed by it)
-
-
-@dataclass
-class _Worker:
-    process: Any
-    conn: multiprocessing.connection.Connection
-    job: _Job | None = None
-    since: float = 0.0
-
-
-def _serve(conn: multiprocessing.connection.Connection, read: Callable[[str, int], tuple[str, str]]) -> None:
-    """A reader process: read each file it is sent, answer ``("ok", digest, text, packed, readings)``
-    (the text compressed for the disk store; code's readings of it, ``figures.readings``, pickled, or
-    ``None`` when they fail) or ``("error", message)``: the process that asks the engine only stores."""
-    while True:
-        try:
-            path, max_bytes = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            digest, text = read(path, max_bytes)
-            try:
-                read_here = pickle.dumps(figures.readings(text), pickle.HIGHEST_PROTOCOL)
-            except Exception:  # the main process reads them then; the text stands
-                read_here = None
-            answer: tuple[Any, ...] = ("ok", digest, text, zlib.compress(text.encode("utf-8"), 1), read_here)
-        except InputError as e:
-            answer = ("error", e.message)
-        except MemoryError:
-            answer = ("error", f"{os.path.basename(path)}: reading it needs more memory than a reader may use "
-                      "(reader_memory_mib, XLADDIN_READER_MEMORY_MIB): a damaged or decompression-bomb file?")
-        except Exception as e:  # a reader's failure is the file's error, never the reader's end
-            answer = ("error", f"{os.path.basename(path)}: cannot be read ({e.__class__.__name__}: {e})")
-        try:
-            conn.send(answer)
-        except (OSError, KeyboardInterrupt):
-            return
 
 
 def read_texts(open_cache: Callable[[], Cache], allowed: Reports,
@@ -213,7 +167,7 @@ class Reader:
         self._errors = Failures()  # a file's read error is its answer for a while (then it is read again)
         self._reading: dict[Stamp, _Job] = {}
         self._queue: collections.deque[_Job] = collections.deque()
-        self._workers: list[_Worker] = []
+        self._workers: list[Worker] = []
         self._thread: threading.Thread | None = None
         self._wake_w: socket.socket | None = None  # the run's thread's wake-up (its other end the thread's own)
         self._closed = False
@@ -360,52 +314,9 @@ class Reader:
         except OSError:
             pass
 
-    def _spawn(self, n: int = 1) -> list[_Worker]:
-        """``n`` reader processes (``readers.main``), started together and each connected back over
-        loopback with a one-time token of its own (a run's readers get going in one process's start-up
-        time, not one after another). (Not multiprocessing's spawn: it runs the user's ``__main__`` again
-        in the child, so a plain script that calls ``xladdin.screen`` at its top level would start itself
-        over.)"""
-        with socket.create_server(("127.0.0.1", 0)) as server:
-            server.settimeout(CONNECT_S)
-            package_root = str(Path(__file__).resolve().parents[2])  # the same xladdin as this process's
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get(
-                "PYTHONPATH")) if p)}
-            command = [self.python or sys.executable, "-c", "from xladdin.core.readers import main; main()"]
-            starting: list[tuple[str, subprocess.Popen]] = []
-            ready: list[_Worker] = []
-            try:
-                for _ in range(max(1, n)):
-                    token = secrets.token_hex(16)
-                    process = subprocess.Popen(command, stdin=subprocess.PIPE, env=env, close_fds=True,
-                                               creationflags=_BELOW_NORMAL)
-                    starting.append((token, process))
-                    hello = {"port": server.getsockname()[1], "token": token, "parent": os.getpid(),
-                             "read": f"{self.read.__module__}:{self.read.__qualname__}",
-                             "memory_mib": self.memory_mib}
-                    assert process.stdin is not None
-                    process.stdin.write(json.dumps(hello).encode() + b"\n")
-                    process.stdin.close()
-                while starting:  # each child's connection, known by its token
-                    sock, _ = server.accept()
-                    sock.settimeout(CONNECT_S)
-                    given = sock.recv(32)
-                    found = next((k for k, (token, _) in enumerate(starting)
-                                  if hmac.compare_digest(given, token.encode())), None)
-                    if found is None:
-                        sock.close()
-                        continue
-                    sock.settimeout(None)
-                    _, process = starting.pop(found)
-                    ready.append(_Worker(process, multiprocessing.connection.Connection(sock.detach())))
-                return ready
-            except BaseException:
-                for process in [p for _, p in starting] + [w.process for w in ready]:
-                    process.kill()
-                    process.wait(5)
-                for w in ready:
-                    w.conn.close()
-                raise
+    def _spawn(self, n: int = 1) -> list[Worker]:
+        """``n`` reader processes, started together (``reader_process.start``)."""
+        return start(n, self.python, self.read, self.memory_mib)
 
     def _wanted(self) -> int:
         """How many more reader processes the files waiting need (under the lock): one a file beyond those
@@ -508,7 +419,7 @@ class Reader:
                 elif time.monotonic() - w.since >= self.timeout:
                     self._fail(w, f"reading it took longer than {self.timeout:g}s (a damaged file?)")
 
-    def _answer(self, w: _Worker) -> None:
+    def _answer(self, w: Worker) -> None:
         job = w.job
         assert job is not None
         try:
@@ -530,14 +441,14 @@ class Reader:
         else:
             self._settle_error(job, InputError(FIELD, answer[1]))
 
-    def _fail(self, w: _Worker, why: str) -> None:
+    def _fail(self, w: Worker, why: str) -> None:
         job = w.job
         assert job is not None
         with self._lock:
             self._replace(w)
         self._settle_error(job, InputError(FIELD, f"{os.path.basename(job.stamp[0])} {why}"))
 
-    def _replace(self, w: _Worker) -> None:
+    def _replace(self, w: Worker) -> None:
         """End ``w`` (hung, crashed or gone); the next file starts a new reader. Under the lock."""
         w.process.kill()
         w.process.wait(5)
@@ -595,54 +506,3 @@ class Reader:
         then every file asked for is its row's error ("the run is ending")."""
         with self._lock:
             self._closed = False
-
-
-def main() -> None:
-    """A reader process: told on stdin where to connect, with its token
-    and the read function (``module:name``); serves files until its connection closes."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it ends this process
-    hello = json.loads(sys.stdin.readline())
-    # a parent killed outright (SIGKILL) closes no connection a hung read would see: the kernel, or a
-    # watcher thread, ends this reader with it
-    end_with_parent(hello["parent"])
-    threading.Thread(target=watch_parent, args=(hello["parent"],), daemon=True).start()
-    _bound_memory(hello.get("memory_mib"))
-    _yield_cpu()
-    module, name = hello["read"].split(":")
-    read = getattr(importlib.import_module(module), name)
-    sock = socket.create_connection(("127.0.0.1", hello["port"]))
-    sock.sendall(hello["token"].encode())
-    _serve(multiprocessing.connection.Connection(sock.detach()), read)
-
-
-def _yield_cpu() -> None:
-    """This reader behind the processes that wait on it for CPU (POSIX niceness ``NICE``; Windows: started
-    below normal priority, ``_BELOW_NORMAL``): an engine on the same machine (a vLLM server's steps, its
-    structured output's masks) and the user's spreadsheet go first, and the readers take what is left,
-    which is all of it on an idle machine."""
-    if hasattr(os, "nice"):
-        try:
-            os.nice(NICE)
-        except OSError:
-            pass
-
-
-def _bound_memory(mib: int | None) -> None:
-    """This reader's address space bounded (POSIX ``RLIMIT_AS``): a file that would take more (a
-    decompression bomb) fails its read at once — a ``MemoryError``, or the reader's end — as that
-    file's error, instead of taking the machine's memory. (Windows: no such limit here; the time bound
-    stands.)"""
-    if not mib:
-        return
-    try:
-        import resource
-    except ImportError:
-        return
-    limit = int(mib) << 20
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-

@@ -158,7 +158,7 @@ def read_one(path: documents.ReportPath, cache: Cache | None = None) -> tuple[tu
         digest, text = documents.read_file(stamp[0], path.reports.max_bytes)
     except InputError as e:
         return InputError(documents.FIELD, e.message), False
-    except Exception as e:  # a reader's failure is the file's error (``readers._serve``'s words)
+    except Exception as e:  # a reader's failure is the file's error (``reader_process.serve``'s words)
         return InputError(documents.FIELD, f"{os.path.basename(path)}: cannot be read ({e.__class__.__name__}: "
                           f"{e})"), False
     try:
