@@ -233,6 +233,28 @@ def test_a_stream_whose_reader_takes_nothing_is_dropped_and_the_service_serves_o
         running.stop()
 
 
+def test_a_stream_whose_one_part_is_never_taken_is_dropped(tmp_path, runtime, monkeypatch):
+    """A settle stream whose first part alone is larger than the socket's buffers (8 MB: every id it asked
+    echoed unknown), to a client that reads nothing: the transport takes the part whole, so the stream is
+    seen stalled by what it leaves unsent, dropped past ``STALL_S`` and its connection closed."""
+    monkeypatch.setattr(service, "STALL_S", 0.5)
+    running, cert = start(runtime, tmp_path, max_request_bytes=32 << 20)
+    try:
+        ids = [f"{i:06d}" + "x" * 4090 for i in range(2000)]
+        body = json.dumps({"ids": ids, "wait": 5, "stream": True}).encode()
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: the window stays small
+        raw.connect(("127.0.0.1", running.service.port))
+        sock = ssl.create_default_context(cafile=str(cert.ca)).wrap_socket(raw, server_hostname="localhost")
+        sock.sendall(b"POST /api/settle HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        wait_until(lambda: running.service.counts["streams_dropped"] == 1, 30, message="the stalled stream was kept")
+        assert _closed_within(sock, 30)
+        assert Client(running.url, cert.ca).calls(STATUS)[0]["state"] == "done"
+    finally:
+        running.stop()
+
+
 def test_the_connection_settings_are_bounded(runtime):
     with pytest.raises(ConfigError, match="connections"):
         service.CellService(runtime, max_connections=0)

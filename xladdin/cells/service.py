@@ -64,6 +64,8 @@ MAX_CALLS_PER_REQUEST = 5000
 MAX_KEPT = 100_000  # settled calls remembered for a poll that comes later …
 MAX_KEPT_BYTES = 256 << 20  # … and the bytes of their arguments and values at most
 STALL_S = 10.0  # a stream whose reader takes no part for this long is dropped (its memory with it)
+DRAINED_BYTES = 1 << 20  # what a stream may leave unsent after a part (more, for STALL_S: a reader that stalls)
+DRAIN_POLL_S = 0.05  # how often a stream looks whether its reader took its last part
 MAX_WAIT = 30.0  # seconds a poll is held at most
 GATHER = 0.05  # after the first call settles, a poll waits this long for others to settle with it …
 GATHER_PER_ID = 0.0001  # … and this long more for each id it asks (its round trip costs each id) …
@@ -629,6 +631,7 @@ class CellService:
                 # a reader that takes nothing stalls the write: past STALL_S its stream is dropped, with what it
                 # held, instead of keeping every part it never reads
                 await asyncio.wait_for(response.write(_dumps(part).encode() + b"\n"), STALL_S)
+                await asyncio.wait_for(_drained(request.transport), STALL_S)  # a part the socket took whole
             await asyncio.wait_for(response.write_eof(), STALL_S)
         except ConnectionError:  # the client went away: its calls are asked again if it comes back
             pass
@@ -858,6 +861,21 @@ class _Plain(_Accepted, asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.handler.resume_writing()
+
+
+async def _drained(transport: asyncio.BaseTransport | None) -> None:
+    """Until ``transport`` holds at most ``DRAINED_BYTES`` not yet sent: a part larger than the socket's
+    buffers is taken by the transport whole (TLS gives no back-pressure on one write), so a reader that
+    takes nothing is seen here, not at the next write."""
+    while transport is not None and not transport.is_closing() and _unsent(transport) > DRAINED_BYTES:
+        await asyncio.sleep(DRAIN_POLL_S)
+
+
+def _unsent(transport: Any) -> int:
+    """The bytes ``transport`` holds unsent: its own, and under TLS the socket's transport's below it (asyncio's
+    TLS layer hands a write down whole; its own count leaves that out)."""
+    lower = getattr(getattr(transport, "_ssl_protocol", None), "_transport", None)
+    return transport.get_write_buffer_size() + (lower.get_write_buffer_size() if lower is not None else 0)
 
 
 def _dumps(value: Any) -> str:
