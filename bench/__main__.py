@@ -20,11 +20,12 @@ DOC = Path(__file__).parent.parent / "docs" / "BENCHMARKS.md"
 # python -m bench NAME: the module's main()
 COMMANDS = ("gpu", "schema", "client", "grammar", "news", "gold",
             "documents", "excel_path", "highlights", "calc", "report_files", "ray_job", "ramp", "cells",
-            "collector")
-# sections 6-17 of the doc: results file (bench/results/NAME.json) and the module that renders it
+            "collector", "tests")
+# sections 6-18 of the doc: results file (bench/results/NAME.json) and the module that renders it
 SECTIONS = (("gpu", "gpu_render"), ("schema", "schema"), ("client", "client"), ("grammar", "grammar"),
             ("excel_path", "excel_path"), ("calc", "calc"), ("report_files", "report_files"), ("ray_job", "ray_job"),
-            ("ramp", "ramp"), ("documents", "documents"), ("cells", "cells"), ("collector", "collector"))
+            ("ramp", "ramp"), ("documents", "documents"), ("cells", "cells"), ("collector", "collector"),
+            ("tests", "tests"))
 
 
 def main() -> None:

@@ -74,3 +74,18 @@ def test_design_links_a_page_per_layer_and_each_page_names_modules_that_exist():
                 found = [p for p in package.rglob(name.rstrip("/") + ("" if name.endswith((".py", "/")) else ".py"))]
                 found += [p for p in (ROOT / name.rstrip("/"),) if name.endswith("/") and p.is_dir()]
                 assert found, (page, heading, name)
+
+
+def test_the_suite_s_count_and_time_are_said_in_one_place():
+    """The README and docs/testing.md give no count of tests nor a time for the suite: they point to the one
+    section ``python -m bench tests`` writes, which reads pytest's own summary line."""
+    from bench.tests import summary
+
+    for page in ("README.md", "docs/testing.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        said = re.findall(r"\d[\d,]* tests\b|\d+ min(?:utes)?\b[^.]*?(?:suite|tests)|tests?[^.]{0,40}\b\d+ min", text)
+        assert said == [], (page, said)
+        assert "§18" in text or "section 18" in text, page
+    line = "===== 969 passed, 3 skipped, 13 warnings in 779.31s (0:12:59) ====="
+    assert summary("...\n" + line) == {"passed": 969, "skipped": 3, "failed": 0, "seconds": 779, "tests": 972}
+    assert summary("1 failed, 10 passed in 2.00s")["failed"] == 1

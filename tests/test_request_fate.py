@@ -25,10 +25,12 @@ def test_500_cells_reach_their_values_without_a_disk_cache(kind, tmp_path):
     all_settled = threading.Event()
     n = 500
 
+    waiting = [n]  # the cells shown pending (a cell whose answer came within its read's wait has its value)
+
     def rewrite(caller: Caller) -> None:  # Excel recalculates the cell
         with lock:
             recalc.append(caller)
-            if len(recalc) == n:
+            if len(recalc) >= waiting[0]:
                 all_settled.set()
 
     rt = CellRuntime(batcher=Batcher(engine, cache_for(kind, tmp_path), window_ms=0), told=recalculates(rewrite))
@@ -37,13 +39,17 @@ def test_500_cells_reach_their_values_without_a_disk_cache(kind, tmp_path):
         rows = [[600000.0 + i, f"公司{i}", "行业", 20.0, 18.0, 1.0, f"营业收入{100 + i}亿元"] for i in range(n)]
         callers = [Caller(f"$L${i + 2}") for i in range(n)]
         first = [udfs.QWEN_SCREEN([r], False, None, c)[0][0] for r, c in zip(rows, callers, strict=True)]
-        assert first.count(functions.PENDING) == n
-        assert all_settled.wait(60), len(recalc)
+        assert set(first) <= {functions.PENDING, *(f"{600000 + i}.SH" for i in range(n))}
+        with lock:  # on a loaded machine an answer may come before its cell has finished waiting for its read
+            waiting[0] = first.count(functions.PENDING)
+            if len(recalc) >= waiting[0]:
+                all_settled.set()
+        assert all_settled.wait(60), (len(recalc), waiting[0])
         final = [udfs.QWEN_SCREEN([r], False, None, c)[0] for r, c in zip(rows, callers, strict=True)]
         assert [f[0] for f in final] == [f"{600000 + i}.SH" for i in range(n)]  # every cell has its verdict
         assert {f[functions.SPILL_FIELDS.index("risk_level")] for f in final} == {"低"}
         assert len(engine.calls) == n  # one request per distinct row, none asked again
-        assert len(recalc) == n  # each cell recalculated once: no loop
+        assert len(recalc) == waiting[0]  # each pending cell recalculated once: no loop
     finally:
         udfs.set_runtime(None)
         rt.close()
