@@ -65,11 +65,17 @@ def test_http_engine_gives_the_same_results(tiny_engine, tmp_path):
     with Batcher.from_settings(settings) as b:
         assert isinstance(b.engine, OpenAIHTTPEngine)
         over_http = Resolver(b).map(TASK, recs)
-        # the server's name for its model, plus a fingerprint of what llama.cpp says it is
-        assert b.engine.model_id.startswith(tiny_engine.model_id + "#")
+        # the server names its model by the weights file's identity: the embedded engine's own
+        assert b.engine.model_id == tiny_engine.model_id
     assert all(isinstance(r, ScreenResult) for r in over_http), over_http
     same = [r.model_dump(exclude={"provenance"}) for r in direct]
     assert [r.model_dump(exclude={"provenance"}) for r in over_http] == same
+    # one cache for every door: the rows the embedded engine answered (the CLI's) are the CPU server's hits
+    # (Calc's private server, a LAN server), the same model file on either side
+    with Batcher.from_settings(tiny_settings(tmp_path / "a", engine_url=tiny_engine.address)) as b:
+        again = Resolver(b).map(TASK, recs)
+        assert b.snapshot()["engine_requests"] == 0 and all(r.provenance.cached for r in again)
+    assert [r.model_dump(exclude={"provenance"}) for r in again] == same
 
 
 def test_engine_offline_is_an_error_value_within_the_timeout(tmp_path):

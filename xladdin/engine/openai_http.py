@@ -39,6 +39,7 @@ import base64
 import hashlib
 import json
 import logging
+import re
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection
@@ -61,6 +62,7 @@ DOWN_RETRY_S = 5.0  # a server found offline gets no request for this long
 IDENTIFY_S = 10.0  # a server's model is identified again when its last identification is older
 START_GRACE_S = 5.0  # at start, once one server has named its model, how long the others get
 CHECK_S = 5.0  # a request without an answer this long has its server checked (at most timeout / 3)
+FILE_IDENTITY = re.compile(r".+@[0-9a-f]{12}")  # a weights file's identity (``gguf_files._model_file``)
 _PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
 log = logging.getLogger(__name__)
 
@@ -753,11 +755,15 @@ def metric_sums(text: str, names: Collection[str]) -> dict[str, float]:
 
 
 def model_identity(entry: dict[str, Any]) -> str:
-    """What a listed model really is: vLLM's ``root`` (its path or repo), else the name plus a
-    fingerprint of llama.cpp's ``meta`` (parameters, size, vocabulary), else the name."""
+    """What a listed model really is: vLLM's ``root`` (its path or repo); a name that is already a weights
+    file's identity (``gguf_files``: its stem and the fingerprint of its bytes, as xladdin's CPU server names
+    the model it serves: the embedded engine's own id, so an answer cached by either is the other's); else the
+    name plus a fingerprint of llama.cpp's ``meta`` (parameters, size, vocabulary), else the name."""
     root = entry.get("root")
     if isinstance(root, str) and root:
         return root
+    if FILE_IDENTITY.fullmatch(str(entry.get("id", ""))):
+        return str(entry["id"])
     meta = entry.get("meta")
     if isinstance(meta, dict) and meta:
         digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12]
