@@ -67,8 +67,8 @@ def two_users():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def run_as_me(*args: str, cache: Path, server) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XLADDIN_CACHE_DIR": str(cache), "XLADDIN_ENGINE_URL": server.url, "XLADDIN_RETRIES": "0"}
+def run_as_me(*args: str, cache: Path, engine: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XLADDIN_CACHE_DIR": str(cache), "XLADDIN_ENGINE_URL": engine, "XLADDIN_RETRIES": "0"}
     return subprocess.run([sys.executable, "-m", "xladdin.cli.main", *args], env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -77,33 +77,34 @@ def chats(server) -> int:
     return sum(1 for h in server.hits if h.endswith("/chat/completions"))
 
 
+def screened(who, pool: Path, out: Path, cache: Path, server) -> tuple[subprocess.CompletedProcess, int]:
+    """``xladdin screen POOL -o OUT`` run by ``who`` (``run_as_me``, or the other user's) against ``server``,
+    closed after: the run, and how many rows the server was asked."""
+    try:
+        run = who("screen", str(pool), "-o", str(out), "--no-progress", cache=cache, engine=server.url)
+    finally:
+        server.close()
+    return run, chats(server)
+
+
 def test_a_colleague_reads_a_cache_they_may_not_write_and_asks_nothing_again(two_users):
     base, run_as_other = two_users
     pool = write_csv(base / "pool.csv", HEADER, ROWS)
     pool.chmod(0o644)
     cache = base / "mine"  # made by this user's run: 0755, files 0644 for the other
-    mine = answering_server()
-    try:
-        r = run_as_me("screen", str(pool), "-o", str(base / "me.xlsx"), "--no-progress", cache=cache, server=mine)
-    finally:
-        mine.close()
-    assert r.returncode == 0, r.stderr
-    assert chats(mine) == 2
+    r, asked = screened(run_as_me, pool, base / "me.xlsx", cache, answering_server())
+    assert r.returncode == 0 and asked == 2, r.stderr
 
-    theirs = refusing_server()  # every row asked would be 模型未作答: none may be asked
-    try:
-        r = run_as_other("screen", str(pool), "-o", str(base / "theirs.xlsx"), "--no-progress",
-                         cache=cache, engine=theirs.url)
-    finally:
-        theirs.close()
+    # every row asked would be 模型未作答: none may be asked
+    r, asked = screened(run_as_other, pool, base / "theirs.xlsx", cache, refusing_server())
     assert r.returncode == 0, r.stderr
-    assert chats(theirs) == 0, "a row the colleague's cache holds was asked again"
+    assert asked == 0, "a row the colleague's cache holds was asked again"
     assert "2 rows, 2 from cache" in r.stdout + r.stderr
     assert "read only" in r.stdout + r.stderr
 
-    r = run_as_other("cache", "clear", cache=cache, engine=theirs.url)
+    r = run_as_other("cache", "clear", cache=cache, engine="http://127.0.0.1:9/v1")
     assert r.returncode == 2 and "read only for this user" in r.stderr
-    r = run_as_me("cache", "stats", cache=cache, server=theirs)
+    r = run_as_me("cache", "stats", cache=cache, engine="http://127.0.0.1:9/v1")
     assert r.returncode == 0 and '"entries": 2' in r.stdout, "the colleague's clear removed entries"
 
 
@@ -118,29 +119,15 @@ def test_in_a_folder_shared_by_a_group_each_user_stores_answers_for_the_other(tw
     both = write_csv(base / "both.csv", HEADER, ROWS)
     for p in (first, both):
         p.chmod(0o644)
-
-    mine = answering_server()
-    try:
-        assert run_as_me("screen", str(first), "-o", str(base / "a.xlsx"), "--no-progress", cache=cache,
-                         server=mine).returncode == 0
-    finally:
-        mine.close()
-
-    theirs = answering_server()
-    try:
-        r = run_as_other("screen", str(both), "-o", str(base / "b.xlsx"), "--no-progress", cache=cache,
-                         engine=theirs.url)
-    finally:
-        theirs.close()
+    r, _ = screened(run_as_me, first, base / "a.xlsx", cache, answering_server())
     assert r.returncode == 0, r.stderr
-    assert chats(theirs) == 1, "the row this user's run had answered was asked again"
+
+    r, asked = screened(run_as_other, both, base / "b.xlsx", cache, answering_server())
+    assert r.returncode == 0, r.stderr
+    assert asked == 1, "the row this user's run had answered was asked again"
     assert "read only" not in r.stdout + r.stderr
 
-    refusing = refusing_server()
-    try:
-        r = run_as_me("screen", str(both), "-o", str(base / "c.xlsx"), "--no-progress", cache=cache, server=refusing)
-    finally:
-        refusing.close()
+    r, asked = screened(run_as_me, both, base / "c.xlsx", cache, refusing_server())
     assert r.returncode == 0, r.stderr
-    assert chats(refusing) == 0, "the colleague's answer was not stored for this user"
+    assert asked == 0, "the colleague's answer was not stored for this user"
     assert "2 rows, 2 from cache" in r.stdout + r.stderr
