@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench tests", description=__doc__.split("\n\n")[0])
     p.add_argument("--from-log", metavar="LOG", help="read the summary of a run already made (its output)")
     p.add_argument("--how", default="`.venv/bin/python -m pytest -q`", help="how the run was made, as recorded")
+    p.add_argument("--commit", help="the code the run tested (default: this checkout's HEAD)")
     p.add_argument("--out", default=str(RESULTS / "tests.json"))
     args = p.parse_args(argv)
     if args.from_log:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         text = subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=ROOT, capture_output=True,
                               text=True).stdout
-    out = {**summary(text), "commit": commit(), "how": args.how, "machine": machine()}
+    out = {**summary(text), "commit": args.commit or commit(), "how": args.how, "machine": machine()}
     write_run(args.out, out)
     print(f"{out['passed']} passed, {out['skipped']} skipped, {out['failed']} failed in {out['seconds']} s")
     return 0
