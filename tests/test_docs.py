@@ -29,7 +29,7 @@ def _generate():
 
 def test_a_design_page_naming_code_that_is_not_there_is_caught():
     generate = _generate()
-    text = ("The entry is sealed (`cache.seal`), a ticket (`Batcher.load`), a `reading.document.Document`,\n"
+    text = ("The entry is sealed (`cache.seal`), a fate (`Batcher.load`), a `reading.document.Document`,\n"
             "`xladdin.screen(df)`, a server (`conftest.MockServer`); not names: `config.toml`, `cache.db`,\n"
             "`batcher.py`, `xladdin screen`, `max_tokens`, `0.5`, `bench/common.write_run`, `模型.未作答`.\n"
             "Gone: `cache.no_such_name`, `Batcher.no_such_method`, `no_such_module.seal`,\n"
