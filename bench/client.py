@@ -186,6 +186,8 @@ def render(d: dict[str, Any]) -> list[str]:
     lines += ["", f"- CPU per row, largest ÷ smallest table: **{d['growth']}** (1 = the cost per row does not grow "
               "with the table; waiting on every pending ticket per answer made it 2.1; one run each on a shared "
               "machine, the smaller table's under a second of CPU: above 1 here, not looked into).", ""]
+    if d.get("note"):
+        lines += [f"This run: {d['note']}.", ""]
     if "http" in d:
         lines += ["Through HTTP (`openai_http` engine, a stand-in server in another process: sockets and delays, "
                   f"no model), {d['http'][0]['rows']} rows, {d['in_flight']} in flight, the two clients alternating "
