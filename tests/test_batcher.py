@@ -193,6 +193,38 @@ def test_map_is_bounded_when_the_engine_stalls(tmp_path):
     assert [r.risk_level.value for r in results[2:]] == ["中", "中", "中"]  # ROE 10 → 中 by the rules
 
 
+def test_a_stalled_table_s_report_rows_get_code_s_verdict_without_a_file_read_on_the_caller_s_thread(tmp_path,
+                                                                                                   monkeypatch):
+    """A table of report-file rows whose engine never answers: each row gets what code gives, with its
+    report's figures where the reader has its text (read in a reader process for its request), and no file
+    is read on the thread that made the table (a Refresh runs on Excel's)."""
+    import asyncio
+
+    from xladdin.reading import documents
+    from xladdin.reading.documents import Reports
+
+    class Silent(ScriptedEngine):
+        async def complete(self, messages, schema, params):
+            self.calls.append(messages)
+            await asyncio.sleep(3600)
+
+    for i in range(3):
+        (tmp_path / f"r{i}.txt").write_text(f"2023年年度报告\n营业收入{100 + i}亿元，同比增长5%。", encoding="utf-8")
+    reports = Reports.of(None, tmp_path)
+    rows = [reports.place({"code": 600000 + i, "name": f"公司{i}", "roe": 10, "pe_ttm": 20,
+                           "report_file": f"r{i}.txt"}, tmp_path) for i in range(3)]
+
+    def opened_here(*args):
+        raise AssertionError(f"a report file was read on the caller's thread: {args}")
+
+    monkeypatch.setattr(documents, "read_document", opened_here)  # the reader processes read in their own
+    with Batcher(Silent(lambda _: screen_answer(), max_parallel=1), Cache(tmp_path / "c"), request_timeout=1.0,
+                 window_ms=0) as b:
+        results = Resolver(b).map(TASK, rows)
+    assert all(isinstance(r, ScreenResult) and Flag.NO_ANSWER in r.flags for r in results), results
+    assert all(f"r{i}.txt" in r.read for i, r in enumerate(results)), [r.read for r in results]  # its report
+
+
 def test_a_prepared_request_is_data_that_pickles_and_finishes_its_answer_the_same(tmp_path):
     """A request made once carries its task and input as data (no closures): a pickled copy (a Ray job's
     actors pass them) validates and finishes the same answer to the same result."""

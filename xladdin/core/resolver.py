@@ -299,9 +299,17 @@ class Resolver:
         return max(FILES_AHEAD, 4 * getattr(self.batcher.reader, "processes", 0))
 
     def _alone(self, task: Task, row: Any, error: XladdinError) -> Any:
-        """What code alone gives a row whose answer never came (else the error)."""
+        """What code alone gives a row whose answer never came (else the error): with its report's text when
+        the reader has it, never read here (this is a caller's thread: a cell door's Refresh)."""
         try:
-            alone = self.batcher.prepare(task, task.parse(documents.attach(row))).alone(error)
+            record, path = documents.report_path(row)
+            if path is not None:
+                _, text = self.batcher.reader.text(path)
+                if not isinstance(text, str):  # not read yet: what the row's fields give
+                    text = text.result() if text.done() and text.exception() is None else None
+                record = (documents.with_text(record, path, text) if text is not None
+                          else {**record, documents.FIELD: None})
+            alone = self.batcher.prepare(task, task.parse(record)).alone(error)
         except Exception:  # the row parsed once already; whatever fails now, the error stands
             alone = None
         return error if alone is None else alone
