@@ -127,7 +127,7 @@ def on_engine(engine: Any, call: Callable[[Any], Any]) -> Any:
     return asyncio.run(run())
 
 
-DISK_THREAD = "xladdin-disk"  # the batcher's disk thread's name starts so (``cache.SerialThread``)
+DISK_THREAD = "xladdin-disk"  # the batcher's disk thread's name starts so (``threads.SerialThread``)
 
 
 def record_disk(monkeypatch) -> list[tuple[str, str, str]]:
