@@ -31,7 +31,8 @@ def test_screen_adds_verdict_columns_and_keeps_the_frame(tmp_path):
     assert out.loc["a", "出处 evidence"] == "净利润「归母净利润747.34亿元」"
     assert out.loc["c", "错误 error"] == "#QWEN! roe is not a number: 'N/A x'"
     assert pd.isna(out.loc["a", "错误 error"]) and df.shape == (3, 6)  # the input frame is untouched
-    again = xladdin.screen(out.iloc[:, :6], batcher=Batcher(engine, Cache(tmp_path / "c")), progress=False)
+    with Batcher(engine, Cache(tmp_path / "c")) as later:  # the next session: from the disk
+        again = xladdin.screen(out.iloc[:, :6], batcher=later, progress=False)
     assert list(again["缓存命中 cached"][:2]) == [True, True] and len(engine.calls) == 2
 
 
