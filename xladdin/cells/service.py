@@ -38,6 +38,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import ssl
 import threading
 import time
@@ -691,9 +692,10 @@ def _deeper(value: Any, limit: int) -> bool:
 
 
 def open_bounds(connections: int) -> tuple[int, int]:
-    """The open connections and the listen backlog (asyncio accepts as many at once), kept below the
-    process's open-file limit now: ``connections`` at most, with ``FILES_KEPT`` descriptors left for the
-    process's other files (its cache, model, engine and logs) and a burst of accepts beside them."""
+    """The open connections and the listen backlog (asyncio accepts as many at once, before a connection over
+    the bound is closed), kept below the process's open-file limit now: ``connections`` at most, beside the
+    files the process holds already and ``FILES_KEPT`` more for the files it opens later (its cache, model,
+    engine and logs)."""
     try:
         import resource
     except ImportError:  # Windows: no such limit per process
@@ -701,8 +703,19 @@ def open_bounds(connections: int) -> tuple[int, int]:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft == resource.RLIM_INFINITY:
         return connections, BACKLOG
-    backlog = min(BACKLOG, max(16, (soft - FILES_KEPT) // 4))
-    return max(MIN_CONNECTIONS, min(connections, soft - FILES_KEPT - backlog)), backlog
+    free = soft - _files_open() - FILES_KEPT
+    backlog = min(BACKLOG, max(16, free // 4))
+    return max(MIN_CONNECTIONS, min(connections, free - backlog)), backlog
+
+
+def _files_open() -> int:
+    """The descriptors this process holds now (0 where the system does not list them)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    return 0
 
 
 class _Site(web.BaseSite):
