@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import ssl
 import subprocess
@@ -103,11 +102,6 @@ def _answered(sock: ssl.SSLSocket) -> bytes:
     return got
 
 
-def _own_files() -> int:
-    folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
-    return len(os.listdir(folder))
-
-
 def test_a_request_is_served_while_slow_connections_outnumber_the_open_files_left(tmp_path, runtime,
                                                                                    slow_handshakes, caplog):
     """300 slow connections (100 with half a request's headers, 200 that never send a ClientHello) against a
@@ -116,10 +110,10 @@ def test_a_request_is_served_while_slow_connections_outnumber_the_open_files_lef
     resource = pytest.importorskip("resource")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     spare = 250
-    if soft != resource.RLIM_INFINITY and soft < _own_files() + spare:
+    if soft != resource.RLIM_INFINITY and soft < service._files_open() + spare:
         pytest.skip(f"the open-file limit {soft} leaves too few to lower")
     caplog.set_level(logging.ERROR, logger="asyncio")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (_own_files() + spare, hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (service._files_open() + spare, hard))
     slow = None
     try:
         running, cert = start(runtime, tmp_path, idle_timeout=120)

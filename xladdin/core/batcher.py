@@ -428,15 +428,13 @@ class Batcher:
             self.run_on_loop(fate, self._start_then(task, inp, fate))
             return fate
         request = self.prepare(task, inp)
-        other = self.fates.join(_same(request), fate)
-        if other is not None:  # the same request, asked under another input or by another door
-            self._count_joined()
-            if made:
-                return other
+        other = self._joined(request, fate)
+        if other is None:
+            self.run_on_loop(fate, self._request(request, fate))
+        elif made:
+            return other
+        else:
             _follow(fate, other)
-            return fate
-        fate.key = request.key
-        self.run_on_loop(fate, self._request(request, fate))
         return fate
 
     def run_on_loop(self, fate: Fate, asked: Coroutine[Any, Any, Any]) -> None:
@@ -478,11 +476,9 @@ class Batcher:
         thread, joined to the same request already asked, else read and asked (``_asked``); and whether the
         model's answer made it."""
         request = await self.rows.run(self.prepare, task, inp)
-        other = self.fates.join(_same(request), fate)
+        other = self._joined(request, fate)
         if other is not None:
-            self._count_joined()
             return await asyncio.wrap_future(other), False
-        fate.key = request.key
         return await self._asked(request, fate)
 
     async def _start_then(self, task: Task, inp: BaseModel, fate: Fate) -> Any:
@@ -504,9 +500,16 @@ class Batcher:
         self.fates.looked(fate)
         return await self._ask(request)
 
-    def _count_joined(self) -> None:
+    def _joined(self, request: Prepared, fate: Fate) -> Fate | None:
+        """``fate`` in the table under ``request``'s answer and task too (``None``: its coroutine asks it), or the
+        fate of the same request asked before under another input or by another door (counted)."""
+        other = self.fates.join(_same(request), fate)
+        if other is None:
+            fate.key = request.key
+            return None
         with self._lock:
             self.stats.deduplicated += 1
+        return other
 
     def recall(self, key: str) -> Any | None:
         """On the disk thread: the result kept under ``key`` (``keep``), counted as a cache hit, or ``None``."""

@@ -92,12 +92,6 @@ class Fate(concurrent.futures.Future):
                 log.exception("exception calling callback for %r", self)
 
 
-def outcome_of(fate: concurrent.futures.Future) -> tuple[bool, Any]:
-    """(whether ``fate`` failed, its result or its error): for a fate that is done."""
-    error = fate.exception()
-    return (True, error) if error is not None else (False, fate.result())
-
-
 class Fates:
     """The one table: key → ``Fate`` (see the module's docstring). Thread-safe."""
 
@@ -152,10 +146,6 @@ class Fates:
             self._put(key, fate)
         fate.add_done_callback(functools.partial(self._settled, key))
         return None
-
-    def forget(self, key: Hashable) -> None:
-        with self._lock:
-            self._drop(key)
 
     def close(self, error: BaseException) -> None:
         """Every fate still out fails with ``error`` and leaves the table (asked again after), with the

@@ -69,20 +69,10 @@ class SerialThread:
     def submit(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future:
         """A future of ``fn(*args)``, run on the thread after everything submitted before it (``first``:
         before all not given first that wait)."""
-        queued = self.queue(fn, *args, first=first)
-        if queued is None:  # the interpreter is exiting: run it here
-            done: Future = Future()
-            try:
-                done.set_result(fn(*args))
-            except BaseException as e:
-                done.set_exception(e)
-            return done
-        return queued
-
-    def queue(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future | None:
-        """``submit`` without running ``fn`` here: ``None`` when the thread takes nothing more."""
         done: Future = Future()
-        return done if self._put((fn, args, done), first) else None
+        if not self._put((fn, args, done), first):  # the interpreter is exiting: run it here
+            _run_one(fn, args, done)
+        return done
 
     def post(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> bool:
         """``fn(*args)`` queued with no future (what it does tells whom it must; a failure is logged); False
