@@ -350,7 +350,7 @@ class Batcher:
         if self.engine.model_id != self._engine_said:  # the engine now says it serves another model (a server
             # replaced behind it): the account follows, and what is asked from now on is keyed under it
             self._engine_said = self.engine.model_id
-            self.learned = replace(self.learned, model_id=self.engine.model_id)
+            self.learned = replace(self.learned, model_id=self.engine.model_id, starter=self.engine.starter)
         if self.learned.model_id != request.model:  # the key names a model that did not give this answer
             raise EngineError(f"{self.engine.describe()} answered, but the request was asked of "
                               f"{request.model}: the answer is not stored")

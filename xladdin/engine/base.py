@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..settings import EngineOptions, SamplingParams
+from .gguf_files import names_starter
 
 STALL_MARGIN_S = 5.0  # beyond an engine's own timeout before the batcher calls it stalled
 
@@ -23,7 +24,11 @@ class Started:
     max_parallel: int
     reports_load: bool = False
     context_tokens: int | None = None
-    starter: bool = False
+    starter: bool = False  # also when a server names its model by the starter's file (a CPU server's default)
+
+    def __post_init__(self) -> None:
+        if not self.starter and names_starter(self.model_id):
+            object.__setattr__(self, "starter", True)
 
 
 class Engine(ABC):

@@ -27,6 +27,12 @@ class ModelFile:
     starter: bool = False
 
 
+def names_starter(model_id: str) -> bool:
+    """Whether ``model_id`` is the starter model's file identity (``_model_file``: as xladdin's CPU server
+    names the model it serves)."""
+    return model_id.startswith(Path(STARTER_FILE).stem + "@")
+
+
 def fingerprint(path: Path, chunk: int = 1 << 20) -> str:
     """Cheap identity of a weights file: size, first and last MiB (GGUF header included)."""
     size = path.stat().st_size

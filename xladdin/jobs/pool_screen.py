@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..core import Batcher, Cache, Resolver, read_texts, started
-from ..engine.gguf_files import STARTER_FILE, STARTER_NOTE
+from ..engine.gguf_files import STARTER_NOTE
 from ..errors import XladdinError
 from ..reading.documents import Reports
 from ..reading.pool import NOTES_REQUIRED, REQUIRED, read_pool
@@ -275,9 +275,7 @@ def _pool_job(input_path: str | Path, output_path: str | Path, settings: Setting
         seconds = time.perf_counter() - t0
         alone = sum(not _answered(r) for r in results if not isinstance(r, XladdinError))
         engine = core.engine
-        # the starter model, run here or by a server that names it by its file (a CPU server's default)
-        starter = core.learned.starter or core.learned.model_id.startswith(STARTER_FILE.removesuffix(".gguf") + "@")
-        note = STARTER_NOTE if starter else None
+        note = STARTER_NOTE if core.learned.starter else None  # run here, or by a server named by its file
         out_of_rotation = getattr(getattr(engine, "replicas", None), "down_urls", lambda: "")()
         if out_of_rotation and len(getattr(engine, "urls", ())) > 1:  # said where the run is summed up
             taken = f"servers taken out of the rotation, their rows sent to the others: {out_of_rotation}"

@@ -584,10 +584,8 @@ def status(rt: CellRuntime) -> list[list[Any]]:
     from_cache = rt.resolver.memo_hits + snap["cache_hits"]
     joined, asked = snap["deduplicated"], snap["engine_requests"]
     rate = round(from_cache / (from_cache + asked), 4) if from_cache + asked else ""
-    from ..engine.gguf_files import STARTER_FILE  # a server serving it names its model by the file
-
     model = snap["model"] or ""
-    starter = b.learned.starter or model.startswith(STARTER_FILE.removesuffix(".gguf") + "@")
+    starter = b.learned.starter  # run here, or by a server that names it by its file
     return [
         ["engine", b.engine.describe()],
         ["model", snap["model"]],
