@@ -184,12 +184,13 @@ class Reader:
         """``path``'s stamp (``stamp_of``: a stat; raises ``InputError`` for a file not allowed or not found)."""
         return stamp_of(path)
 
-    def text(self, path: ReportPath) -> tuple[Stamp, str | concurrent.futures.Future]:
+    def text(self, path: ReportPath, stamp: Stamp | None = None) -> tuple[Stamp, str | concurrent.futures.Future]:
         """``path``'s stamp and its text: at once from memory, else a future (one per file, however many
         ask) of the disk store's text or else a reader's. With a disk thread (a batcher's) the store is
         read there, never on this thread; without one it is read here, and a text found is returned.
-        Raises ``InputError`` for a file not allowed or not found (a stat: no file is opened here)."""
-        stamp = stamp_of(path)
+        Raises ``InputError`` for a file not allowed or not found (a stat: no file is opened here); ``stamp``:
+        the one its caller took (no stat again)."""
+        stamp = stamp_of(path) if stamp is None else stamp
         with self._lock:
             known = self._texts.get(stamp)
             if known is not None:

@@ -175,7 +175,7 @@ class Resolver:
             kept, found = await batcher.disk.run(self._recall, kept, stamp)
             if found is not None:
                 return found
-        _, text = batcher.reader.text(path)
+        _, text = batcher.reader.text(path, stamp)  # the stamp its input was keyed by: no stat on the loop
         if not isinstance(text, str):
             await batcher.disk.run(_nothing)  # after the store's read of the text, queued before it
             if getattr(text, "looked", True):  # gone to a reader process: a cell waiting for its read waits no more

@@ -208,7 +208,8 @@ class ReadAhead:
         """The stamp stage 2 read the file under (this worker may run where the file is not)."""
         return self._held(path)[0]
 
-    def text(self, path: documents.ReportPath) -> tuple[Any, str]:
+    def text(self, path: documents.ReportPath, stamp: Any = None) -> tuple[Any, str]:
+        """The text stage 2 read (``stamp``, the caller's, is the one it was read under)."""
         stamp, text, readings = self._held(path)
         return stamp, figures.with_readings(text, readings)  # as a reader process's readings come with its text
 
